@@ -1,0 +1,58 @@
+#pragma once
+// The quorum engine on the caller's own libuv loop.
+//
+// Thread-safety: none. Every member function must be called on the loop's thread, and every
+// callback runs on that thread, exactly once, never from inside the call that started it.
+// Use redlock::Client for a thread-safe object with its own I/O thread.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlock/lock.hpp"
+#include "redlock/options.hpp"
+
+struct uv_loop_s;
+
+namespace redlock {
+
+class Engine {
+ public:
+  using AcquireCallback = std::function<void(AcquireResult)>;
+  using ExtendCallback = std::function<void(ExtendResult)>;
+  using ReleaseCallback = std::function<void(ReleaseResult)>;
+  using StatusCallback = std::function<void(StatusResult)>;
+
+  // Starts connecting to every node (non-blocking). Throws std::invalid_argument when the options
+  // are unusable (no nodes, a zero timeout, ...), naming the bad value.
+  Engine(uv_loop_s* loop, Options options);
+  // Closes if not closed yet. The loop must then run until its handles are closed
+  // (uv_run returns); memory is freed in the last close callback, as libuv requires.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Takes one lock over `resources` (one token; all-or-nothing on each node).
+  void acquire(std::vector<std::string> resources, AcquireOptions options, AcquireCallback cb);
+  // Resets the expiry of `lock` to `ttl` on every node that still holds its token.
+  void extend(const Lock& lock, Millis ttl, ExtendCallback cb);
+  // Compare-and-delete on every node. Idempotent.
+  void release(const Lock& lock, ReleaseCallback cb);
+  // Reads what every node stores for `resource`.
+  void status(std::string resource, StatusCallback cb);
+
+  // Fails every pending operation with Errc::shutdown, closes the connections and then calls
+  // `on_closed` (once). Later calls fail with Errc::shutdown.
+  void close(std::function<void()> on_closed = {});
+
+  [[nodiscard]] const Options& options() const noexcept;
+  [[nodiscard]] int quorum() const noexcept;
+
+  class Impl;
+
+ private:
+  Impl* impl_;  // owned; frees itself once its handles are closed
+};
+
+}  // namespace redlock

@@ -1,0 +1,110 @@
+#pragma once
+// The value types an acquisition hands out: Lock and the result records of every operation.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "redlock/error.hpp"
+#include "redlock/options.hpp"
+
+namespace redlock {
+
+// A monotonic clock that keeps counting while the machine is suspended (CLOCK_BOOTTIME on Linux).
+// Validity is always computed on this clock: never wall time, never a per-loop cached time.
+struct BootClock {
+  using rep = std::int64_t;
+  using period = std::nano;
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<BootClock>;
+  static constexpr bool is_steady = true;
+  [[nodiscard]] static time_point now() noexcept;
+};
+
+// A held (or once held) lock. A plain value: copying it does not copy ownership on the nodes,
+// and destroying it releases nothing (use Guard for that). Thread-compatible.
+class Lock {
+ public:
+  Lock() = default;
+
+  [[nodiscard]] const std::vector<std::string>& resources() const noexcept { return resources_; }
+  [[nodiscard]] const std::string& resource() const noexcept { return resources_.front(); }
+  [[nodiscard]] const std::string& token() const noexcept { return token_; }
+  [[nodiscard]] Millis ttl() const noexcept { return ttl_; }
+  // Validity computed when the lock was taken or last extended.
+  [[nodiscard]] Millis validity() const noexcept { return validity_; }
+  // Local deadline: t1 + ttl - drift of the last successful acquire/extend. Never later than the
+  // nodes' own expiry.
+  [[nodiscard]] BootClock::time_point deadline() const noexcept { return deadline_; }
+  // Time left before the deadline, zero when passed. Work that must stay exclusive has to
+  // finish before this reaches zero; a process pause can outlast it (see fencing).
+  [[nodiscard]] Millis remaining() const noexcept;
+  [[nodiscard]] bool empty() const noexcept { return token_.empty(); }
+  [[nodiscard]] int votes() const noexcept { return votes_; }
+  [[nodiscard]] int node_count() const noexcept { return node_count_; }
+  [[nodiscard]] std::optional<std::uint64_t> fence() const noexcept { return fence_; }
+  [[nodiscard]] const std::vector<NodeOutcome>& nodes() const noexcept { return nodes_; }
+
+  // Rebuilds a lock from a token handed over from another process (the CLI's
+  // `release RESOURCE TOKEN`). Its local deadline is unknown, so `deadline()` is the far future
+  // and only the nodes decide whether an extend or release succeeds.
+  [[nodiscard]] static Lock from_token(std::vector<std::string> resources, std::string token);
+
+ private:
+  friend class LockBuilder;
+  std::vector<std::string> resources_;
+  std::string token_;
+  Millis ttl_{0};
+  Millis validity_{0};
+  BootClock::time_point deadline_{};
+  int votes_ = 0;
+  int node_count_ = 0;
+  std::optional<std::uint64_t> fence_;
+  std::vector<NodeOutcome> nodes_;
+};
+
+struct AcquireResult {
+  std::error_code error;  // empty on success
+  std::string message;    // human explanation of `error`
+  Lock lock;              // meaningful only on success
+  std::vector<NodeOutcome> nodes;  // per-node record of the last attempt
+  int attempts = 0;
+  [[nodiscard]] explicit operator bool() const noexcept { return !error; }
+};
+
+struct ExtendResult {
+  std::error_code error;
+  std::string message;
+  Lock lock;  // the lock with its new deadline on success; unchanged otherwise
+  std::vector<NodeOutcome> nodes;
+  [[nodiscard]] explicit operator bool() const noexcept { return !error; }
+};
+
+struct ReleaseResult {
+  std::error_code error;  // empty if at least one node deleted the key
+  std::string message;
+  int deleted = 0;      // nodes where our token was found and deleted
+  int not_held = 0;     // nodes that answered but did not hold our token
+  int unreachable = 0;  // down, timed out or answered an error
+  std::vector<NodeOutcome> nodes;
+  [[nodiscard]] explicit operator bool() const noexcept { return !error; }
+};
+
+// What one node stores for a resource (`status`).
+struct NodeKeyState {
+  std::string node;
+  bool up = false;
+  std::string detail;                  // error text when not up or the read failed
+  std::optional<std::string> value;    // the stored token, nullopt when no key
+  std::optional<Millis> pttl;          // remaining ttl on the node, nullopt when no key/no expiry
+  std::string type;                    // Redis type of the key ("string", "none", "hash", ...)
+};
+
+struct StatusResult {
+  std::vector<NodeKeyState> nodes;
+};
+
+}  // namespace redlock

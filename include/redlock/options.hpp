@@ -1,0 +1,95 @@
+#pragma once
+// Configuration types: node addresses, durations, engine options.
+// Everything here is plain data; no I/O happens in this header.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlock {
+
+using Millis = std::chrono::milliseconds;
+
+// One independent Redis master.
+// Accepted forms (see docs/cli.md): `redis://[[user]:password@]host[:port][/db]`,
+// `unix:///path/to/socket[?db=N]`, `host:port`, `host`, and IPv6 as `redis://[::1]:7001`.
+struct NodeAddress {
+  enum class Transport { tcp, unix_socket };
+
+  Transport transport = Transport::tcp;
+  std::string host = "127.0.0.1";  // tcp: name or literal address (IPv6 without brackets)
+  std::uint16_t port = 6379;       // tcp
+  std::string path;                // unix socket path
+  std::string user;                // ACL user name; empty: AUTH with the password only
+  std::string password;            // empty: no AUTH
+  int db = 0;                      // SELECTed on connect when not 0
+
+  // Display form for logs and reports; never contains the password.
+  [[nodiscard]] std::string to_string() const;
+
+  // Parses one address. On failure returns nullopt and sets `error` to a message that
+  // names the bad value.
+  [[nodiscard]] static std::optional<NodeAddress> parse(std::string_view text, std::string& error);
+
+  friend bool operator==(const NodeAddress&, const NodeAddress&) = default;
+};
+
+// Parses a comma-separated list of addresses ("a:1,b:2"). Empty items are errors.
+// Duplicates (the same server twice) are refused: they would count twice towards a quorum.
+[[nodiscard]] std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text,
+                                                                      std::string& error);
+
+// Parses `250ms`, `10s`, `2m`, `1h`, or a bare integer meaning milliseconds.
+// Rejects negative values, unknown units, overflow and empty text with a message naming the value.
+[[nodiscard]] std::optional<Millis> parse_duration(std::string_view text, std::string& error);
+
+enum class LogLevel { debug, info, warning, error };
+
+// Called on the engine's loop thread. Must not block and must not call back into the engine.
+using Logger = std::function<void(LogLevel, std::string_view message)>;
+
+// The longest ttl accepted (365 days). Keeps every time computation far from overflow.
+inline constexpr Millis max_ttl{365LL * 24 * 3600 * 1000};
+
+struct Options {
+  std::vector<NodeAddress> nodes;  // N independent masters; quorum is N/2+1
+
+  Millis node_timeout{50};      // per-command deadline on each node; keep it << ttl
+  Millis connect_timeout{250};  // deadline for a TCP/unix connect
+  Millis reconnect_min{50};     // reconnect backoff: first delay ...
+  Millis reconnect_max{2000};   // ... doubling up to this
+
+  double drift_factor = 0.01;  // drift = ttl * drift_factor + 2 ms
+  Millis min_validity{0};      // success needs validity > min_validity
+
+  int retry_count = 3;        // extra attempts after the first (when no wait deadline is given)
+  Millis retry_delay{200};    // sleep between attempts ...
+  Millis retry_jitter{100};   // ... plus a uniform value in [-jitter, +jitter]
+
+  std::string key_prefix;  // prepended to every resource to form the key; default none
+
+  // Restart guard (algorithm.md, hazard 6). A node whose Redis uptime is below
+  // `min_node_uptime`, or whose run_id changed while this client knew it, gives no vote until
+  // the quarantine has passed. `durable_nodes` turns the guard off (nodes run
+  // appendonly yes + appendfsync always).
+  Millis min_node_uptime{0};
+  std::optional<Millis> restart_quarantine;  // default: the longest ttl used so far plus drift
+  bool durable_nodes = false;
+
+  Logger logger;  // silent when empty
+};
+
+// Per-call settings of an acquisition.
+struct AcquireOptions {
+  Millis ttl{30000};
+  // When set, attempts keep being started until this much time has passed (retry_count is then
+  // ignored). It never shortens the ttl of an attempt.
+  std::optional<Millis> wait;
+  std::optional<int> retry_count;  // overrides Options::retry_count
+};
+
+}  // namespace redlock

@@ -1,0 +1,11 @@
+#pragma once
+// Umbrella header for the C++ API.
+#include "redlock/client.hpp"
+#include "redlock/engine.hpp"
+#include "redlock/error.hpp"
+#include "redlock/lock.hpp"
+#include "redlock/options.hpp"
+
+namespace redlock {
+[[nodiscard]] const char* version() noexcept;
+}

@@ -1,0 +1,305 @@
+// Parsing of node addresses and durations: pure functions, no I/O.
+
+#include <charconv>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "redlock/options.hpp"
+
+namespace redlock {
+namespace {
+
+std::string quoted(std::string_view s) {
+  // Show the value the user gave, but keep control bytes from messing up a terminal.
+  std::string out = "'";
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += "'";
+  return out;
+}
+
+bool parse_int(std::string_view s, long long lo, long long hi, long long& out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size() && out >= lo && out <= hi;
+}
+
+// Decodes %XX escapes (user names and passwords may contain ':' '@' '/').
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int v = 0;
+    auto [p, ec] = std::from_chars(in.data() + i + 1, in.data() + i + 3, v, 16);
+    if (ec != std::errc() || p != in.data() + i + 3) return false;
+    out += static_cast<char>(v);
+    i += 2;
+  }
+  return true;
+}
+
+bool valid_host(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  for (char c : h) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool valid_ipv6(std::string_view h) {
+  if (h.size() < 2 || h.size() > 45) return false;
+  bool colon = false;
+  for (char c : h) {
+    bool ok = (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || (c >= '0' && c <= '9') ||
+              c == ':' || c == '.';
+    if (!ok) return false;
+    colon |= c == ':';
+  }
+  return colon;
+}
+
+// host[:port] or [v6][:port]
+bool parse_host_port(std::string_view hp, NodeAddress& a, std::string& why) {
+  std::string_view host, port;
+  if (!hp.empty() && hp.front() == '[') {
+    auto close = hp.find(']');
+    if (close == std::string_view::npos) {
+      why = "unclosed '[' in IPv6 address";
+      return false;
+    }
+    host = hp.substr(1, close - 1);
+    auto rest = hp.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') {
+        why = "expected ':port' after ']'";
+        return false;
+      }
+      port = rest.substr(1);
+      if (port.empty()) {
+        why = "empty port";
+        return false;
+      }
+    }
+    if (!valid_ipv6(host)) {
+      why = "bad IPv6 address";
+      return false;
+    }
+  } else {
+    auto colon = hp.rfind(':');
+    if (colon != std::string_view::npos) {
+      if (hp.find(':') != colon) {
+        why = "IPv6 addresses need brackets, as in redis://[::1]:7001";
+        return false;
+      }
+      host = hp.substr(0, colon);
+      port = hp.substr(colon + 1);
+      if (port.empty()) {
+        why = "empty port";
+        return false;
+      }
+    } else {
+      host = hp;
+    }
+    if (!valid_host(host)) {
+      why = host.empty() ? "empty host" : "bad host name";
+      return false;
+    }
+  }
+  a.host = std::string(host);
+  if (!port.empty()) {
+    long long p = 0;
+    if (!parse_int(port, 1, 65535, p)) {
+      why = "port must be 1-65535";
+      return false;
+    }
+    a.port = static_cast<std::uint16_t>(p);
+  }
+  return true;
+}
+
+bool parse_db(std::string_view s, NodeAddress& a, std::string& why) {
+  long long db = 0;
+  if (!parse_int(s, 0, std::numeric_limits<int>::max(), db)) {
+    why = "database must be a non-negative integer";
+    return false;
+  }
+  a.db = static_cast<int>(db);
+  return true;
+}
+
+bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
+  if (text.empty()) {
+    why = "empty address";
+    return false;
+  }
+  for (unsigned char c : text) {
+    if (c <= 0x20 || c == 0x7f) {
+      why = "spaces or control characters";
+      return false;
+    }
+  }
+  constexpr std::string_view redis_scheme = "redis://";
+  constexpr std::string_view unix_scheme = "unix://";
+  if (text.starts_with(unix_scheme)) {
+    a.transport = NodeAddress::Transport::unix_socket;
+    auto rest = text.substr(unix_scheme.size());
+    auto q = rest.find('?');
+    auto path = rest.substr(0, q);
+    if (path.empty() || path.front() != '/') {
+      why = "unix socket path must be absolute (unix:///path)";
+      return false;
+    }
+    if (path.size() > 107) {
+      why = "unix socket path longer than 107 bytes";
+      return false;
+    }
+    a.path = std::string(path);
+    if (q != std::string_view::npos) {
+      auto query = rest.substr(q + 1);
+      if (!query.starts_with("db=")) {
+        why = "only ?db=N is understood after a unix socket path";
+        return false;
+      }
+      if (!parse_db(query.substr(3), a, why)) return false;
+    }
+    return true;
+  }
+  if (text.starts_with(redis_scheme)) {
+    auto rest = text.substr(redis_scheme.size());
+    auto slash = rest.find('/');
+    auto authority = rest.substr(0, slash);
+    if (slash != std::string_view::npos) {
+      auto db = rest.substr(slash + 1);
+      if (!db.empty() && !parse_db(db, a, why)) return false;
+    }
+    auto at = authority.rfind('@');
+    if (at != std::string_view::npos) {
+      auto userinfo = authority.substr(0, at);
+      authority = authority.substr(at + 1);
+      auto colon = userinfo.find(':');
+      std::string user, pass;
+      if (colon == std::string_view::npos) {
+        // redis://secret@host: a password alone, as redis-cli understands it
+        if (!percent_decode(userinfo, pass)) {
+          why = "bad %-escape in password";
+          return false;
+        }
+      } else {
+        if (!percent_decode(userinfo.substr(0, colon), user) ||
+            !percent_decode(userinfo.substr(colon + 1), pass)) {
+          why = "bad %-escape in user or password";
+          return false;
+        }
+      }
+      if (pass.empty() && !user.empty()) {
+        why = "a user needs a password";
+        return false;
+      }
+      a.user = std::move(user);
+      a.password = std::move(pass);
+    }
+    return parse_host_port(authority, a, why);
+  }
+  if (text.find("://") != std::string_view::npos) {
+    why = "unknown scheme (use redis:// or unix://)";
+    return false;
+  }
+  return parse_host_port(text, a, why);
+}
+
+}  // namespace
+
+std::string NodeAddress::to_string() const {
+  if (transport == Transport::unix_socket) {
+    return "unix://" + path + (db != 0 ? "?db=" + std::to_string(db) : "");
+  }
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return h + ":" + std::to_string(port) + (db != 0 ? "/" + std::to_string(db) : "");
+}
+
+std::optional<NodeAddress> NodeAddress::parse(std::string_view text, std::string& error) {
+  NodeAddress a;
+  std::string why;
+  if (!parse_address(text, a, why)) {
+    error = "bad node address " + quoted(text) + ": " + why;
+    return std::nullopt;
+  }
+  return a;
+}
+
+std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text,
+                                                        std::string& error) {
+  std::vector<NodeAddress> out;
+  std::set<std::string> seen;
+  if (text.empty()) {
+    error = "empty node list";
+    return std::nullopt;
+  }
+  std::size_t start = 0;
+  while (true) {
+    auto comma = text.find(',', start);
+    auto item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    auto a = NodeAddress::parse(item, error);
+    if (!a) return std::nullopt;
+    // db is part of the identity: two dbs of one server still share one process, so they are
+    // the same failure domain; refuse them too.
+    std::string id = a->transport == NodeAddress::Transport::unix_socket
+                         ? a->path
+                         : a->host + "|" + std::to_string(a->port);
+    if (!seen.insert(id).second) {
+      error = "node " + quoted(item) + " appears twice in the node list (it would vote twice)";
+      return std::nullopt;
+    }
+    out.push_back(std::move(*a));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::optional<Millis> parse_duration(std::string_view text, std::string& error) {
+  auto fail = [&](const char* why) {
+    error = "bad duration " + quoted(text) + ": " + why + " (examples: 250ms, 10s, 2m, 1h)";
+    return std::optional<Millis>{};
+  };
+  if (text.empty()) return fail("empty");
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return fail(text.front() == '-' ? "negative" : "must start with a number");
+  auto unit = text.substr(digits);
+  long long mult = 0;
+  if (unit.empty() || unit == "ms") {
+    mult = 1;
+  } else if (unit == "s") {
+    mult = 1000;
+  } else if (unit == "m") {
+    mult = 60'000;
+  } else if (unit == "h") {
+    mult = 3'600'000;
+  } else {
+    return fail("unknown unit");
+  }
+  long long v = 0;
+  if (!parse_int(text.substr(0, digits), 0, std::numeric_limits<long long>::max(), v) ||
+      v > std::numeric_limits<long long>::max() / mult) {
+    return fail("too large");
+  }
+  return Millis{v * mult};
+}
+
+}  // namespace redlock

@@ -1,0 +1,879 @@
+// The quorum engine: fan-out of each operation to every node at once, decision as soon as the
+// outcome is known, rollback on every node after a failed attempt, retries with jitter.
+//
+// Lifetimes: an operation is reference-counted by the commands it has in flight (every command
+// sent reports back exactly once, see node.hpp) plus one reference held until the operation
+// has finished. Its user callback is always posted through `defer()`, so it never runs inside a
+// hiredis callback nor inside the call that started the operation.
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "lock_builder.hpp"
+#include "node.hpp"
+#include "quorum.hpp"
+#include "redlock/engine.hpp"
+#include "scripts.hpp"
+#include "token.hpp"
+
+namespace redlock {
+
+
+using detail::Command;
+using detail::Node;
+using detail::NodeResult;
+using detail::ScriptId;
+using detail::Tally;
+
+namespace {
+
+constexpr std::size_t max_resource_bytes = 1 << 20;
+
+std::string reply_error(const redisReply* r) { return std::string(r->str, r->len); }
+
+std::chrono::microseconds to_us(BootClock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d);
+}
+
+// "3 down, 1 timeout": the per-node record in a few words, for messages.
+std::string breakdown(const std::vector<NodeOutcome>& nodes) {
+  std::string out;
+  for (int s = 0; s <= static_cast<int>(NodeState::pending); ++s) {
+    int n = 0;
+    for (const auto& o : nodes) n += static_cast<int>(o.state) == s;
+    if (n == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(n) + " " + to_string(static_cast<NodeState>(s));
+  }
+  return out;
+}
+
+Millis to_ms_floor(std::chrono::microseconds us) {
+  return std::chrono::duration_cast<Millis>(us);
+}
+
+void validate(const Options& o) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (o.nodes.empty()) bad("no nodes configured");
+  if (o.nodes.size() > 64) bad("too many nodes: " + std::to_string(o.nodes.size()) + " (at most 64)");
+  if (o.node_timeout <= Millis{0}) bad("node_timeout must be positive, got " + std::to_string(o.node_timeout.count()) + " ms");
+  if (o.connect_timeout <= Millis{0}) bad("connect_timeout must be positive, got " + std::to_string(o.connect_timeout.count()) + " ms");
+  if (!(o.drift_factor >= 0.0 && o.drift_factor < 0.5)) bad("drift_factor must be in [0, 0.5), got " + std::to_string(o.drift_factor));
+  if (o.retry_count < 0) bad("retry_count must be >= 0, got " + std::to_string(o.retry_count));
+  if (o.retry_delay < Millis{0}) bad("retry_delay must be >= 0");
+  if (o.retry_jitter < Millis{0}) bad("retry_jitter must be >= 0");
+  if (o.min_validity < Millis{0}) bad("min_validity must be >= 0");
+  if (o.reconnect_min <= Millis{0} || o.reconnect_max < o.reconnect_min) bad("reconnect backoff must satisfy 0 < min <= max");
+  if (o.min_node_uptime < Millis{0}) bad("min_node_uptime must be >= 0");
+  if (o.restart_quarantine && *o.restart_quarantine < Millis{0}) bad("restart_quarantine must be >= 0");
+  std::set<std::string> seen;
+  for (const auto& n : o.nodes) {
+    std::string id = n.transport == NodeAddress::Transport::unix_socket
+                         ? n.path : n.host + "|" + std::to_string(n.port);
+    if (!seen.insert(id).second) bad("node " + n.to_string() + " appears twice (it would vote twice)");
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+class Operation;
+
+class Engine::Impl final : public detail::NodeHost {
+ public:
+  Impl(uv_loop_t* loop, Options options) : loop_(loop), options_(std::move(options)) {
+    validate(options_);
+    rng_.seed(std::random_device{}());
+    uv_check_init(loop_, &check_);
+    uv_idle_init(loop_, &idle_);
+    check_.data = this;
+    idle_.data = this;
+    uv_check_start(&check_, &Impl::on_check);
+    uv_unref(reinterpret_cast<uv_handle_t*>(&check_));  // does not keep the loop alive by itself
+    open_handles_ = 2;
+    nodes_.reserve(options_.nodes.size());
+    for (std::size_t i = 0; i < options_.nodes.size(); ++i) {
+      nodes_.push_back(std::make_unique<Node>(loop_, *this, static_cast<int>(i), options_.nodes[i], options_));
+      ++open_handles_;
+    }
+    for (auto& n : nodes_) n->start();
+  }
+
+  // NodeHost
+  void log(LogLevel level, const std::string& message) override {
+    if (options_.logger) options_.logger(level, message);
+  }
+  void on_node_closed(int) override { handle_closed(); }
+  Millis restart_quarantine() const override {
+    if (options_.restart_quarantine) return *options_.restart_quarantine;
+    // The longest ttl this client has used (at least the default ttl) plus its drift.
+    Millis longest = std::max(max_ttl_used_, AcquireOptions{}.ttl);
+    return longest + std::chrono::ceil<Millis>(detail::drift(longest, options_.drift_factor));
+  }
+
+  void defer(std::function<void()> fn) {
+    if (fully_closed_) {
+      fn();  // nothing can run later: no handle is left on the loop
+      return;
+    }
+    deferred_.push_back(std::move(fn));
+    if (!closing_ && !uv_is_active(reinterpret_cast<uv_handle_t*>(&idle_))) {
+      uv_idle_start(&idle_, [](uv_idle_t*) {});  // keeps poll from blocking until on_check runs
+    }
+  }
+
+  void run_deferred() {
+    while (!deferred_.empty()) {
+      std::vector<std::function<void()>> batch;
+      batch.swap(deferred_);
+      for (auto& fn : batch) fn();
+    }
+  }
+
+  static void on_check(uv_check_t* h) {
+    auto* self = static_cast<Impl*>(h->data);
+    if (!self->closing_) uv_idle_stop(&self->idle_);
+    self->run_deferred();
+  }
+
+  void close(std::function<void()> on_closed);
+  void handle_closed() {
+    if (--open_handles_ > 0) return;
+    fully_closed_ = true;
+    run_deferred();
+    if (on_closed_) {
+      auto cb = std::move(on_closed_);
+      cb();
+    }
+    if (owner_gone_) delete this;
+  }
+
+  // Restart guard and duplicate detection: why node i's grant must not count, or nullopt.
+  std::optional<std::string> vote_exclusion(int i, BootClock::time_point now) const {
+    if (auto why = nodes_[i]->vote_exclusion(now)) return why;
+    const auto& id = nodes_[i]->run_id();
+    if (!id.empty()) {
+      for (int j = 0; j < i; ++j) {
+        if (nodes_[j]->run_id() == id) {
+          return "same server as " + nodes_[j]->name() + " (equal run_id): one vote per server";
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  void note_ttl(Millis ttl) { max_ttl_used_ = std::max(max_ttl_used_, ttl); }
+
+  Millis retry_sleep() {
+    auto d = options_.retry_delay.count();
+    auto j = options_.retry_jitter.count();
+    std::uniform_int_distribution<long long> dist(-j, j);
+    return Millis{std::max<long long>(0, d + dist(rng_))};
+  }
+
+  int n() const { return static_cast<int>(nodes_.size()); }
+
+  uv_loop_t* loop_;
+  Options options_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::unordered_set<Operation*> ops_;  // unfinished operations
+  bool closing_ = false;
+  bool fully_closed_ = false;
+  bool owner_gone_ = false;
+
+ private:
+  uv_check_t check_;
+  uv_idle_t idle_;
+  int open_handles_ = 0;
+  std::vector<std::function<void()>> deferred_;
+  std::function<void()> on_closed_;
+  Millis max_ttl_used_{0};
+  std::mt19937_64 rng_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class Operation : public detail::Sink {
+ public:
+  explicit Operation(Engine::Impl& e) : e_(e) { e_.ops_.insert(this); }
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+  // The engine is closing: finish now with Errc::shutdown.
+  virtual void shutdown() = 0;
+  void on_done() final { unref(); }
+
+ protected:
+  virtual ~Operation() = default;
+  void ref() { ++refs_; }
+  void unref() {
+    if (--refs_ == 0) delete this;
+  }
+  // Marks the operation finished: it leaves the engine's registry and drops its own reference.
+  // Commands still in flight keep it alive until they report back.
+  void finished() {
+    e_.ops_.erase(this);
+    unref();
+  }
+  bool send(int node, const Command& c, std::uint32_t tag) {
+    if (!e_.nodes_[node]->send(c, e_.options_.node_timeout, *this, tag)) return false;
+    ref();
+    return true;
+  }
+  bool send_script(int node, ScriptId id, int numkeys, const Command& c, std::uint32_t tag) {
+    if (!e_.nodes_[node]->send_script(id, numkeys, c, e_.options_.node_timeout, *this, tag)) return false;
+    ref();
+    return true;
+  }
+  NodeOutcome outcome(int node, NodeState s, std::string detail = {},
+                      std::chrono::microseconds latency = {}) const {
+    return NodeOutcome{e_.nodes_[node]->name(), s, std::move(detail), latency};
+  }
+  NodeOutcome not_sent(int node) const {
+    const auto& err = e_.nodes_[node]->last_error();
+    return outcome(node, NodeState::down, err.empty() ? "not connected" : err);
+  }
+  // Common classification of a non-reply.
+  static bool failure_state(const NodeResult& r, NodeState& s, std::string& detail) {
+    if (r.kind == NodeResult::Kind::timeout) {
+      s = NodeState::timeout;
+      return true;
+    }
+    if (r.kind == NodeResult::Kind::down) {
+      s = NodeState::down;
+      detail = std::string(r.error);
+      return true;
+    }
+    if (r.reply->type == REDIS_REPLY_ERROR) {
+      s = NodeState::error;
+      detail = reply_error(r.reply);
+      return true;
+    }
+    return false;
+  }
+
+  Engine::Impl& e_;
+
+ private:
+  int refs_ = 1;
+};
+
+// Sends the compare-and-delete for `token` on every node, ignoring the answers. Used to roll back
+// a failed attempt: nodes that timed out or have not answered yet may still have run the SET, and
+// on each connection the delete is pipelined behind it, so it runs after it.
+class Rollback final : public Operation {
+ public:
+  static void run(Engine::Impl& e, const std::vector<std::string>& keys, const std::string& token) {
+    auto* op = new Rollback(e);
+    Command c;
+    for (const auto& k : keys) c.arg(k);
+    c.arg(token);
+    const bool multi = keys.size() > 1;
+    for (int i = 0; i < e.n(); ++i) {
+      op->send_script(i, multi ? ScriptId::release_multi : ScriptId::release,
+                      static_cast<int>(keys.size()), c, 0);
+    }
+    op->finished();
+  }
+  void on_result(int, std::uint32_t, const NodeResult&) override {}
+  void shutdown() override {}
+
+ private:
+  using Operation::Operation;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class AcquireOp final : public Operation {
+ public:
+  AcquireOp(Engine::Impl& e, std::vector<std::string> resources, AcquireOptions opts,
+            Engine::AcquireCallback cb)
+      : Operation(e), resources_(std::move(resources)), opts_(opts), cb_(std::move(cb)) {
+    keys_.reserve(resources_.size());
+    for (const auto& r : resources_) keys_.push_back(e_.options_.key_prefix + r);
+    retries_left_ = opts_.retry_count.value_or(e_.options_.retry_count);
+    if (opts_.wait) wait_until_ = BootClock::now() + *opts_.wait;
+    e_.note_ttl(opts_.ttl);
+  }
+
+  void start_attempt() {
+    ++attempt_;
+    ++attempts_made_;
+    token_ = detail::make_token();  // fresh for every attempt, never reused
+    tally_ = Tally{e_.n()};
+    outcomes_.assign(static_cast<std::size_t>(e_.n()), NodeOutcome{});
+    answered_.assign(static_cast<std::size_t>(e_.n()), false);
+    open_ = true;
+    dispatching_ = true;
+    Command c;
+    const bool multi = keys_.size() > 1;
+    if (multi) {
+      for (const auto& k : keys_) c.arg(k);
+      c.arg(token_).arg(static_cast<long long>(opts_.ttl.count()));
+    } else {
+      c.arg("SET").arg(keys_[0]).arg(token_).arg("NX").arg("PX").arg(static_cast<long long>(opts_.ttl.count()));
+    }
+    t1_ = BootClock::now();
+    for (int i = 0; i < e_.n(); ++i) {
+      bool sent = multi ? send_script(i, ScriptId::acquire_multi, static_cast<int>(keys_.size()), c, attempt_)
+                        : send(i, c, attempt_);
+      if (!sent) record(i, not_sent(i));
+    }
+    dispatching_ = false;
+    evaluate();
+  }
+
+  void on_result(int node, std::uint32_t tag, const NodeResult& r) override {
+    if (tag != attempt_ || !open_) return;  // a late answer of an attempt already decided
+    NodeState s = NodeState::ok;
+    std::string detail;
+    if (!failure_state(r, s, detail)) {
+      const redisReply* rep = r.reply;
+      bool granted = keys_.size() > 1
+                         ? rep->type == REDIS_REPLY_INTEGER && rep->integer == 1
+                         : rep->type == REDIS_REPLY_STATUS && std::string_view(rep->str, rep->len) == "OK";
+      bool refused = keys_.size() > 1 ? rep->type == REDIS_REPLY_INTEGER && rep->integer == 0
+                                      : rep->type == REDIS_REPLY_NIL;
+      if (granted) {
+        s = NodeState::ok;
+        if (auto why = e_.vote_exclusion(node, BootClock::now())) {
+          s = NodeState::excluded;
+          detail = *why;
+        }
+      } else if (refused) {
+        s = NodeState::held_by_other;
+      } else {
+        s = NodeState::error;
+        detail = "unexpected reply type " + std::to_string(rep->type);
+      }
+    }
+    record(node, outcome(node, s, std::move(detail), r.latency));
+    evaluate();
+  }
+
+  void shutdown() override {
+    if (done_) return;
+    open_ = false;
+    const bool timer_was_pending = cancel_retry_timer();
+    finish(Errc::shutdown, "engine closed before the lock was acquired");
+    if (timer_was_pending) unref();  // the timer's reference; may delete this
+  }
+
+ private:
+  void record(int node, NodeOutcome o) {
+    answered_[node] = true;
+    switch (o.state) {
+      case NodeState::ok: ++tally_.ok; break;
+      case NodeState::held_by_other: ++tally_.refused; break;
+      default: ++tally_.failed; break;
+    }
+    outcomes_[node] = std::move(o);
+  }
+
+  void mark_pending() {
+    for (int i = 0; i < e_.n(); ++i) {
+      if (!answered_[i]) outcomes_[i] = outcome(i, NodeState::pending);
+    }
+  }
+
+  void evaluate() {
+    if (dispatching_ || !open_) return;
+    auto d = detail::decide(tally_);
+    if (d == detail::Decision::undecided) return;
+    open_ = false;
+    const auto t2 = BootClock::now();
+    mark_pending();
+    if (d == detail::Decision::quorum) {
+      auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor, e_.options_.min_validity, t1_, t2);
+      if (v.ok) {
+        Lock lock = LockBuilder::make(resources_, token_, opts_.ttl, to_ms_floor(v.validity), v.deadline,
+                                      tally_.ok, e_.n(), outcomes_);
+        finish_ok(std::move(lock));
+        return;
+      }
+      fail_attempt(Errc::expired, "a quorum granted the lock but its validity was used up (" +
+                                      std::to_string(to_us(t2 - t1_).count()) + " us elapsed)");
+      return;
+    }
+    Errc why = detail::failure_reason(tally_, Errc::contended);
+    fail_attempt(why, why == Errc::contended
+                          ? "held by someone else on " + std::to_string(tally_.refused) + " of " + std::to_string(e_.n()) + " nodes"
+                          : "no quorum: " + std::to_string(tally_.ok) + " of " + std::to_string(e_.n()) +
+                                " nodes granted, " + std::to_string(detail::quorum_of(e_.n())) + " needed (" +
+                                breakdown(outcomes_) + ")");
+  }
+
+  void fail_attempt(Errc why, std::string message) {
+    Rollback::run(e_, keys_, token_);
+    last_error_ = why;
+    last_message_ = std::move(message);
+    auto now = BootClock::now();
+    Millis sleep = e_.retry_sleep();
+    bool again;
+    if (wait_until_) {
+      again = now < *wait_until_;
+      if (again) sleep = std::min(sleep, std::chrono::ceil<Millis>(*wait_until_ - now));
+    } else {
+      again = retries_left_ > 0;
+      --retries_left_;
+    }
+    if (!again || e_.closing_) {
+      finish(last_error_, last_message_);
+      return;
+    }
+    retry_timer_ = new uv_timer_t;
+    uv_timer_init(e_.loop_, retry_timer_);
+    retry_timer_->data = this;
+    ref();
+    uv_timer_start(retry_timer_, [](uv_timer_t* t) {
+      auto* self = static_cast<AcquireOp*>(t->data);
+      self->cancel_retry_timer();
+      if (!self->done_) self->start_attempt();
+      self->unref();
+    }, static_cast<std::uint64_t>(sleep.count()), 0);
+  }
+
+  bool cancel_retry_timer() {
+    if (retry_timer_ == nullptr) return false;
+    uv_close(reinterpret_cast<uv_handle_t*>(retry_timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    retry_timer_ = nullptr;
+    return true;
+  }
+
+  void finish_ok(Lock lock) {
+    AcquireResult res;
+    res.lock = std::move(lock);
+    res.nodes = outcomes_;
+    res.attempts = attempts_made_;
+    complete(std::move(res));
+  }
+
+  void finish(Errc why, std::string message) {
+    AcquireResult res;
+    res.error = make_error_code(why);
+    res.message = std::move(message);
+    res.nodes = outcomes_;
+    res.attempts = attempts_made_;
+    complete(std::move(res));
+  }
+
+  void complete(AcquireResult res) {
+    if (done_) return;
+    done_ = true;
+    e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
+    finished();
+  }
+
+  std::vector<std::string> resources_;
+  std::vector<std::string> keys_;
+  AcquireOptions opts_;
+  Engine::AcquireCallback cb_;
+  std::uint32_t attempt_ = 0;
+  int attempts_made_ = 0;
+  int retries_left_ = 0;
+  std::optional<BootClock::time_point> wait_until_;
+  std::string token_;
+  BootClock::time_point t1_{};
+  Tally tally_;
+  std::vector<NodeOutcome> outcomes_;
+  std::vector<bool> answered_;
+  bool open_ = false;
+  bool dispatching_ = false;
+  bool done_ = false;
+  uv_timer_t* retry_timer_ = nullptr;
+  Errc last_error_ = Errc::no_quorum;
+  std::string last_message_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class ExtendOp final : public Operation {
+ public:
+  ExtendOp(Engine::Impl& e, Lock lock, Millis ttl, Engine::ExtendCallback cb)
+      : Operation(e), lock_(std::move(lock)), ttl_(ttl), cb_(std::move(cb)) {}
+
+  void start() {
+    e_.note_ttl(ttl_);
+    tally_ = Tally{e_.n()};
+    outcomes_.assign(static_cast<std::size_t>(e_.n()), NodeOutcome{});
+    answered_.assign(static_cast<std::size_t>(e_.n()), false);
+    Command c;
+    for (const auto& r : lock_.resources()) c.arg(e_.options_.key_prefix + r);
+    c.arg(lock_.token()).arg(static_cast<long long>(ttl_.count()));
+    const bool multi = lock_.resources().size() > 1;
+    const int numkeys = static_cast<int>(lock_.resources().size());
+    dispatching_ = true;
+    t1_ = BootClock::now();  // this extend's own start: validity never borrows from the acquire
+    for (int i = 0; i < e_.n(); ++i) {
+      if (!send_script(i, multi ? ScriptId::extend_multi : ScriptId::extend, numkeys, c, 1)) record(i, not_sent(i));
+    }
+    dispatching_ = false;
+    evaluate();
+  }
+
+  void on_result(int node, std::uint32_t, const NodeResult& r) override {
+    if (done_) return;
+    NodeState s;
+    std::string detail;
+    if (!failure_state(r, s, detail)) {
+      const redisReply* rep = r.reply;
+      if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
+        s = NodeState::ok;
+        if (auto why = e_.vote_exclusion(node, BootClock::now())) {
+          s = NodeState::excluded;
+          detail = *why;
+        }
+      } else if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 0) {
+        s = NodeState::not_held;
+      } else {
+        s = NodeState::error;
+        detail = "unexpected reply type " + std::to_string(rep->type);
+      }
+    }
+    record(node, outcome(node, s, std::move(detail), r.latency));
+    evaluate();
+  }
+
+  void shutdown() override { finish(Errc::shutdown, "engine closed before the extend finished"); }
+
+ private:
+  void record(int node, NodeOutcome o) {
+    answered_[node] = true;
+    switch (o.state) {
+      case NodeState::ok: ++tally_.ok; break;
+      case NodeState::not_held: ++tally_.refused; break;
+      default: ++tally_.failed; break;
+    }
+    outcomes_[node] = std::move(o);
+  }
+
+  void evaluate() {
+    if (dispatching_ || done_) return;
+    auto d = detail::decide(tally_);
+    if (d == detail::Decision::undecided) return;
+    const auto t2 = BootClock::now();
+    for (int i = 0; i < e_.n(); ++i) {
+      if (!answered_[i]) outcomes_[i] = outcome(i, NodeState::pending);
+    }
+    if (d == detail::Decision::quorum) {
+      auto v = detail::compute_validity(ttl_, e_.options_.drift_factor, e_.options_.min_validity, t1_, t2);
+      if (v.ok) {
+        LockBuilder::extended(lock_, ttl_, to_ms_floor(v.validity), v.deadline, tally_.ok, outcomes_);
+        ExtendResult res;
+        res.lock = lock_;
+        res.nodes = outcomes_;
+        complete(std::move(res));
+        return;
+      }
+      finish(Errc::expired, "a quorum extended the lock but the new validity was used up");
+      return;
+    }
+    Errc why = detail::failure_reason(tally_, Errc::not_held);
+    finish(why, why == Errc::not_held
+                    ? "the token is no longer held on " + std::to_string(tally_.refused) + " of " + std::to_string(e_.n()) + " nodes"
+                    : "no quorum: " + std::to_string(tally_.ok) + " of " + std::to_string(e_.n()) + " nodes extended, " +
+                          std::to_string(detail::quorum_of(e_.n())) + " needed (" + breakdown(outcomes_) + ")");
+  }
+
+  void finish(Errc why, std::string message) {
+    ExtendResult res;
+    res.error = make_error_code(why);
+    res.message = std::move(message);
+    res.lock = lock_;
+    res.nodes = outcomes_;
+    complete(std::move(res));
+  }
+
+  void complete(ExtendResult res) {
+    if (done_) return;
+    done_ = true;
+    e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
+    finished();
+  }
+
+  Lock lock_;
+  Millis ttl_;
+  Engine::ExtendCallback cb_;
+  Tally tally_;
+  std::vector<NodeOutcome> outcomes_;
+  std::vector<bool> answered_;
+  BootClock::time_point t1_{};
+  bool dispatching_ = false;
+  bool done_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class ReleaseOp final : public Operation {
+ public:
+  ReleaseOp(Engine::Impl& e, const Lock& lock, Engine::ReleaseCallback cb) : Operation(e), cb_(std::move(cb)) {
+    outcomes_.assign(static_cast<std::size_t>(e_.n()), NodeOutcome{});
+    Command c;
+    for (const auto& r : lock.resources()) c.arg(e_.options_.key_prefix + r);
+    c.arg(lock.token());
+    const bool multi = lock.resources().size() > 1;
+    for (int i = 0; i < e_.n(); ++i) {
+      if (!send_script(i, multi ? ScriptId::release_multi : ScriptId::release,
+                       static_cast<int>(lock.resources().size()), c, 0)) {
+        record(i, not_sent(i));
+      }
+    }
+    maybe_finish();
+  }
+
+  void on_result(int node, std::uint32_t, const NodeResult& r) override {
+    if (done_) return;
+    NodeState s;
+    std::string detail;
+    if (!failure_state(r, s, detail)) {
+      const redisReply* rep = r.reply;
+      if (rep->type == REDIS_REPLY_INTEGER) {
+        s = rep->integer > 0 ? NodeState::ok : NodeState::not_held;
+      } else {
+        s = NodeState::error;
+        detail = "unexpected reply type " + std::to_string(rep->type);
+      }
+    }
+    record(node, outcome(node, s, std::move(detail), r.latency));
+    maybe_finish();
+  }
+
+  void shutdown() override {
+    if (done_) return;
+    for (auto& o : outcomes_) {
+      if (o.node.empty()) o = NodeOutcome{"", NodeState::down, "engine closed", {}};
+    }
+    ReleaseResult res = summary();
+    res.error = make_error_code(Errc::shutdown);
+    res.message = "engine closed before the release finished";
+    complete(std::move(res));
+  }
+
+ private:
+  void record(int node, NodeOutcome o) {
+    ++answered_;
+    outcomes_[node] = std::move(o);
+  }
+
+  ReleaseResult summary() const {
+    ReleaseResult res;
+    for (const auto& o : outcomes_) {
+      if (o.state == NodeState::ok) ++res.deleted;
+      else if (o.state == NodeState::not_held) ++res.not_held;
+      else ++res.unreachable;
+    }
+    res.nodes = outcomes_;
+    return res;
+  }
+
+  void maybe_finish() {
+    if (done_ || answered_ < e_.n()) return;
+    ReleaseResult res = summary();
+    if (res.deleted == 0) {
+      if (res.not_held > 0) {
+        res.error = make_error_code(Errc::not_held);
+        res.message = "no reachable node held this token";
+      } else {
+        res.error = make_error_code(Errc::no_quorum);
+        res.message = "no node could be reached";
+      }
+    }
+    complete(std::move(res));
+  }
+
+  void complete(ReleaseResult res) {
+    done_ = true;
+    e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
+    finished();
+  }
+
+  Engine::ReleaseCallback cb_;
+  std::vector<NodeOutcome> outcomes_;
+  int answered_ = 0;
+  bool done_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class StatusOp final : public Operation {
+ public:
+  StatusOp(Engine::Impl& e, const std::string& resource, Engine::StatusCallback cb) : Operation(e), cb_(std::move(cb)) {
+    res_.nodes.resize(static_cast<std::size_t>(e_.n()));
+    Command c;
+    c.arg(e_.options_.key_prefix + resource);
+    for (int i = 0; i < e_.n(); ++i) {
+      res_.nodes[i].node = e_.nodes_[i]->name();
+      if (!send_script(i, ScriptId::status, 1, c, 0)) {
+        res_.nodes[i].detail = e_.nodes_[i]->last_error().empty() ? "not connected" : e_.nodes_[i]->last_error();
+        ++answered_;
+      }
+    }
+    maybe_finish();
+  }
+
+  void on_result(int node, std::uint32_t, const NodeResult& r) override {
+    if (done_) return;
+    auto& row = res_.nodes[node];
+    ++answered_;
+    if (r.kind == NodeResult::Kind::timeout) {
+      row.detail = "timeout";
+    } else if (r.kind == NodeResult::Kind::down) {
+      row.detail = std::string(r.error);
+    } else if (r.reply->type == REDIS_REPLY_ERROR) {
+      row.up = true;
+      row.detail = reply_error(r.reply);
+    } else if (r.reply->type == REDIS_REPLY_ARRAY && r.reply->elements == 3) {
+      row.up = true;
+      auto* el = r.reply->element;
+      if (el[0]->type == REDIS_REPLY_STRING || el[0]->type == REDIS_REPLY_STATUS) row.type.assign(el[0]->str, el[0]->len);
+      if (el[1]->type == REDIS_REPLY_STRING) row.value = std::string(el[1]->str, el[1]->len);
+      if (el[2]->type == REDIS_REPLY_INTEGER && el[2]->integer >= 0) row.pttl = Millis{el[2]->integer};
+    } else {
+      row.up = true;
+      row.detail = "unexpected reply";
+    }
+    maybe_finish();
+  }
+
+  void shutdown() override {
+    if (done_) return;
+    complete();
+  }
+
+ private:
+  void maybe_finish() {
+    if (!done_ && answered_ >= e_.n()) complete();
+  }
+  void complete() {
+    done_ = true;
+    e_.defer([cb = std::move(cb_), res = std::move(res_)]() mutable { cb(std::move(res)); });
+    finished();
+  }
+
+  Engine::StatusCallback cb_;
+  StatusResult res_;
+  int answered_ = 0;
+  bool done_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+void Engine::Impl::close(std::function<void()> on_closed) {
+  if (closing_) {
+    if (on_closed) {
+      if (fully_closed_) on_closed();
+      else on_closed_ = std::move(on_closed);
+    }
+    return;
+  }
+  closing_ = true;
+  on_closed_ = std::move(on_closed);
+  std::vector<Operation*> live(ops_.begin(), ops_.end());
+  for (auto* op : live) op->shutdown();
+  for (auto& n : nodes_) n->close();
+  uv_close(reinterpret_cast<uv_handle_t*>(&check_), [](uv_handle_t* h) { static_cast<Impl*>(h->data)->handle_closed(); });
+  uv_close(reinterpret_cast<uv_handle_t*>(&idle_), [](uv_handle_t* h) { static_cast<Impl*>(h->data)->handle_closed(); });
+}
+
+namespace {
+
+std::optional<std::string> check_resources(const std::vector<std::string>& resources) {
+  if (resources.empty()) return "no resource given";
+  std::set<std::string_view> seen;
+  for (const auto& r : resources) {
+    if (r.empty()) return "empty resource name";
+    if (r.size() > max_resource_bytes) return "resource name of " + std::to_string(r.size()) + " bytes is longer than the limit of " + std::to_string(max_resource_bytes);
+    if (!seen.insert(r).second) return "resource '" + r + "' given twice";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_ttl(Millis ttl) {
+  if (ttl <= Millis{0}) return "ttl must be positive, got " + std::to_string(ttl.count()) + " ms";
+  if (ttl > max_ttl) return "ttl of " + std::to_string(ttl.count()) + " ms exceeds the maximum of " + std::to_string(max_ttl.count()) + " ms";
+  return std::nullopt;
+}
+
+}  // namespace
+
+Engine::Engine(uv_loop_s* loop, Options options) : impl_(new Impl(loop, std::move(options))) {}
+
+Engine::~Engine() {
+  impl_->owner_gone_ = true;
+  if (impl_->fully_closed_) {
+    delete impl_;
+    return;
+  }
+  impl_->close({});
+}
+
+void Engine::acquire(std::vector<std::string> resources, AcquireOptions options, AcquireCallback cb) {
+  auto fail = [&](Errc e, std::string msg) {
+    AcquireResult r;
+    r.error = make_error_code(e);
+    r.message = std::move(msg);
+    impl_->defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
+  };
+  if (impl_->closing_) return fail(Errc::shutdown, "engine is closed");
+  if (auto why = check_resources(resources)) return fail(Errc::invalid_argument, *why);
+  if (auto why = check_ttl(options.ttl)) return fail(Errc::invalid_argument, *why);
+  if (options.wait && *options.wait < Millis{0}) return fail(Errc::invalid_argument, "wait must be >= 0");
+  if (options.retry_count && *options.retry_count < 0) return fail(Errc::invalid_argument, "retry_count must be >= 0");
+  auto* op = new AcquireOp(*impl_, std::move(resources), options, std::move(cb));
+  op->start_attempt();
+}
+
+void Engine::extend(const Lock& lock, Millis ttl, ExtendCallback cb) {
+  auto fail = [&](Errc e, std::string msg) {
+    ExtendResult r;
+    r.error = make_error_code(e);
+    r.message = std::move(msg);
+    r.lock = lock;
+    impl_->defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
+  };
+  if (impl_->closing_) return fail(Errc::shutdown, "engine is closed");
+  if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
+  if (auto why = check_resources(lock.resources())) return fail(Errc::invalid_argument, *why);
+  if (auto why = check_ttl(ttl)) return fail(Errc::invalid_argument, *why);
+  if (lock.deadline() <= BootClock::now()) {
+    return fail(Errc::expired, "the lock's local deadline has passed; extending could resurrect a lost lock");
+  }
+  auto* op = new ExtendOp(*impl_, lock, ttl, std::move(cb));
+  op->start();
+}
+
+void Engine::release(const Lock& lock, ReleaseCallback cb) {
+  auto fail = [&](Errc e, std::string msg) {
+    ReleaseResult r;
+    r.error = make_error_code(e);
+    r.message = std::move(msg);
+    impl_->defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
+  };
+  if (impl_->closing_) return fail(Errc::shutdown, "engine is closed");
+  if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
+  if (auto why = check_resources(lock.resources())) return fail(Errc::invalid_argument, *why);
+  new ReleaseOp(*impl_, lock, std::move(cb));
+}
+
+void Engine::status(std::string resource, StatusCallback cb) {
+  if (impl_->closing_ || resource.empty() || resource.size() > max_resource_bytes) {
+    StatusResult r;
+    impl_->defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
+    return;
+  }
+  new StatusOp(*impl_, resource, std::move(cb));
+}
+
+void Engine::close(std::function<void()> on_closed) { impl_->close(std::move(on_closed)); }
+
+const Options& Engine::options() const noexcept { return impl_->options_; }
+
+int Engine::quorum() const noexcept { return detail::quorum_of(impl_->n()); }
+
+}  // namespace redlock

@@ -1,0 +1,34 @@
+#pragma once
+// Private access to Lock's fields for the engine.
+#include "redlock/lock.hpp"
+
+namespace redlock {
+
+class LockBuilder {
+ public:
+  static Lock make(std::vector<std::string> resources, std::string token, Millis ttl,
+                   Millis validity, BootClock::time_point deadline, int votes, int nodes,
+                   std::vector<NodeOutcome> outcomes) {
+    Lock l;
+    l.resources_ = std::move(resources);
+    l.token_ = std::move(token);
+    l.ttl_ = ttl;
+    l.validity_ = validity;
+    l.deadline_ = deadline;
+    l.votes_ = votes;
+    l.node_count_ = nodes;
+    l.nodes_ = std::move(outcomes);
+    return l;
+  }
+  static void extended(Lock& l, Millis ttl, Millis validity, BootClock::time_point deadline,
+                       int votes, std::vector<NodeOutcome> outcomes) {
+    l.ttl_ = ttl;
+    l.validity_ = validity;
+    l.deadline_ = deadline;
+    l.votes_ = votes;
+    l.nodes_ = std::move(outcomes);
+  }
+  static void set_fence(Lock& l, std::uint64_t f) { l.fence_ = f; }
+};
+
+}  // namespace redlock

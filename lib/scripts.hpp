@@ -1,0 +1,29 @@
+#pragma once
+// The Lua scripts the engine runs on each node. The single-resource release and extend scripts
+// are exactly the ones of the Redis documentation, so locks interoperate with other clients.
+
+#include <array>
+#include <string>
+#include <string_view>
+
+namespace redlock::detail {
+
+enum class ScriptId {
+  release,        // KEYS[1], ARGV[1]=token -> 1 deleted / 0 not held
+  extend,         // KEYS[1], ARGV[1]=token, ARGV[2]=ttl ms -> 1 extended / 0 not held
+  acquire_multi,  // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 all set / 0 one exists
+  release_multi,  // KEYS..., ARGV[1]=token -> number of keys deleted
+  extend_multi,   // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
+  status,         // KEYS[1] -> {type, value or nil, pttl}
+  count_,
+};
+
+struct Script {
+  std::string_view body;
+  std::string sha;  // sha1 of body, what EVALSHA names
+};
+
+[[nodiscard]] const Script& script(ScriptId id);
+[[nodiscard]] constexpr std::size_t script_count() { return static_cast<std::size_t>(ScriptId::count_); }
+
+}  // namespace redlock::detail

@@ -1,0 +1,202 @@
+"""redlock-cli acquire / release / extend / status: the contract of docs/cli.md."""
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from redisfix import Cluster, get  # noqa: E402
+
+CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
+
+
+def run(*args, env=None, timeout=30, nodes=None):
+    e = dict(os.environ)
+    e.pop("REDLOCK_NODES", None)
+    e.pop("REDLOCK_MIN_UPTIME", None)
+    if env:
+        e.update(env)
+    cmd = [CLI] + (["-n", nodes] if nodes else []) + list(args)
+    return subprocess.run(cmd, capture_output=True, env=e, timeout=timeout)
+
+
+class LockCommands(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster(5)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def cli(self, *args, **kw):
+        kw.setdefault("nodes", self.c.nodes)
+        return run(*args, **kw)
+
+    def test_acquire_prints_only_the_token(self):
+        r = self.cli("acquire", "t-plain")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tok = r.stdout.decode()
+        self.assertRegex(tok, r"^[0-9a-f]{40}\n$")
+        time.sleep(0.05)
+        self.assertEqual(self.c.count_with("t-plain", tok.strip()), 5)
+
+    def test_held_lock_exits_1_with_empty_stdout(self):
+        self.assertEqual(self.cli("acquire", "t-held").returncode, 0)
+        r = self.cli("acquire", "t-held", "--retry-count", "0")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, b"")
+        self.assertIn(b"held by someone else", r.stderr)
+
+    def test_release_exit_codes(self):
+        tok = self.cli("acquire", "t-rel").stdout.decode().strip()
+        r = self.cli("release", "t-rel", tok)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.c.count_with("t-rel"), 0)
+        r = self.cli("release", "t-rel", tok)
+        self.assertEqual(r.returncode, 1)
+        r = self.cli("release", "t-rel", tok, nodes="127.0.0.1:1,127.0.0.1:2")
+        self.assertEqual(r.returncode, 3)
+
+    def test_extend_prints_validity(self):
+        tok = self.cli("acquire", "t-ext", "--ttl", "5s").stdout.decode().strip()
+        r = self.cli("extend", "t-ext", tok, "--ttl", "60s")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        validity = int(r.stdout.decode())
+        self.assertGreater(validity, 58000)
+        self.assertLessEqual(validity, 60000)
+        r = self.cli("extend", "t-ext", "0" * 40)
+        self.assertEqual(r.returncode, 1)
+        r = self.cli("extend", "t-ext", tok, nodes="127.0.0.1:1,127.0.0.1:2,127.0.0.1:3")
+        self.assertEqual(r.returncode, 3)
+
+    def test_json_acquire(self):
+        r = self.cli("acquire", "t-json", "--ttl", "7s", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        obj = json.loads(r.stdout)
+        for field in ("resource", "token", "ttl_ms", "validity_ms", "votes", "nodes", "per_node"):
+            self.assertIn(field, obj)
+        self.assertEqual(obj["resource"], "t-json")
+        self.assertEqual(obj["ttl_ms"], 7000)
+        self.assertEqual(obj["nodes"], 5)
+        self.assertGreaterEqual(obj["votes"], 3)
+        self.assertLessEqual(obj["validity_ms"], 7000)
+        self.assertEqual(len(obj["per_node"]), 5)
+        self.assertNotIn("fence", obj)
+        # A failure still gives one object, with the reason.
+        r = self.cli("acquire", "t-json", "--json", "--retry-count", "0")
+        self.assertEqual(r.returncode, 1)
+        obj = json.loads(r.stdout)
+        self.assertEqual(obj["error"], "contended")
+
+    def test_status_table_and_json(self):
+        tok = self.cli("acquire", "t-status").stdout.decode().strip()
+        time.sleep(0.05)
+        r = self.cli("status", "t-status")
+        self.assertEqual(r.returncode, 0)
+        lines = r.stdout.decode().splitlines()
+        self.assertEqual(len(lines), 6)
+        self.assertTrue(all(tok in l for l in lines[1:]))
+        self.c.servers[4].kill()
+        try:
+            r = self.cli("status", "t-status", "--json")
+            self.assertEqual(r.returncode, 0)
+            obj = json.loads(r.stdout)
+            self.assertEqual([n["up"] for n in obj["nodes"]], [True] * 4 + [False])
+            self.assertEqual(obj["nodes"][0]["value"], tok)
+            self.assertIsNone(obj["nodes"][4]["value"])
+            self.assertGreater(obj["nodes"][0]["pttl_ms"], 0)
+        finally:
+            self.c.servers[4].start()
+
+    def test_no_quorum_exits_3_and_leaves_no_key(self):
+        dead = "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
+        live = ",".join(s.address for s in self.c.servers[:2])
+        r = self.cli("acquire", "t-nq", "--retry-count", "1", nodes=live + "," + dead)
+        self.assertEqual(r.returncode, 3)
+        self.assertIn(b"no quorum", r.stderr.lower() + r.stderr)
+        self.assertEqual(self.c.count_with("t-nq"), 0)
+
+    def test_nodes_from_environment(self):
+        r = run("acquire", "t-env", env={"REDLOCK_NODES": self.c.nodes})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(get(self.c.servers[0].port, "t-env"), r.stdout.decode().strip())
+
+    def test_verbose_shows_per_node_outcomes(self):
+        r = self.cli("acquire", "t-verbose", "-v")
+        self.assertEqual(r.returncode, 0)
+        err = r.stderr.decode()
+        for s in self.c.servers:
+            self.assertIn(s.address, err)
+
+    def test_quiet(self):
+        r = self.cli("acquire", "t-quiet", "-q")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, b"")
+
+    def test_multi_resource_is_all_or_nothing(self):
+        self.assertEqual(self.cli("acquire", "m-b").returncode, 0)
+        r = self.cli("acquire", "m-a", "m-b", "m-c", "--retry-count", "0")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(self.c.count_with("m-a"), 0)
+        self.assertEqual(self.c.count_with("m-c"), 0)
+        r = self.cli("acquire", "m-x", "m-y")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tok = r.stdout.decode().strip()
+        time.sleep(0.05)
+        self.assertEqual(self.c.count_with("m-x", tok), 5)
+        self.assertEqual(self.c.count_with("m-y", tok), 5)
+        self.assertEqual(self.cli("release", "m-x", "m-y", tok).returncode, 0)
+        self.assertEqual(self.c.count_with("m-x") + self.c.count_with("m-y"), 0)
+
+    def test_arbitrary_bytes_and_long_resources(self):
+        for res in ["with space", "tab\there", "ü-utf8", "x" * 100000]:
+            r = self.cli("acquire", res)
+            self.assertEqual(r.returncode, 0, r.stderr[:200])
+            tok = r.stdout.decode().strip()
+            self.assertEqual(self.cli("release", res, tok).returncode, 0)
+        r = self.cli("acquire", b"\xff\xfe-latin1".decode("latin-1"), "--json")
+        self.assertEqual(r.returncode, 0)
+        json.loads(r.stdout)  # still valid JSON
+
+    def test_bad_input_is_exit_2_naming_the_value(self):
+        cases = [
+            (["acquire", "x", "--ttl", "0"], b"'0'"),
+            (["acquire", "x", "--ttl", "-5s"], b"-5s"),
+            (["acquire", "x", "--ttl", "10 parsecs"], b"10 parsecs"),
+            (["acquire", "x", "--wait", "soon"], b"soon"),
+            (["acquire", ""], b"empty resource"),
+            (["acquire"], b"resource"),
+            (["acquire", "x", "--bogus"], b"--bogus"),
+            (["frobnicate"], b"frobnicate"),
+            (["release", "x"], b"TOKEN"),
+            (["--node-timeout", "fast", "acquire", "x"], b"fast"),
+            (["--drift-factor", "2", "acquire", "x"], b"drift"),
+        ]
+        for args, needle in cases:
+            r = self.cli(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(needle, r.stderr, args)
+            self.assertEqual(r.stdout, b"", args)
+        self.assertEqual(self.c.count_with("x"), 0)
+
+    def test_bad_address_sends_nothing(self):
+        good = self.c.servers[0].address
+        for bad in ["nohost:", "redis://[::1", "host:99999", "a:1,,b:2", "ftp://x:1", good + "," + good]:
+            r = run("acquire", "t-badaddr", nodes=good + "," + bad)
+            self.assertEqual(r.returncode, 2, (bad, r.stderr))
+            self.assertIn(b"node", r.stderr)
+        self.assertEqual(self.c.count_with("t-badaddr"), 0)
+
+    def test_help_and_version(self):
+        for args in (["--help"], ["acquire", "--help"], ["release", "--help"], ["status", "--help"],
+                     ["extend", "--help"], ["--version"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 0, args)
+            self.assertTrue(r.stdout, args)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,67 @@
+#pragma once
+// Helpers shared by the integration tests: engine options pointed at fixture servers.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "fake_node.hpp"
+#include "redis_fixture.hpp"
+#include "redlock/redlock.hpp"
+
+namespace itest {
+
+using namespace std::chrono_literals;
+using redlock::test::RedisCluster;
+using redlock::test::RedisServer;
+using Clock = std::chrono::steady_clock;
+
+inline redlock::Options options_for(const std::string& csv) {
+  std::string err;
+  auto nodes = redlock::parse_node_list(csv, err);
+  REQUIRE_MESSAGE(nodes, err);
+  redlock::Options o;
+  o.nodes = std::move(*nodes);
+  o.retry_count = 0;
+  if (std::getenv("REDLOCK_TEST_LOG")) {  // debugging aid: engine events on stderr
+    o.logger = [](redlock::LogLevel, std::string_view m) { fprintf(stderr, "[redlock] %.*s\n", int(m.size()), m.data()); };
+  }
+  return o;
+}
+
+inline redlock::Options options_for(const RedisCluster& c) { return options_for(c.nodes_csv()); }
+
+inline redlock::AcquireOptions ttl_opts(redlock::Millis ttl, std::optional<redlock::Millis> wait = {},
+                                        std::optional<int> retry_count = {}) {
+  redlock::AcquireOptions o;
+  o.ttl = ttl;
+  o.wait = wait;
+  o.retry_count = retry_count;
+  return o;
+}
+
+inline int count_state(const std::vector<redlock::NodeOutcome>& nodes, redlock::NodeState s) {
+  int n = 0;
+  for (const auto& o : nodes) n += o.state == s;
+  return n;
+}
+
+inline long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// Polls until `pred` holds or `limit` passes; returns whether it held.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 2000ms) {
+  auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+}  // namespace itest

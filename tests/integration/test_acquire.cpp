@@ -1,0 +1,256 @@
+// The quorum engine against five real redis-server processes.
+#include <atomic>
+#include <thread>
+
+#include "common.hpp"
+
+using namespace itest;
+using namespace redlock;
+
+TEST_CASE("5 of 5 up: acquire, status, extend, release") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"job"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(r.lock.token().size() == 40);
+  CHECK(r.lock.votes() >= 3);
+  CHECK(r.lock.validity() > 9000ms);
+  CHECK(r.lock.validity() <= 10000ms);
+  CHECK(r.lock.remaining() > 9000ms);
+  CHECK(r.attempts == 1);
+  // The stragglers' SETs still arrive after the early decision.
+  CHECK(eventually([&] { return c.count_with_key("job") == 5; }));
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    CHECK(c[i].get("job") == r.lock.token());
+    CHECK(c[i].pttl("job") > 9000);
+  }
+
+  auto st = client.status("job");
+  REQUIRE(st.nodes.size() == 5);
+  for (const auto& n : st.nodes) {
+    CHECK(n.up);
+    CHECK(n.value == r.lock.token());
+    CHECK(n.pttl.has_value());
+  }
+
+  Lock lock = r.lock;
+  auto e = client.try_extend(lock, 20s);
+  REQUIRE_MESSAGE(e, e.message);
+  CHECK(e.lock.validity() > 19000ms);
+  CHECK(e.lock.deadline() > lock.deadline());
+  CHECK(eventually([&] { return c[0].pttl("job") > 19000; }));
+
+  auto rel = client.try_release(e.lock);
+  REQUIRE_MESSAGE(rel, rel.message);
+  CHECK(eventually([&] { return c.count_with_key("job") == 0; }));
+  CHECK(rel.deleted + rel.not_held + rel.unreachable == 5);
+  CHECK(rel.deleted == 5);
+}
+
+TEST_CASE("two clients contending: exactly one wins, the loser gets contended") {
+  RedisCluster c(5);
+  Client a(options_for(c));
+  Client b(options_for(c));
+  for (int round = 0; round < 20; ++round) {
+    std::string res = "contended-" + std::to_string(round);
+    AcquireResult ra, rb;
+    std::thread ta([&] { ra = a.try_acquire({res}, ttl_opts(5s)); });
+    std::thread tb([&] { rb = b.try_acquire({res}, ttl_opts(5s)); });
+    ta.join();
+    tb.join();
+    CAPTURE(round);
+    CAPTURE(ra.message);
+    CAPTURE(rb.message);
+    // Both may fail (split votes, then rollback); both may never succeed.
+    CHECK_FALSE((ra && rb));
+    if (ra || rb) {
+      const auto& loser = ra ? rb : ra;
+      CHECK(loser.error == Errc::contended);
+      const auto& winner = ra ? ra : rb;
+      // The winner holds a quorum; the loser's partial grants were rolled back.
+      auto holds = [&](const std::string& token) {
+        int n = 0;
+        for (std::size_t i = 0; i < c.size(); ++i) n += c[i].get(res) == token;
+        return n;
+      };
+      CHECK(holds(winner.lock.token()) >= 3);
+      CHECK(eventually([&] { return holds(winner.lock.token()) == c.count_with_key(res); }));
+    } else {
+      CHECK((ra.error == Errc::contended || ra.error == Errc::no_quorum));
+      // The rollback left no key behind for a later attempt.
+      CHECK(eventually([&] { return c.count_with_key(res) == 0; }));
+    }
+  }
+}
+
+TEST_CASE("a held lock blocks another acquirer until released") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  auto first = client.try_acquire({"held"}, ttl_opts(10s));
+  REQUIRE(first);
+  auto second = client.try_acquire({"held"}, ttl_opts(10s));
+  CHECK(second.error == Errc::contended);
+  CHECK(count_state(second.nodes, NodeState::held_by_other) >= 3);
+  // The failed attempt's rollback did not delete the holder's keys.
+  CHECK(eventually([&] { return c.count_with_key("held") == 5; }));
+  CHECK(c[2].get("held") == first.lock.token());
+  REQUIRE(client.try_release(first.lock));
+  auto third = client.try_acquire({"held"}, ttl_opts(10s));
+  CHECK(third);
+  CHECK(third.lock.token() != first.lock.token());
+}
+
+TEST_CASE("wrong-token release and extend are refused and leave the lock alone") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"mine"}, ttl_opts(10s));
+  REQUIRE(r);
+  Lock forged = Lock::from_token({"mine"}, std::string(40, 'a'));
+  auto rel = client.try_release(forged);
+  CHECK(rel.error == Errc::not_held);
+  CHECK(rel.deleted == 0);
+  CHECK(rel.not_held == 5);
+  auto ext = client.try_extend(forged, 60s);
+  CHECK(ext.error == Errc::not_held);
+  CHECK(eventually([&] { return c.count_with_key("mine") == 5; }));
+  CHECK(c[0].pttl("mine") <= 10000);
+  CHECK(c[0].get("mine") == r.lock.token());
+  std::error_code ec;
+  client.release(forged, ec);
+  CHECK(ec == Errc::not_held);
+  CHECK_THROWS_AS(client.release(forged), redlock::Error);
+}
+
+TEST_CASE("extend after the local deadline is refused without touching the nodes") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"short"}, ttl_opts(100ms));
+  REQUIRE(r);
+  std::this_thread::sleep_for(120ms);
+  CHECK(r.lock.remaining() == 0ms);
+  // Put the key back by hand: if the engine asked the nodes, the extend would succeed.
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    (void)c[i].command({"SET", "short", r.lock.token(), "PX", "10000"});
+  }
+  auto e = client.try_extend(r.lock, 10s);
+  CHECK(e.error == Errc::expired);
+  CHECK(e.nodes.empty());
+  CHECK(c[0].pttl("short") <= 10000);
+}
+
+TEST_CASE("a failed extend does not release, and extend never re-creates a missing key") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"ext"}, ttl_opts(10s));
+  REQUIRE(r);
+  REQUIRE(eventually([&] { return c.count_with_key("ext") == 3; }));
+  c[0].del("ext");
+  c[1].del("ext");
+  auto e = client.try_extend(r.lock, 10s);
+  CHECK(e.error == Errc::not_held);
+  CHECK(c.count_with_key("ext") == 1);  // not released by the failed extend, not re-created
+  CHECK_FALSE(c[0].exists("ext"));
+}
+
+TEST_CASE("SCRIPT FLUSH between calls: the NOSCRIPT fallback still releases and extends") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"flushed"}, ttl_opts(10s));
+  REQUIRE(r);
+  REQUIRE(eventually([&] { return c.count_with_key("flushed") == 5; }));
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].script_flush();
+  Lock lock = r.lock;
+  auto e = client.try_extend(lock, 20s);
+  REQUIRE_MESSAGE(e, e.message);
+  CHECK(count_state(e.nodes, NodeState::error) == 0);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].script_flush();
+  auto rel = client.try_release(e.lock);
+  CHECK(rel.deleted == 5);
+  CHECK(c.count_with_key("flushed") == 0);
+}
+
+TEST_CASE("resources are bytes: spaces, tabs, NUL, non-UTF-8, 100 kB") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  for (std::string res : {std::string("with space\tand tab"), std::string("nul\0inside", 10),
+                          std::string("\xff\xfe latin"), std::string(100 * 1024, 'k')}) {
+    auto r = client.try_acquire({res}, ttl_opts(5s));
+    REQUIRE_MESSAGE(r, r.message);
+    CHECK(eventually([&] { return c.count_with_key(res) == 3; }));
+    CHECK(c[1].get(res) == r.lock.token());
+    auto rel = client.try_release(r.lock);
+    CHECK(rel.deleted == 3);
+    CHECK(c.count_with_key(res) == 0);
+  }
+}
+
+TEST_CASE("invalid arguments are refused before anything is sent") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  CHECK(client.try_acquire({""}, {}).error == Errc::invalid_argument);
+  CHECK(client.try_acquire({}, {}).error == Errc::invalid_argument);
+  CHECK(client.try_acquire({"x"}, ttl_opts(0ms)).error == Errc::invalid_argument);
+  CHECK(client.try_acquire({"x"}, ttl_opts(-5ms)).error == Errc::invalid_argument);
+  CHECK(client.try_acquire({"x"}, ttl_opts(max_ttl + 1ms)).error == Errc::invalid_argument);
+  CHECK(client.try_acquire({"a", "a"}, {}).error == Errc::invalid_argument);
+  CHECK(client.try_acquire({std::string((1 << 20) + 1, 'x')}, {}).error == Errc::invalid_argument);
+  CHECK(client.try_release(Lock{}).error == Errc::invalid_argument);
+  CHECK(c.count_with_key("x") == 0);
+  CHECK(c.count_with_key("a") == 0);
+  CHECK_THROWS_AS(Client{Options{}}, std::invalid_argument);
+  Options dup = options_for(c);
+  dup.nodes.push_back(dup.nodes[0]);
+  CHECK_THROWS_AS(Client{dup}, std::invalid_argument);
+  Options zero = options_for(c);
+  zero.node_timeout = 0ms;
+  CHECK_THROWS_AS(Client{zero}, std::invalid_argument);
+}
+
+TEST_CASE("the throwing and error_code overloads") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  Lock l = client.acquire("ov", ttl_opts(5s));
+  CHECK_FALSE(l.empty());
+  std::error_code ec;
+  Lock l2 = client.acquire("ov", ttl_opts(5s), ec);
+  CHECK(ec == Errc::contended);
+  CHECK(l2.empty());
+  try {
+    (void)client.acquire("ov", ttl_opts(5s));
+    FAIL("expected redlock::Error");
+  } catch (const redlock::Error& e) {
+    CHECK(e.code() == Errc::contended);
+    CHECK(e.nodes().size() == 3);
+  }
+  client.extend(l, 8s);
+  CHECK(l.ttl() == 8s);
+  client.release(l);
+  CHECK(c.count_with_key("ov") == 0);
+}
+
+TEST_CASE("retries: a fresh token per attempt, and a wait deadline that bounds the attempts") {
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.retry_delay = 50ms;
+  o.retry_jitter = 10ms;
+  Client client(o);
+  auto holder = client.try_acquire({"w"}, ttl_opts(700ms));
+  REQUIRE(holder);
+  auto start = Clock::now();
+  auto waiter = client.try_acquire({"w"}, ttl_opts(5s, 3s));
+  auto took = ms_since(start);
+  REQUIRE_MESSAGE(waiter, waiter.message);
+  CHECK(waiter.attempts > 1);
+  CHECK(took >= 500);   // the holder's key expired after ~700 ms
+  CHECK(took < 2000);
+  CHECK(waiter.lock.token() != holder.lock.token());
+
+  // A wait that ends before the holder leaves: contended after several attempts.
+  start = Clock::now();
+  auto r = client.try_acquire({"w"}, ttl_opts(5s, 300ms));
+  took = ms_since(start);
+  CHECK(r.error == Errc::contended);
+  CHECK(r.attempts >= 3);
+  CHECK(took >= 300);
+  CHECK(took < 1500);
+}

@@ -1,0 +1,208 @@
+// Node failures: every one of them is "no vote" with a reason in the per-node record.
+#include <thread>
+
+#include "common.hpp"
+
+using namespace itest;
+using namespace redlock;
+using redlock::test::FakeNode;
+using redlock::test::ServerConfig;
+
+TEST_CASE("2 of 5 killed: still acquired; 3 of 5 killed: no_quorum and no key left") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  c[0].kill();
+  c[1].kill();
+  auto r = client.try_acquire({"k"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(r.lock.votes() == 3);
+  CHECK(count_state(r.nodes, NodeState::ok) == 3);  // the dead two: down, or pending at the decision
+  REQUIRE(client.try_release(r.lock));
+
+  c[2].kill();
+  auto f = client.try_acquire({"k"}, ttl_opts(10s));
+  CHECK(f.error == Errc::no_quorum);
+  CHECK(count_state(f.nodes, NodeState::down) == 3);
+  // The two live nodes granted, then the rollback removed the keys there.
+  CHECK(eventually([&] { return c.count_with_key("k") == 0; }));
+}
+
+TEST_CASE("no_quorum from a process that exits at once still leaves no key (close drains)") {
+  RedisCluster c(5);
+  c[0].kill();
+  c[1].kill();
+  c[2].kill();
+  for (int i = 0; i < 5; ++i) {
+    Client client(options_for(c));
+    auto f = client.try_acquire({"drain"}, ttl_opts(30s));
+    CHECK(f.error == Errc::no_quorum);
+  }  // destroyed right after the failure: the queued rollbacks must still go out
+  CHECK(c.count_with_key("drain") == 0);
+}
+
+TEST_CASE("one node SIGSTOPped: acquired without waiting for it") {
+  RedisCluster c(5);
+  Options o = options_for(c);
+  o.node_timeout = 50ms;
+  Client client(o);
+  REQUIRE(client.try_acquire({"warm"}, ttl_opts(1s)));  // connections established
+  c[3].stop();
+  auto start = Clock::now();
+  auto r = client.try_acquire({"paused"}, ttl_opts(10s));
+  auto took = ms_since(start);
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(took < 50 + 100);  // about node_timeout at most, not later
+  CHECK(r.lock.votes() >= 3);
+
+  // Two paused: still a quorum of three.
+  c[4].stop();
+  start = Clock::now();
+  auto r2 = client.try_acquire({"paused2"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r2, r2.message);
+  CHECK(ms_since(start) < 50 + 100);
+
+  // Three paused: fails after about node_timeout, each paused node recorded as a timeout.
+  c[2].stop();
+  start = Clock::now();
+  auto f = client.try_acquire({"paused3"}, ttl_opts(10s));
+  took = ms_since(start);
+  CHECK(f.error == Errc::no_quorum);
+  CHECK(count_state(f.nodes, NodeState::timeout) == 3);
+  CHECK(took >= 45);
+  CHECK(took < 50 + 150);
+  c[2].cont();
+  c[3].cont();
+  c[4].cont();
+  // The paused nodes run the queued SET and then its rollback, in order: nothing stays behind.
+  CHECK(eventually([&] { return c.count_with_key("paused3") == 0; }));
+}
+
+TEST_CASE("a node made a replica answers READONLY: no vote, reason recorded") {
+  RedisCluster c(5);
+  c[0].replica_of(c[1]);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"ro"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  REQUIRE(eventually([&] {
+    auto s = client.status("ro");
+    return s.nodes.size() == 5;
+  }));
+  // The per-node record of a complete attempt: acquire again (contended) to see every answer.
+  CHECK(client.try_release(r.lock));
+  c[2].kill();
+  c[3].kill();
+  auto f = client.try_acquire({"ro2"}, ttl_opts(10s));
+  CHECK(f.error == Errc::no_quorum);
+  REQUIRE(f.nodes.size() == 5);
+  CHECK(f.nodes[0].state == NodeState::error);
+  CHECK(f.nodes[0].detail.find("READONLY") == 0);
+}
+
+TEST_CASE("OOM answers are no vote") {
+  RedisCluster c(3);
+  c[0].make_oom();
+  c[1].make_oom();
+  Client client(options_for(c));
+  auto f = client.try_acquire({"oom"}, ttl_opts(10s));
+  CHECK(f.error == Errc::no_quorum);
+  CHECK(count_state(f.nodes, NodeState::error) == 2);
+  CHECK(f.nodes[0].detail.find("OOM") == 0);
+  CHECK(eventually([&] { return c.count_with_key("oom") == 0; }));
+}
+
+TEST_CASE("a node that accepts TCP and never answers: a timeout, not a hang") {
+  RedisCluster c(4);
+  FakeNode silent(FakeNode::silent());
+  Options o = options_for(c.nodes_csv() + "," + silent.address());
+  o.node_timeout = 50ms;
+  Client client(o);
+  for (int i = 0; i < 3; ++i) {
+    auto start = Clock::now();
+    auto r = client.try_acquire({"s" + std::to_string(i)}, ttl_opts(10s));
+    REQUIRE_MESSAGE(r, r.message);
+    CHECK(ms_since(start) < 400);
+  }
+  // With 3 of the real ones gone the silent node cannot make a quorum: a clean failure.
+  c[0].kill();
+  c[1].kill();
+  auto start = Clock::now();
+  auto f = client.try_acquire({"s-fail"}, ttl_opts(10s));
+  CHECK(f.error == Errc::no_quorum);
+  CHECK(ms_since(start) < 1000);
+  CHECK(f.nodes[4].state == NodeState::timeout);
+}
+
+TEST_CASE("garbage and a reset mid-reply are no vote") {
+  RedisCluster c(3);
+  FakeNode garbage(FakeNode::garbage());
+  FakeNode reset(FakeNode::reset_mid_reply());
+  Client client(options_for(c.nodes_csv() + "," + garbage.address() + "," + reset.address()));
+  auto r = client.try_acquire({"g"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  c[0].kill();
+  auto f = client.try_acquire({"g2"}, ttl_opts(10s));
+  CHECK(f.error == Errc::no_quorum);
+  CHECK(f.nodes[3].state != NodeState::ok);
+  CHECK(f.nodes[4].state != NodeState::ok);
+}
+
+TEST_CASE("a key of another type at the resource counts as held") {
+  RedisCluster c(3);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].set_wrong_type("typed");
+  Client client(options_for(c));
+  auto f = client.try_acquire({"typed"}, ttl_opts(10s));
+  CHECK(f.error == Errc::contended);
+  CHECK(count_state(f.nodes, NodeState::held_by_other) >= 2);  // decided once a quorum is impossible
+  // Release with some token: WRONGTYPE on every node is an error, nothing is deleted.
+  auto rel = client.try_release(Lock::from_token({"typed"}, std::string(40, 'b')));
+  CHECK(rel.deleted == 0);
+  CHECK(count_state(rel.nodes, NodeState::error) == 3);
+  CHECK(rel.nodes[0].detail.find("WRONGTYPE") != std::string::npos);
+  CHECK(c.count_with_key("typed") == 3);
+  auto st = client.status("typed");
+  REQUIRE(st.nodes.size() == 3);
+  CHECK(st.nodes[0].type == "list");
+  CHECK_FALSE(st.nodes[0].value.has_value());
+}
+
+TEST_CASE("a killed node comes back: the client reconnects and counts it again") {
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.reconnect_max = 200ms;
+  o.restart_quarantine = 0ms;  // the restart guard has its own test
+  Client client(o);
+  REQUIRE(client.try_acquire({"pre"}, ttl_opts(5s)));
+  c[0].kill();
+  c[1].kill();
+  CHECK(client.try_acquire({"mid"}, ttl_opts(5s)).error == Errc::no_quorum);
+  c[0].start();
+  c[1].start();
+  CHECK(eventually([&] { return bool(client.try_acquire({"post" + std::to_string(rand())}, ttl_opts(5s))); }, 3000ms));
+}
+
+TEST_CASE("AUTH with an ACL user, with a password alone, and SELECT of a database") {
+  RedisServer s;
+  const std::string port = std::to_string(s.port());
+  REQUIRE(s.command({"ACL", "SETUSER", "alice", "on", ">pw", "~*", "&*", "+@all"}).is_ok());
+  {
+    Client client(options_for("redis://alice:pw@127.0.0.1:" + port + "/3"));
+    auto r = client.try_acquire({"in-db3"}, ttl_opts(5s));
+    REQUIRE_MESSAGE(r, r.message);
+    CHECK_FALSE(s.exists("in-db3"));  // not in db 0
+    auto v = s.command({"EVAL", "redis.call('select', 3) return redis.call('get', KEYS[1])", "1", "in-db3"});
+    CHECK(v.str == r.lock.token());
+  }
+  {
+    Client bad(options_for("redis://alice:nope@127.0.0.1:" + port));
+    auto f = bad.try_acquire({"x"}, ttl_opts(5s));
+    CHECK(f.error == Errc::no_quorum);
+    REQUIRE(f.nodes.size() == 1);
+    CHECK(f.nodes[0].state != NodeState::ok);
+    CHECK(f.nodes[0].detail.find("AUTH failed: WRONGPASS") != std::string::npos);
+  }
+  // Last: a password for the default user (the fixture's own commands cannot authenticate).
+  REQUIRE(s.command({"CONFIG", "SET", "requirepass", "s3cret"}).is_ok());
+  Client client(options_for("redis://s3cret@127.0.0.1:" + port));
+  auto r = client.try_acquire({"authed"}, ttl_opts(5s));
+  CHECK_MESSAGE(r, r.message);
+}

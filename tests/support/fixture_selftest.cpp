@@ -1,0 +1,556 @@
+// Self-test of the test fixture: real redis-server lifecycle and faults, and the fake node.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "fake_node.hpp"
+#include "redis_fixture.hpp"
+
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+#define REQUIRE_REDIS()                                \
+  do {                                                 \
+    if (!redis_server_available()) {                   \
+      MESSAGE("redis-server not found: test skipped"); \
+      return;                                          \
+    }                                                  \
+  } while (0)
+
+namespace {
+
+struct CtxFree {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using Ctx = std::unique_ptr<redisContext, CtxFree>;
+struct ReplyFree {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using RawReply = std::unique_ptr<redisReply, ReplyFree>;
+
+timeval tv_of(std::chrono::milliseconds d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+Ctx connect(std::uint16_t port, std::chrono::milliseconds timeout) {
+  Ctx c(redisConnectWithTimeout("127.0.0.1", port, tv_of(timeout)));
+  REQUIRE(c);
+  REQUIRE_MESSAGE(c->err == 0, c->errstr);
+  REQUIRE(redisSetTimeout(c.get(), tv_of(timeout)) == REDIS_OK);
+  return c;
+}
+
+RawReply cmd(redisContext* c, const std::vector<std::string>& argv) {
+  std::vector<const char*> a;
+  std::vector<size_t> l;
+  for (const auto& s : argv) a.push_back(s.data()), l.push_back(s.size());
+  return RawReply(static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(a.size()), a.data(), l.data())));
+}
+
+long long ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+bool reaped(pid_t pid) {  // true if pid is no longer our (zombie or live) child
+  int st = 0;
+  return ::waitpid(pid, &st, WNOHANG) == -1 && errno == ECHILD;
+}
+
+template <class Pred>
+bool eventually(Pred p, std::chrono::milliseconds limit = 2000ms) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    if (p()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return p();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("free_port never hands out the same port twice") {
+  std::set<std::uint16_t> seen;
+  for (int i = 0; i < 200; ++i) {
+    const auto p = free_port();
+    CHECK(p != 0);
+    CHECK(seen.insert(p).second);
+  }
+}
+
+TEST_CASE("a server starts, answers binary-safe commands, and cleans up after itself") {
+  REQUIRE_REDIS();
+  pid_t pid = -1;
+  std::string dir;
+  {
+    RedisServer s;
+    REQUIRE(s.running());
+    pid = s.pid();
+    dir = s.dir();
+    CHECK(pid > 0);
+    CHECK(std::filesystem::is_directory(dir));
+    CHECK(s.address() == "127.0.0.1:" + std::to_string(s.port()));
+    CHECK(s.unix_path().empty());
+    CHECK(s.command({"PING"}).str == "PONG");
+
+    const std::string value("a\0b\r\n$3\r\nc", 11);
+    s.set("k", value);
+    CHECK(s.get("k") == value);
+    CHECK(s.exists("k"));
+    CHECK(s.pttl("k") == -1);
+    CHECK(s.pttl("missing") == -2);
+    CHECK_FALSE(s.get("missing").has_value());
+    CHECK(s.command({"SET", "t", "v", "NX", "PX", "10000"}).is_ok());
+    const auto ttl = s.pttl("t");
+    CHECK(ttl > 9000);
+    CHECK(ttl <= 10000);
+    CHECK(s.command({"SET", "t", "v", "NX", "PX", "10000"}).is_nil());
+    CHECK(s.command({"INCR", "n"}).integer == 1);
+    const Reply arr = s.command({"MGET", "t", "missing"});
+    REQUIRE(arr.type == Reply::Type::array);
+    CHECK(arr.to_string() == "[\"v\", (nil)]");
+    CHECK(s.run_id().size() == 40);
+    CHECK(s.log_tail().find("Ready to accept connections") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir));
+  CHECK(reaped(pid));
+}
+
+TEST_CASE("kill then start without AOF loses the data; run_id changes") {
+  REQUIRE_REDIS();
+  RedisServer s;
+  const auto port = s.port();
+  const auto old_id = s.run_id();
+  s.set("lock", "token");
+  const pid_t old_pid = s.pid();
+  s.kill();
+  CHECK_FALSE(s.running());
+  CHECK(s.pid() == -1);
+  CHECK(reaped(old_pid));
+  try {
+    (void)s.command({"PING"}, 500ms);
+    FAIL("command to a killed server should throw");
+  } catch (const RedisIoError& e) {
+    CHECK_FALSE(e.timed_out());  // connection refused, not a timeout
+  }
+  s.start();
+  CHECK(s.running());
+  CHECK(s.port() == port);
+  CHECK_FALSE(s.get("lock").has_value());
+  CHECK(s.run_id() != old_id);
+  CHECK_THROWS_AS(s.start(), std::logic_error);
+}
+
+TEST_CASE("with aof_always an acknowledged write survives kill -9") {
+  REQUIRE_REDIS();
+  ServerConfig cfg;
+  cfg.aof_always = true;
+  RedisServer s(cfg);
+  CHECK(s.command({"SET", "lock", "token", "PX", "60000"}).is_ok());
+  s.kill();
+  s.start();
+  CHECK(s.get("lock") == "token");
+  CHECK(s.pttl("lock") > 50000);  // TTL is absolute: it kept running while the server was down
+  const auto t0 = Clock::now();
+  s.restart(100ms);
+  CHECK(ms_since(t0) >= 100);
+  CHECK(s.get("lock") == "token");
+}
+
+TEST_CASE("a stopped server accepts TCP but answers nothing until cont()") {
+  REQUIRE_REDIS();
+  pid_t pid = -1;
+  {
+    RedisServer s;
+    pid = s.pid();
+    s.set("k", "v");
+    s.stop();
+    CHECK(s.stopped());
+    CHECK(s.running());
+    s.stop();  // idempotent
+
+    // The kernel still completes the TCP handshake ...
+    Ctx c = connect(s.port(), 200ms);
+    // ... but nothing is served.
+    const auto t0 = Clock::now();
+    try {
+      (void)s.command({"GET", "k"}, 200ms);
+      FAIL("command to a stopped server should time out");
+    } catch (const RedisIoError& e) {
+      CHECK(e.timed_out());
+      CHECK(e.hiredis_err() == REDIS_ERR_IO);
+    }
+    CHECK(ms_since(t0) >= 190);
+
+    s.cont();
+    CHECK_FALSE(s.stopped());
+    CHECK(s.get("k") == "v");
+
+    s.stop();  // the destructor must kill and reap a stopped server
+  }
+  CHECK(reaped(pid));
+}
+
+TEST_CASE("replica_of makes writes answer READONLY; make_master undoes it") {
+  REQUIRE_REDIS();
+  RedisServer master;
+  RedisServer replica;
+  replica.replica_of(master);
+  const Reply r = replica.command({"SET", "lock", "x", "NX", "PX", "1000"});
+  CHECK_MESSAGE(r.is_error("READONLY"), r.to_string());
+  replica.make_master();
+  CHECK(replica.command({"SET", "lock", "x", "NX", "PX", "1000"}).is_ok());
+}
+
+TEST_CASE("make_oom makes writes answer OOM; clear_oom undoes it") {
+  REQUIRE_REDIS();
+  RedisServer s;
+  s.make_oom();
+  const Reply r = s.command({"SET", "lock", "x", "NX", "PX", "1000"});
+  CHECK_MESSAGE(r.is_error("OOM"), r.to_string());
+  CHECK(s.command({"PING"}).str == "PONG");
+  s.clear_oom();
+  CHECK(s.command({"SET", "lock", "x", "NX", "PX", "1000"}).is_ok());
+}
+
+TEST_CASE("set_wrong_type and script_flush") {
+  REQUIRE_REDIS();
+  RedisServer s;
+  s.set_wrong_type("lock");
+  CHECK(s.command({"GET", "lock"}).is_error("WRONGTYPE"));
+  CHECK_THROWS_AS((void)s.get("lock"), std::runtime_error);
+
+  const Reply sha = s.command({"SCRIPT", "LOAD", "return 1"});
+  REQUIRE(sha.type == Reply::Type::string);
+  CHECK(s.command({"EVALSHA", sha.str, "0"}).integer == 1);
+  s.script_flush();
+  CHECK(s.command({"EVALSHA", sha.str, "0"}).is_error("NOSCRIPT"));
+}
+
+TEST_CASE("unix socket") {
+  REQUIRE_REDIS();
+  ServerConfig cfg;
+  cfg.unix_socket = true;
+  RedisServer s(cfg);
+  REQUIRE_FALSE(s.unix_path().empty());
+  CHECK(std::filesystem::is_socket(s.unix_path()));
+  Ctx c(redisConnectUnixWithTimeout(s.unix_path().c_str(), tv_of(1000ms)));
+  REQUIRE(c);
+  REQUIRE_MESSAGE(c->err == 0, c->errstr);
+  RawReply r = cmd(c.get(), {"PING"});
+  REQUIRE(r);
+  CHECK(std::string(r->str, r->len) == "PONG");
+  // It comes back on restart too.
+  c.reset();
+  s.restart();
+  Ctx c2(redisConnectUnixWithTimeout(s.unix_path().c_str(), tv_of(1000ms)));
+  REQUIRE(c2);
+  CHECK(c2->err == 0);
+}
+
+TEST_CASE("a server that cannot start reports why") {
+  REQUIRE_REDIS();
+  ServerConfig cfg;
+  cfg.extra_args = {"--no-such-directive", "x"};
+  try {
+    RedisServer s(cfg);
+    FAIL("should not start");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK_MESSAGE(what.find("Bad directive") != std::string::npos, what);
+  }
+}
+
+TEST_CASE("a fixed port that is taken fails with the reason after startup_timeout") {
+  REQUIRE_REDIS();
+  FakeNode squatter(FakeNode::silent());
+  ServerConfig cfg;
+  cfg.port = squatter.port();
+  cfg.startup_timeout = 300ms;
+  try {
+    RedisServer s(cfg);
+    FAIL("should not start on a taken port");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK_MESSAGE(what.find("Address already in use") != std::string::npos, what);
+  }
+}
+
+TEST_CASE("RedisServer is movable; DEBUG is enabled; the child environment is scrubbed") {
+  REQUIRE_REDIS();
+  // No other threads run here, so setenv is safe. With LD_PRELOAD inherited, ld.so would print
+  // "ERROR: ld.so: object ... from LD_PRELOAD cannot be preloaded" to the server's stderr.
+  // (/proc/<pid>/environ cannot be checked: redis overwrites that memory for its process title.)
+  ::setenv("FAKETIME", "+1d", 1);
+  ::setenv("LD_PRELOAD", "/nonexistent/redlock-test-preload.so", 1);
+  RedisServer a;
+  ::unsetenv("FAKETIME");
+  ::unsetenv("LD_PRELOAD");
+  {
+    std::ifstream out(a.dir() + "/redis.out", std::ios::binary);
+    REQUIRE(out.is_open());
+    const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    CHECK_MESSAGE(text.find("LD_PRELOAD") == std::string::npos, text);
+  }
+  CHECK(a.command({"DEBUG", "SLEEP", "0"}).is_ok());
+
+  const pid_t pid = a.pid();
+  const std::string dir = a.dir();
+  RedisServer b(std::move(a));
+  CHECK(b.pid() == pid);
+  CHECK(b.dir() == dir);
+  CHECK_FALSE(a.running());  // NOLINT(bugprone-use-after-move): moved-from state is specified
+  RedisServer c;
+  const pid_t c_pid = c.pid();
+  c = std::move(b);  // kills and reaps c's old server
+  CHECK(reaped(c_pid));
+  CHECK(c.pid() == pid);
+  CHECK(c.command({"PING"}).str == "PONG");
+}
+
+TEST_CASE("RedisCluster: addresses, count_with_key, faults, heal") {
+  REQUIRE_REDIS();
+  RedisCluster c(3);
+  REQUIRE(c.size() == 3);
+  std::set<std::uint16_t> ports;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    ports.insert(c[i].port());
+    CHECK(c[i].running());
+  }
+  CHECK(ports.size() == 3);
+  CHECK(c.nodes_csv() == c[0].address() + "," + c[1].address() + "," + c[2].address());
+  CHECK(c.addresses() == std::vector<std::string>{c[0].address(), c[1].address(), c[2].address()});
+
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].set("lock", "t");
+  CHECK(c.count_with_key("lock") == 3);
+  CHECK(c.count_with_key("other") == 0);
+  c[1].stop();
+  CHECK(c.count_with_key("lock") == 2);  // stopped: skipped, and no 2 s timeout
+  c[2].kill();
+  CHECK(c.count_with_key("lock") == 1);
+  c.heal();
+  CHECK(c[1].running());
+  CHECK_FALSE(c[1].stopped());
+  CHECK(c[2].running());
+  CHECK(c.count_with_key("lock") == 2);  // node 2 restarted without AOF: lost it
+}
+
+TEST_CASE("servers die with the process that started them (PR_SET_PDEATHSIG)") {
+  REQUIRE_REDIS();
+  // Become a subreaper so the orphaned server is re-parented to us and we can watch it die.
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    try {
+      auto* s = new RedisServer();  // never destroyed: this process gets SIGKILLed
+      const std::string msg = std::to_string(s->pid()) + " " + s->dir() + "\n";
+      ssize_t ignored = ::write(fds[1], msg.data(), msg.size());
+      (void)ignored;
+    } catch (...) {
+    }
+    ::close(fds[1]);
+    for (;;) ::pause();
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  ::kill(child, SIGKILL);
+  int st = 0;
+  ::waitpid(child, &st, 0);
+
+  std::istringstream in(msg);
+  pid_t server = -1;
+  std::string dir;
+  in >> server >> dir;
+  REQUIRE_MESSAGE(server > 0, "child could not start a server: '" << msg << "'");
+
+  int sst = 0;
+  const bool gone = eventually([&] { return ::waitpid(server, &sst, WNOHANG) == server; }, 3000ms);
+  if (!gone) {
+    ::kill(server, SIGKILL);  // we are its parent now (subreaper): it is ours to clean up
+    ::waitpid(server, &sst, 0);
+  }
+  CHECK(gone);
+  CHECK(WIFSIGNALED(sst));
+  CHECK(WTERMSIG(sst) == SIGKILL);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// FakeNode
+
+TEST_CASE("FakeNode silent: connect succeeds, commands time out") {
+  FakeNode node(FakeNode::silent());
+  CHECK(node.address() == "127.0.0.1:" + std::to_string(node.port()));
+  Ctx c = connect(node.port(), 200ms);
+  const auto t0 = Clock::now();
+  RawReply r = cmd(c.get(), {"SET", "lock", "v", "NX", "PX", "1000"});
+  CHECK_FALSE(r);
+  CHECK(c->err == REDIS_ERR_IO);
+  CHECK(ms_since(t0) >= 190);
+  CHECK(node.commands_seen() == 1);
+  CHECK(node.connections_accepted() == 1);
+  CHECK(node.commands().at(0) == std::vector<std::string>{"SET", "lock", "v", "NX", "PX", "1000"});
+}
+
+TEST_CASE("FakeNode garbage: hiredis reports a protocol error") {
+  FakeNode node(FakeNode::garbage());
+  Ctx c = connect(node.port(), 1000ms);
+  RawReply r = cmd(c.get(), {"PING"});
+  CHECK_FALSE(r);
+  CHECK(c->err == REDIS_ERR_PROTOCOL);
+}
+
+TEST_CASE("FakeNode redis_like answers like a Redis") {
+  FakeNode node(FakeNode::redis_like());
+  Ctx c = connect(node.port(), 1000ms);
+  RawReply r = cmd(c.get(), {"SET", "lock", std::string("v\0\r\n", 4), "NX", "PX", "1000"});
+  REQUIRE(r);
+  CHECK(r->type == REDIS_REPLY_STATUS);
+  CHECK(std::string(r->str, r->len) == "OK");
+  r = cmd(c.get(), {"PING"});
+  REQUIRE(r);
+  CHECK(std::string(r->str, r->len) == "PONG");
+  r = cmd(c.get(), {"EVALSHA", std::string(40, 'a'), "1", "lock", "v"});
+  REQUIRE(r);
+  CHECK(r->type == REDIS_REPLY_INTEGER);
+  CHECK(r->integer == 1);
+  r = cmd(c.get(), {"INFO", "server"});
+  REQUIRE(r);
+  REQUIRE(r->type == REDIS_REPLY_STRING);
+  const std::string info(r->str, r->len);
+  CHECK(info.find("\r\nrun_id:") != std::string::npos);
+  CHECK(info.find("uptime_in_seconds:1000\r\n") != std::string::npos);
+  r = cmd(c.get(), {"CONFIG", "GET", "maxmemory-policy"});
+  REQUIRE(r);
+  CHECK(r->type == REDIS_REPLY_ARRAY);
+  CHECK(r->elements == 0);
+
+  const std::string script = "return redis.call('GET', KEYS[1])";
+  r = cmd(c.get(), {"SCRIPT", "LOAD", script});
+  REQUIRE(r);
+  REQUIRE(r->type == REDIS_REPLY_STRING);
+  const std::string fake_sha(r->str, r->len);
+  CHECK(fake_sha.size() == 40);
+  if (redis_server_available()) {  // the fake's SHA1 is the real one
+    RedisServer s;
+    CHECK(s.command({"SCRIPT", "LOAD", script}).str == fake_sha);
+  }
+  const auto cmds = node.commands();
+  REQUIRE(cmds.size() == 6);
+  CHECK(cmds[0][2] == std::string("v\0\r\n", 4));  // binary-safe parsing
+}
+
+TEST_CASE("FakeNode delay is respected and replies stay in order") {
+  FakeNode node(FakeNode::redis_like(), 150ms);
+  Ctx c = connect(node.port(), 2000ms);
+  auto t0 = Clock::now();
+  RawReply r = cmd(c.get(), {"PING"});
+  REQUIRE(r);
+  CHECK(ms_since(t0) >= 150);
+
+  // Pipelined: each reply comes `delay` after its own request, in order.
+  t0 = Clock::now();
+  REQUIRE(redisAppendCommand(c.get(), "PING") == REDIS_OK);
+  REQUIRE(redisAppendCommand(c.get(), "SET a b") == REDIS_OK);
+  REQUIRE(redisAppendCommand(c.get(), "PING hello") == REDIS_OK);
+  void* raw = nullptr;
+  REQUIRE(redisGetReply(c.get(), &raw) == REDIS_OK);
+  r.reset(static_cast<redisReply*>(raw));
+  CHECK(ms_since(t0) >= 150);
+  CHECK(std::string(r->str, r->len) == "PONG");
+  REQUIRE(redisGetReply(c.get(), &raw) == REDIS_OK);
+  r.reset(static_cast<redisReply*>(raw));
+  CHECK(std::string(r->str, r->len) == "OK");
+  REQUIRE(redisGetReply(c.get(), &raw) == REDIS_OK);
+  r.reset(static_cast<redisReply*>(raw));
+  CHECK(std::string(r->str, r->len) == "hello");
+  CHECK(ms_since(t0) < 1000);  // not 3 x delay in series (generous bound: shared machine)
+
+  node.set_delay(0ms);
+  t0 = Clock::now();
+  r = cmd(c.get(), {"PING"});
+  REQUIRE(r);
+}
+
+TEST_CASE("FakeNode reset_mid_reply: half a reply, then the connection closes") {
+  FakeNode node(FakeNode::reset_mid_reply());
+  Ctx c = connect(node.port(), 1000ms);
+  RawReply r = cmd(c.get(), {"PING"});
+  REQUIRE(r);
+  CHECK(std::string(r->str, r->len) == "PONG");
+  r = cmd(c.get(), {"SET", "lock", "v", "NX", "PX", "1000"});
+  CHECK_FALSE(r);
+  CHECK((c->err == REDIS_ERR_EOF || c->err == REDIS_ERR_IO));
+
+  // reset_after() sends an RST instead of a FIN.
+  node.set_responder([](const std::vector<std::string>&) -> std::optional<std::string> {
+    return FakeNode::reset_after("$10\r\nhalf");
+  });
+  Ctx c2 = connect(node.port(), 1000ms);
+  r = cmd(c2.get(), {"GET", "lock"});
+  CHECK_FALSE(r);
+  CHECK((c2->err == REDIS_ERR_EOF || c2->err == REDIS_ERR_IO));
+}
+
+TEST_CASE("FakeNode close_connections drops clients but keeps listening") {
+  FakeNode node(FakeNode::redis_like());
+  Ctx c = connect(node.port(), 1000ms);
+  RawReply r = cmd(c.get(), {"PING"});
+  REQUIRE(r);
+  node.close_connections();
+  r = cmd(c.get(), {"PING"});
+  CHECK_FALSE(r);
+  Ctx c2 = connect(node.port(), 1000ms);
+  r = cmd(c2.get(), {"PING"});
+  REQUIRE(r);
+  CHECK(node.connections_accepted() == 2);
+}
+
+TEST_CASE("FakeNode can take over a killed server's port") {
+  REQUIRE_REDIS();
+  RedisServer s;
+  s.kill();
+  {
+    FakeNode fake(FakeNode::silent(), 0ms, s.port());
+    CHECK(fake.port() == s.port());
+    try {
+      (void)s.command({"PING"}, 200ms);
+      FAIL("silent fake should time out");
+    } catch (const RedisIoError& e) {
+      CHECK(e.timed_out());
+    }
+  }
+  s.start();
+  CHECK(s.command({"PING"}).str == "PONG");
+}

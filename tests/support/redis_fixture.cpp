@@ -1,0 +1,762 @@
+#include "redis_fixture.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+extern char** environ;
+
+namespace redlock::test {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr const char* kLoopback = "127.0.0.1";
+
+// ---------------------------------------------------------------------------------------------
+// hiredis helpers
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+timeval to_timeval(milliseconds d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+bool looks_like_timeout(int saved_errno, const char* errstr) {
+  if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT) return true;
+  const std::string_view s(errstr);
+  return s.find("temporarily unavailable") != std::string_view::npos ||
+         s.find("timed out") != std::string_view::npos;
+}
+
+ContextPtr connect_tcp(std::uint16_t port, milliseconds timeout) {
+  errno = 0;
+  ContextPtr c(redisConnectWithTimeout(kLoopback, port, to_timeval(timeout)));
+  const int saved = errno;
+  if (!c) throw RedisIoError("redisConnect: out of memory", REDIS_ERR_OOM, false);
+  if (c->err) {
+    throw RedisIoError("connect 127.0.0.1:" + std::to_string(port) + ": " + c->errstr, c->err,
+                       looks_like_timeout(saved, c->errstr));
+  }
+  if (redisSetTimeout(c.get(), to_timeval(timeout)) != REDIS_OK) {
+    throw RedisIoError(std::string("redisSetTimeout: ") + c->errstr, c->err, false);
+  }
+  return c;
+}
+
+Reply convert(const redisReply* r) {
+  Reply out;
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      out.type = Reply::Type::string;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = Reply::Type::status;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = Reply::Type::error;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = Reply::Type::integer;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = Reply::Type::array;
+      out.elements.reserve(r->elements);
+      for (std::size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
+      break;
+    case REDIS_REPLY_NIL:
+    default:
+      out.type = Reply::Type::nil;
+      break;
+  }
+  return out;
+}
+
+Reply run_command(redisContext* c, std::uint16_t port, const std::vector<std::string>& argv) {
+  if (argv.empty()) throw std::invalid_argument("command: empty argv");
+  std::vector<const char*> args;
+  std::vector<std::size_t> lens;
+  args.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (const auto& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  errno = 0;
+  ReplyPtr r(static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data())));
+  const int saved = errno;
+  if (!r) {
+    throw RedisIoError(argv.front() + " on 127.0.0.1:" + std::to_string(port) + ": " + c->errstr,
+                       c->err, c->err == REDIS_ERR_IO && looks_like_timeout(saved, c->errstr));
+  }
+  return convert(r.get());
+}
+
+// ---------------------------------------------------------------------------------------------
+// process helpers
+
+bool is_executable(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
+
+std::string find_redis_server() {
+  if (const char* env = std::getenv("REDLOCK_TEST_REDIS_SERVER"); env && *env) {
+    return is_executable(env) ? std::string(env) : std::string();
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = (path && *path) ? path : "/usr/local/bin:/usr/bin:/bin";
+  dirs += ":/usr/bin:/usr/sbin";  // Debian's package location, even with a trimmed PATH
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    std::size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string d = dirs.substr(start, end - start);
+    if (d.empty()) d = ".";
+    const std::string candidate = d + "/redis-server";
+    if (is_executable(candidate)) return candidate;
+    start = end + 1;
+  }
+  return {};
+}
+
+// The child's environment: ours minus libfaketime / LD_PRELOAD (redis + jemalloc + faketime
+// crash, and the server's clock must stay real).
+std::vector<std::string> child_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view v(*e);
+    if (v.starts_with("LD_PRELOAD=") || v.starts_with("FAKETIME") ||
+        v.starts_with("DONT_FAKE_MONOTONIC=")) {
+      continue;
+    }
+    out.emplace_back(v);
+  }
+  return out;
+}
+
+// Moves fd to a number >= 3 (so the child's dup2 onto 0..3 cannot clobber it), keeping CLOEXEC.
+int raise_fd(int fd) {
+  if (fd < 0 || fd >= 3) return fd;
+  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  ::close(fd);
+  return moved;
+}
+
+void close_quietly(int fd) {
+  if (fd >= 0) ::close(fd);
+}
+
+pid_t waitpid_eintr(pid_t pid, int* status, int options) {
+  pid_t r;
+  do {
+    r = ::waitpid(pid, status, options);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+
+// Runs in the forked child: only async-signal-safe calls, no allocation.
+[[noreturn]] void exec_child(pid_t parent, int devnull, int out, int errw, const char* exe,
+                             char* const* argv, char* const* envp, int max_fd) {
+  // Die with the forking thread of the test process, and cover the race where it already died.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);
+
+  // exec keeps the signal mask and ignored dispositions: give redis a clean slate.
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigemptyset(&dfl.sa_mask);
+  const int sigs[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
+  for (int s : sigs) ::sigaction(s, &dfl, nullptr);
+
+  if (::dup2(devnull, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0 || ::dup2(errw, 3) < 0) {
+    ::_exit(127);
+  }
+  ::fcntl(3, F_SETFD, FD_CLOEXEC);
+  // Do not leak the test's sockets (hiredis connections, fake nodes) into redis.
+  if (::close_range(4, ~0U, 0) != 0) {
+    for (int fd = 4; fd < max_fd; ++fd) ::close(fd);
+  }
+  ::execve(exe, argv, envp);
+  const int e = errno;
+  ssize_t ignored = ::write(3, &e, sizeof e);
+  (void)ignored;
+  ::_exit(127);
+}
+
+pid_t spawn_process(const std::string& exe, const std::vector<std::string>& args,
+                    const std::vector<std::string>& env, const std::string& output_path) {
+  // Everything the child needs is prepared here, before fork().
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  long open_max = ::sysconf(_SC_OPEN_MAX);
+  const int max_fd = (open_max <= 0 || open_max > 65536) ? 65536 : static_cast<int>(open_max);
+
+  int devnull = raise_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  int out = raise_fd(::open(output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  int pipefd[2] = {-1, -1};
+  if (devnull < 0 || out < 0 || ::pipe2(pipefd, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close_quietly(devnull);
+    close_quietly(out);
+    throw std::system_error(e, std::generic_category(), "spawn redis-server: fds");
+  }
+  pipefd[0] = raise_fd(pipefd[0]);
+  pipefd[1] = raise_fd(pipefd[1]);
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    exec_child(parent, devnull, out, pipefd[1], exe.c_str(), argv.data(), envp.data(), max_fd);
+  }
+  const int fork_errno = errno;
+  close_quietly(devnull);
+  close_quietly(out);
+  close_quietly(pipefd[1]);
+  if (pid < 0) {
+    close_quietly(pipefd[0]);
+    throw std::system_error(fork_errno, std::generic_category(), "fork");
+  }
+  // The pipe closes on a successful exec (CLOEXEC); otherwise the child writes its errno.
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(pipefd[0], &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  close_quietly(pipefd[0]);
+  if (n == static_cast<ssize_t>(sizeof child_errno)) {
+    int st = 0;
+    waitpid_eintr(pid, &st, 0);
+    throw std::system_error(child_errno, std::generic_category(), "exec " + exe);
+  }
+  return pid;
+}
+
+std::string make_temp_dir() {
+  std::string base = "/tmp";
+  // Unix socket paths are limited to 107 bytes: only use TMPDIR when it is short.
+  if (const char* t = std::getenv("TMPDIR"); t && *t && std::strlen(t) <= 60) base = t;
+  std::string tmpl = base + "/redlock-redis-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data())) {
+    throw std::system_error(errno, std::generic_category(), "mkdtemp " + tmpl);
+  }
+  return std::string(buf.data());
+}
+
+std::string read_tail(const std::string& path, std::uintmax_t from, std::size_t max_bytes) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return "(no " + path + ")";
+  if (size <= from) return {};
+  std::uintmax_t start = from;
+  if (size - start > max_bytes) start = size - max_bytes;
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(start));
+  std::string s(static_cast<std::size_t>(size - start), '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<std::size_t>(in.gcount()));
+  return s;
+}
+
+std::string describe_status(int st) {
+  if (WIFEXITED(st)) return "exit code " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return "killed by signal " + std::to_string(WTERMSIG(st));
+  return "status " + std::to_string(st);
+}
+
+void expect_ok(const Reply& r, const std::string& what) {
+  if (!r.is_ok()) throw std::runtime_error(what + ": " + r.to_string());
+}
+
+}  // namespace
+
+// -----------------------------------------------------------------------------------------------
+
+std::uint16_t free_port() {
+  static std::mutex mu;
+  static std::set<std::uint16_t> handed_out;
+  const std::lock_guard<std::mutex> lock(mu);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "free_port: socket");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      const int e = errno;
+      ::close(fd);
+      throw std::system_error(e, std::generic_category(), "free_port: bind");
+    }
+    ::close(fd);
+    const std::uint16_t port = ntohs(addr.sin_port);
+    if (handed_out.insert(port).second) return port;
+  }
+  throw std::runtime_error("free_port: no unused port found");
+}
+
+bool redis_server_available() { return !find_redis_server().empty(); }
+
+Reply command_at(std::uint16_t port, const std::vector<std::string>& argv,
+                 std::chrono::milliseconds timeout) {
+  ContextPtr c = connect_tcp(port, timeout);
+  return run_command(c.get(), port, argv);
+}
+
+std::string Reply::to_string() const {
+  switch (type) {
+    case Type::nil:
+      return "(nil)";
+    case Type::status:
+      return str;
+    case Type::error:
+      return "(error) " + str;
+    case Type::integer:
+      return "(integer) " + std::to_string(integer);
+    case Type::string: {
+      std::string out = "\"";
+      for (unsigned char ch : str) {
+        if (ch == '"' || ch == '\\') {
+          out += '\\';
+          out += static_cast<char>(ch);
+        } else if (ch >= 0x20 && ch < 0x7f) {
+          out += static_cast<char>(ch);
+        } else {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+          out += buf;
+        }
+      }
+      return out + "\"";
+    }
+    case Type::array: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < elements.size(); ++i) {
+        if (i) out += ", ";
+        out += elements[i].to_string();
+      }
+      return out + "]";
+    }
+  }
+  return "?";
+}
+
+// -----------------------------------------------------------------------------------------------
+// RedisServer
+
+RedisServer::RedisServer(ServerConfig cfg) : RedisServer(std::move(cfg), DeferReady{}) {
+  // The delegated constructor has completed, so the destructor cleans up if this throws.
+  wait_ready();
+}
+
+RedisServer::RedisServer(ServerConfig cfg, DeferReady) : cfg_(std::move(cfg)) {
+  auto_port_ = cfg_.port == 0;
+  port_ = auto_port_ ? free_port() : cfg_.port;
+  dir_ = make_temp_dir();
+  try {
+    spawn();
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+RedisServer::~RedisServer() { destroy(); }
+
+RedisServer::RedisServer(RedisServer&& other) noexcept
+    : cfg_(std::move(other.cfg_)),
+      auto_port_(other.auto_port_),
+      port_(other.port_),
+      dir_(std::move(other.dir_)),
+      log_offset_(other.log_offset_),
+      pid_(std::exchange(other.pid_, -1)),
+      stopped_(std::exchange(other.stopped_, false)) {
+  other.dir_.clear();
+}
+
+RedisServer& RedisServer::operator=(RedisServer&& other) noexcept {
+  if (this != &other) {
+    destroy();
+    cfg_ = std::move(other.cfg_);
+    auto_port_ = other.auto_port_;
+    port_ = other.port_;
+    dir_ = std::move(other.dir_);
+    other.dir_.clear();
+    log_offset_ = other.log_offset_;
+    pid_ = std::exchange(other.pid_, -1);
+    stopped_ = std::exchange(other.stopped_, false);
+  }
+  return *this;
+}
+
+void RedisServer::destroy() noexcept {
+  kill();  // only syscalls: cannot throw
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    dir_.clear();
+  }
+}
+
+std::string RedisServer::address() const {
+  return std::string(kLoopback) + ":" + std::to_string(port_);
+}
+
+std::string RedisServer::unix_path() const {
+  return cfg_.unix_socket ? dir_ + "/redis.sock" : std::string();
+}
+
+std::string RedisServer::log_path() const { return dir_ + "/redis.log"; }
+
+std::string RedisServer::log_tail(std::size_t max_bytes) const {
+  return read_tail(log_path(), 0, max_bytes);
+}
+
+pid_t RedisServer::pid() const { return running() ? pid_ : -1; }
+
+bool RedisServer::running() const {
+  if (pid_ <= 0) return false;
+  int st = 0;
+  const pid_t r = waitpid_eintr(pid_, &st, WNOHANG);
+  if (r == 0) return true;
+  // r == pid_: it died on its own and is now reaped; -1 (ECHILD): not ours to wait for any more.
+  pid_ = -1;
+  stopped_ = false;
+  return false;
+}
+
+void RedisServer::spawn() {
+  const std::string exe = find_redis_server();
+  if (exe.empty()) {
+    throw std::runtime_error("redis-server not found in PATH (or REDLOCK_TEST_REDIS_SERVER)");
+  }
+  // clang-format off
+  std::vector<std::string> args = {exe,
+                                   "--port", std::to_string(port_),
+                                   "--bind", kLoopback,
+                                   "--dir", dir_,
+                                   "--daemonize", "no",
+                                   "--logfile", log_path(),
+                                   "--protected-mode", "no",
+                                   "--enable-debug-command", "local",
+                                   "--save", ""};
+  // clang-format on
+  if (cfg_.aof_always) {
+    args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
+  } else {
+    args.insert(args.end(), {"--appendonly", "no"});
+  }
+  if (cfg_.unix_socket) {
+    args.insert(args.end(), {"--unixsocket", unix_path(), "--unixsocketperm", "700"});
+  }
+  args.insert(args.end(), cfg_.extra_args.begin(), cfg_.extra_args.end());
+
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(log_path(), ec);
+  log_offset_ = ec ? 0 : size;
+  pid_ = spawn_process(exe, args, child_environment(), dir_ + "/redis.out");
+  stopped_ = false;
+}
+
+void RedisServer::wait_ready() {
+  const auto deadline = steady_clock::now() + cfg_.startup_timeout;
+  std::string expected_pid_field = "process_id:" + std::to_string(pid_) + "\r\n";
+  for (;;) {
+    int st = 0;
+    const pid_t r = pid_ > 0 ? waitpid_eintr(pid_, &st, WNOHANG) : -1;
+    if (r != 0) {
+      pid_ = -1;
+      const std::string recent = read_tail(log_path(), log_offset_, 4000);
+      const bool port_taken = recent.find("Address already in use") != std::string::npos;
+      if (port_taken && steady_clock::now() < deadline) {
+        // Someone grabbed the port between free_port() and redis' bind (or it is a restart and a
+        // client socket sits on it): pick another port if we may, else retry the same one.
+        if (auto_port_) {
+          port_ = free_port();
+        } else {
+          std::this_thread::sleep_for(milliseconds(50));
+        }
+        spawn();
+        expected_pid_field = "process_id:" + std::to_string(pid_) + "\r\n";
+        continue;
+      }
+      throw std::runtime_error(failure_message("redis-server exited during startup (" +
+                                               (r > 0 ? describe_status(st) : "reaped elsewhere") +
+                                               ")"));
+    }
+    try {
+      ContextPtr c = connect_tcp(port_, milliseconds(200));
+      const Reply pong = run_command(c.get(), port_, {"PING"});
+      if (pong.type == Reply::Type::status && pong.str == "PONG") {
+        // Make sure it is *our* process answering, not a foreign server on a recycled port.
+        const Reply info = run_command(c.get(), port_, {"INFO", "server"});
+        if (info.type == Reply::Type::string &&
+            info.str.find(expected_pid_field) != std::string::npos) {
+          return;
+        }
+      }
+    } catch (const RedisIoError&) {
+      // not listening yet
+    }
+    if (steady_clock::now() >= deadline) {
+      throw std::runtime_error(failure_message(
+          "no PING answer within " + std::to_string(cfg_.startup_timeout.count()) + " ms"));
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
+std::string RedisServer::failure_message(const std::string& why) const {
+  std::ostringstream os;
+  os << "redis-server on " << address() << " (dir " << dir_ << "): " << why
+     << "\n--- redis.log (tail) ---\n"
+     << read_tail(log_path(), 0, 2000) << "\n--- stdout/stderr (tail) ---\n"
+     << read_tail(dir_ + "/redis.out", 0, 1000);
+  return os.str();
+}
+
+void RedisServer::reap_blocking() {
+  if (pid_ > 0) {
+    int st = 0;
+    waitpid_eintr(pid_, &st, 0);
+  }
+  pid_ = -1;
+  stopped_ = false;
+}
+
+void RedisServer::kill() {
+  if (!running()) return;  // also makes sure the pid is still our unreaped child
+  ::kill(pid_, SIGKILL);   // works on SIGSTOPped processes too
+  reap_blocking();
+}
+
+void RedisServer::stop() {
+  if (!running()) throw std::logic_error("RedisServer::stop(): " + address() + " is not running");
+  if (stopped_) return;
+  ::kill(pid_, SIGSTOP);
+  int st = 0;
+  const pid_t r = waitpid_eintr(pid_, &st, WUNTRACED);
+  if (r == pid_ && (WIFEXITED(st) || WIFSIGNALED(st))) {
+    pid_ = -1;
+    throw std::runtime_error("RedisServer::stop(): " + address() + " died (" + describe_status(st) +
+                             ")");
+  }
+  stopped_ = true;
+}
+
+void RedisServer::cont() {
+  if (!running() || !stopped_) return;
+  ::kill(pid_, SIGCONT);
+  stopped_ = false;
+}
+
+void RedisServer::start() {
+  if (running()) throw std::logic_error("RedisServer::start(): " + address() + " already running");
+  spawn();
+  try {
+    wait_ready();
+  } catch (...) {
+    kill();
+    throw;
+  }
+}
+
+void RedisServer::restart(std::chrono::milliseconds down_for) {
+  kill();
+  if (down_for.count() > 0) std::this_thread::sleep_for(down_for);
+  start();
+}
+
+Reply RedisServer::command(const std::vector<std::string>& argv) const {
+  return command_at(port_, argv, kDefaultCommandTimeout);
+}
+
+Reply RedisServer::command(const std::vector<std::string>& argv,
+                           std::chrono::milliseconds timeout) const {
+  return command_at(port_, argv, timeout);
+}
+
+std::optional<std::string> RedisServer::get(const std::string& key) const {
+  Reply r = command({"GET", key});
+  if (r.type == Reply::Type::nil) return std::nullopt;
+  if (r.type == Reply::Type::string) return std::move(r.str);
+  throw std::runtime_error("GET " + key + " on " + address() + ": " + r.to_string());
+}
+
+void RedisServer::set(const std::string& key, const std::string& value) const {
+  expect_ok(command({"SET", key, value}), "SET " + key + " on " + address());
+}
+
+long long RedisServer::pttl(const std::string& key) const {
+  const Reply r = command({"PTTL", key});
+  if (r.type != Reply::Type::integer) {
+    throw std::runtime_error("PTTL " + key + " on " + address() + ": " + r.to_string());
+  }
+  return r.integer;
+}
+
+bool RedisServer::exists(const std::string& key) const {
+  const Reply r = command({"EXISTS", key});
+  if (r.type != Reply::Type::integer) {
+    throw std::runtime_error("EXISTS " + key + " on " + address() + ": " + r.to_string());
+  }
+  return r.integer > 0;
+}
+
+void RedisServer::del(const std::string& key) const {
+  const Reply r = command({"DEL", key});
+  if (r.type != Reply::Type::integer) {
+    throw std::runtime_error("DEL " + key + " on " + address() + ": " + r.to_string());
+  }
+}
+
+void RedisServer::flushall() const { expect_ok(command({"FLUSHALL"}), "FLUSHALL on " + address()); }
+
+void RedisServer::script_flush() const {
+  expect_ok(command({"SCRIPT", "FLUSH"}), "SCRIPT FLUSH on " + address());
+}
+
+void RedisServer::replica_of(const RedisServer& master) const {
+  expect_ok(command({"REPLICAOF", kLoopback, std::to_string(master.port())}),
+            "REPLICAOF on " + address());
+}
+
+void RedisServer::make_master() const {
+  expect_ok(command({"REPLICAOF", "NO", "ONE"}), "REPLICAOF NO ONE on " + address());
+}
+
+void RedisServer::make_oom() const {
+  config_set("maxmemory-policy", "noeviction");
+  config_set("maxmemory", "1");
+}
+
+void RedisServer::clear_oom() const { config_set("maxmemory", "0"); }
+
+void RedisServer::set_wrong_type(const std::string& key) const {
+  del(key);
+  const Reply r = command({"RPUSH", key, "not-a-lock"});
+  if (r.type != Reply::Type::integer) {
+    throw std::runtime_error("RPUSH " + key + " on " + address() + ": " + r.to_string());
+  }
+}
+
+void RedisServer::config_set(const std::string& name, const std::string& value) const {
+  expect_ok(command({"CONFIG", "SET", name, value}), "CONFIG SET " + name + " on " + address());
+}
+
+std::string RedisServer::run_id() const {
+  const Reply r = command({"INFO", "server"});
+  if (r.type != Reply::Type::string) {
+    throw std::runtime_error("INFO server on " + address() + ": " + r.to_string());
+  }
+  const auto pos = r.str.find("run_id:");
+  if (pos == std::string::npos) throw std::runtime_error("INFO server: no run_id on " + address());
+  const auto start = pos + 7;
+  const auto end = r.str.find_first_of("\r\n", start);
+  return r.str.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+// -----------------------------------------------------------------------------------------------
+// RedisCluster
+
+RedisCluster::RedisCluster(int n, ServerConfig cfg) {
+  if (n < 1) throw std::invalid_argument("RedisCluster: n must be >= 1");
+  servers_.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    ServerConfig c = cfg;
+    if (cfg.port != 0) c.port = static_cast<std::uint16_t>(cfg.port + i);
+    // Fork everything first, then wait: start-up overlaps.
+    servers_.push_back(
+        std::unique_ptr<RedisServer>(new RedisServer(std::move(c), RedisServer::DeferReady{})));
+  }
+  for (auto& s : servers_) s->wait_ready();
+}
+
+std::string RedisCluster::nodes_csv() const {
+  std::string out;
+  for (const auto& s : servers_) {
+    if (!out.empty()) out += ',';
+    out += s->address();
+  }
+  return out;
+}
+
+std::vector<std::string> RedisCluster::addresses() const {
+  std::vector<std::string> out;
+  out.reserve(servers_.size());
+  for (const auto& s : servers_) out.push_back(s->address());
+  return out;
+}
+
+int RedisCluster::count_with_key(const std::string& key) const {
+  int n = 0;
+  for (const auto& s : servers_) {
+    if (!s->running() || s->stopped()) continue;
+    if (s->exists(key)) ++n;
+  }
+  return n;
+}
+
+void RedisCluster::heal() {
+  for (auto& s : servers_) {
+    if (!s->running()) {
+      s->start();
+    } else if (s->stopped()) {
+      s->cont();
+    }
+  }
+}
+
+}  // namespace redlock::test

@@ -1,0 +1,206 @@
+// Test support: start, fault and inspect real redis-server processes.
+//
+// Every RedisServer owns one child process (fork/exec of redis-server) and one temp dir. It only
+// ever signals the pid it started, reaps it (no zombies) and removes its dir in the destructor.
+//
+// Threading: a RedisServer / RedisCluster object is not thread-safe for lifecycle calls (start,
+// kill, stop, cont, restart, move). The const inspection calls (command, get, pttl, ...) open a
+// fresh connection each time and may run concurrently from several threads while no lifecycle
+// call runs.
+//
+// IMPORTANT: the child gets prctl(PR_SET_PDEATHSIG, SIGKILL), which Linux fires when the *thread*
+// that forked it exits, not the process. Construct / start() servers on a thread that outlives
+// them (normally the test's main thread), never on a short-lived helper thread.
+//
+// The child environment has LD_PRELOAD and FAKETIME* removed, so a test process that fakes its own
+// clock with libfaketime still starts normal servers (jemalloc in Debian's redis breaks under it).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace redlock::test {
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, close). Never returns
+// the same port twice in one process. Thread-safe.
+[[nodiscard]] std::uint16_t free_port();
+
+// True if a redis-server executable is found (env REDLOCK_TEST_REDIS_SERVER, else PATH).
+[[nodiscard]] bool redis_server_available();
+
+struct ServerConfig {
+  // true: --appendonly yes --appendfsync always (acknowledged writes survive kill -9).
+  // false: --save "" --appendonly no (everything is lost on kill -9).
+  bool aof_always = false;
+  // Also listen on <dir>/redis.sock (see RedisServer::unix_path()).
+  bool unix_socket = false;
+  // Appended last to redis-server's command line, so they override the fixture's defaults,
+  // e.g. {"--maxmemory", "10mb"}.
+  std::vector<std::string> extra_args;
+  // 0: free_port() (and a new port is tried if that one was taken meanwhile).
+  // RedisCluster: server i gets port + i.
+  std::uint16_t port = 0;
+  // How long the constructor / start() waits for the server to answer PING.
+  std::chrono::milliseconds startup_timeout{5000};
+};
+
+// A copy of one hiredis reply. `type` is an enum class because an unscoped enumerator named
+// `integer` would clash with the data member of the same name.
+struct Reply {
+  enum class Type { nil, status, error, integer, string, array };
+  Type type = Type::nil;
+  std::string str;  // status, error and string replies
+  long long integer = 0;
+  std::vector<Reply> elements;
+
+  [[nodiscard]] bool is_error() const { return type == Type::error; }
+  [[nodiscard]] bool is_nil() const { return type == Type::nil; }
+  // status "OK"
+  [[nodiscard]] bool is_ok() const { return type == Type::status && str == "OK"; }
+  // error reply that starts with `prefix`, e.g. "READONLY", "OOM", "WRONGTYPE", "NOSCRIPT".
+  [[nodiscard]] bool is_error(const std::string& prefix) const {
+    return type == Type::error && str.compare(0, prefix.size(), prefix) == 0;
+  }
+  // For failure messages, e.g. `(error) READONLY ...`, `(integer) 1`, `["a", (nil)]`.
+  [[nodiscard]] std::string to_string() const;
+};
+
+// Thrown when a command could not be sent or no reply came back (connection refused, reset,
+// timeout). A Redis error *reply* is not an exception: it is a Reply of Type::error.
+class RedisIoError : public std::runtime_error {
+ public:
+  RedisIoError(const std::string& what, int hiredis_err, bool timed_out)
+      : std::runtime_error(what), hiredis_err_(hiredis_err), timed_out_(timed_out) {}
+  [[nodiscard]] int hiredis_err() const noexcept { return hiredis_err_; }  // REDIS_ERR_*
+  [[nodiscard]] bool timed_out() const noexcept { return timed_out_; }
+
+ private:
+  int hiredis_err_;
+  bool timed_out_;
+};
+
+inline constexpr std::chrono::milliseconds kDefaultCommandTimeout{2000};
+
+// Send one command over a fresh blocking hiredis TCP connection to 127.0.0.1:port.
+// Binary-safe. Throws RedisIoError on connect/IO failure or timeout.
+[[nodiscard]] Reply command_at(std::uint16_t port, const std::vector<std::string>& argv,
+                               std::chrono::milliseconds timeout = kDefaultCommandTimeout);
+
+class RedisCluster;
+
+class RedisServer {
+ public:
+  // Creates a temp dir, starts redis-server and waits until it answers PING (and INFO shows our
+  // pid, so a foreign server on a recycled port is never mistaken for ours). Throws
+  // std::runtime_error with the log tail if it does not come up within cfg.startup_timeout.
+  explicit RedisServer(ServerConfig cfg = {});
+  ~RedisServer();  // SIGKILL + reap (also when stopped), remove temp dir. Never throws.
+
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+  RedisServer(RedisServer&& other) noexcept;
+  RedisServer& operator=(RedisServer&& other) noexcept;
+
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+  [[nodiscard]] std::string address() const;    // "127.0.0.1:PORT"
+  [[nodiscard]] std::string unix_path() const;  // "" unless cfg.unix_socket
+  [[nodiscard]] std::string dir() const { return dir_; }
+  [[nodiscard]] std::string log_path() const;  // <dir>/redis.log
+  [[nodiscard]] std::string log_tail(std::size_t max_bytes = 2000) const;
+  [[nodiscard]] pid_t pid() const;     // -1 when not running
+  [[nodiscard]] bool running() const;  // reaps the child if it died on its own
+  [[nodiscard]] bool stopped() const { return running() && stopped_; }  // SIGSTOPped by us
+  [[nodiscard]] const ServerConfig& config() const { return cfg_; }
+
+  // --- faults -----------------------------------------------------------------------------
+  void kill();  // SIGKILL our pid + waitpid. No-op if not running.
+  // SIGSTOP and wait until the kernel reports the process stopped (so a command sent afterwards
+  // is certain not to be served). Clients' TCP connects still succeed (kernel backlog), their
+  // commands get no answer. No-op if already stopped.
+  void stop();
+  void cont();  // SIGCONT. No-op if not stopped.
+  // Start a killed server again on the same port and dir, wait for PING. Throws std::logic_error
+  // if it is running. With aof_always the data written before kill() is back.
+  void start();
+  // kill(), sleep `down_for`, start(). New run_id; data lost unless aof_always.
+  void restart(std::chrono::milliseconds down_for = std::chrono::milliseconds{0});
+
+  // --- commands (each opens a fresh connection; throw RedisIoError on IO failure/timeout) ------
+  [[nodiscard]] Reply command(const std::vector<std::string>& argv) const;
+  [[nodiscard]] Reply command(const std::vector<std::string>& argv,
+                              std::chrono::milliseconds timeout) const;
+  [[nodiscard]] std::optional<std::string> get(
+      const std::string& key) const;  // throws on WRONGTYPE
+  void set(const std::string& key, const std::string& value) const;
+  [[nodiscard]] long long pttl(const std::string& key) const;  // -2 missing, -1 no expiry
+  [[nodiscard]] bool exists(const std::string& key) const;
+  void del(const std::string& key) const;
+  void flushall() const;
+  void script_flush() const;
+  // REPLICAOF 127.0.0.1 <master port>: from now on writes answer "-READONLY ...".
+  // (The replica also drops its data and syncs from the master.)
+  void replica_of(const RedisServer& master) const;
+  void make_master() const;  // REPLICAOF NO ONE
+  // CONFIG SET maxmemory-policy noeviction + maxmemory 1: writes answer "-OOM ...".
+  void make_oom() const;
+  void clear_oom() const;  // CONFIG SET maxmemory 0
+  // Replace `key` with a list, so GET / SET-based scripts on it hit WRONGTYPE (or overwrite it).
+  void set_wrong_type(const std::string& key) const;
+  void config_set(const std::string& name, const std::string& value) const;
+  [[nodiscard]] std::string run_id() const;  // INFO server -> run_id (changes on every start)
+
+ private:
+  friend class RedisCluster;
+  struct DeferReady {};
+  RedisServer(ServerConfig cfg, DeferReady);
+  void spawn();          // fork/exec only
+  void wait_ready();     // PING + pid check, respawn on port conflicts; throws on timeout
+  void reap_blocking();  // waitpid(pid_) until it is gone
+  void destroy() noexcept;
+  [[nodiscard]] std::string failure_message(const std::string& why) const;
+
+  ServerConfig cfg_;
+  bool auto_port_ = false;
+  std::uint16_t port_ = 0;
+  std::string dir_;
+  std::uintmax_t log_offset_ = 0;  // size of redis.log when the current process was spawned
+  mutable pid_t pid_ = -1;
+  mutable bool stopped_ = false;
+};
+
+// N independent masters.
+class RedisCluster {
+ public:
+  // Forks all servers first (from the calling thread), then waits until each answers PING.
+  explicit RedisCluster(int n, ServerConfig cfg = {});
+  RedisCluster(const RedisCluster&) = delete;
+  RedisCluster& operator=(const RedisCluster&) = delete;
+  RedisCluster(RedisCluster&&) noexcept = default;
+  RedisCluster& operator=(RedisCluster&&) noexcept = default;
+  ~RedisCluster() = default;
+
+  // References stay valid for the cluster's lifetime (servers are heap-allocated).
+  [[nodiscard]] RedisServer& operator[](std::size_t i) { return *servers_.at(i); }
+  [[nodiscard]] const RedisServer& operator[](std::size_t i) const { return *servers_.at(i); }
+  [[nodiscard]] std::size_t size() const { return servers_.size(); }
+
+  [[nodiscard]] std::string nodes_csv() const;  // "127.0.0.1:p1,127.0.0.1:p2,..."
+  [[nodiscard]] std::vector<std::string> addresses() const;
+  // How many running, not stopped nodes have `key`.
+  [[nodiscard]] int count_with_key(const std::string& key) const;
+  // cont() every stopped node and start() every killed one.
+  void heal();
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+};
+
+}  // namespace redlock::test

@@ -1,0 +1,125 @@
+// Node addresses and durations: valid and malformed forms.
+#include <doctest/doctest.h>
+
+#include "redlock/options.hpp"
+
+using namespace redlock;
+using Transport = NodeAddress::Transport;
+
+namespace {
+NodeAddress ok(std::string_view s) {
+  std::string err;
+  auto a = NodeAddress::parse(s, err);
+  INFO("address: ", s, " error: ", err);
+  REQUIRE(a.has_value());
+  return *a;
+}
+std::string bad(std::string_view s) {
+  std::string err;
+  auto a = NodeAddress::parse(s, err);
+  INFO("address: ", s);
+  CHECK_FALSE(a.has_value());
+  return err;
+}
+}  // namespace
+
+TEST_CASE("address: host:port shorthand") {
+  auto a = ok("127.0.0.1:7001");
+  CHECK(a.transport == Transport::tcp);
+  CHECK(a.host == "127.0.0.1");
+  CHECK(a.port == 7001);
+  CHECK(a.db == 0);
+  CHECK(a.password.empty());
+  CHECK(ok("localhost").port == 6379);
+  CHECK(ok("redis-1.example.com:6380").host == "redis-1.example.com");
+}
+
+TEST_CASE("address: redis:// with user, password and db") {
+  auto a = ok("redis://alice:s3cret@db.local:7002/3");
+  CHECK(a.user == "alice");
+  CHECK(a.password == "s3cret");
+  CHECK(a.host == "db.local");
+  CHECK(a.port == 7002);
+  CHECK(a.db == 3);
+  auto p = ok("redis://:only-pass@h:1");
+  CHECK(p.user.empty());
+  CHECK(p.password == "only-pass");
+  auto q = ok("redis://pw@h");
+  CHECK(q.password == "pw");
+  CHECK(q.port == 6379);
+  auto esc = ok("redis://u:p%40ss%3Aw@h:2");
+  CHECK(esc.password == "p@ss:w");
+  CHECK(ok("redis://h:5/").db == 0);
+}
+
+TEST_CASE("address: the password never shows in to_string") {
+  auto a = ok("redis://alice:s3cret@db.local:7002/3");
+  CHECK(a.to_string().find("s3cret") == std::string::npos);
+  CHECK(a.to_string() == "db.local:7002/3");
+}
+
+TEST_CASE("address: IPv6 in brackets") {
+  auto a = ok("redis://[::1]:7001");
+  CHECK(a.host == "::1");
+  CHECK(a.port == 7001);
+  CHECK(a.to_string() == "[::1]:7001");
+  CHECK(ok("[fe80::1:2]:9").host == "fe80::1:2");
+  CHECK(bad("::1:7001").find("brackets") != std::string::npos);
+}
+
+TEST_CASE("address: unix sockets") {
+  auto a = ok("unix:///tmp/redis.sock");
+  CHECK(a.transport == Transport::unix_socket);
+  CHECK(a.path == "/tmp/redis.sock");
+  CHECK(ok("unix:///run/r.sock?db=2").db == 2);
+  bad("unix://relative.sock");
+  bad("unix:///x?foo=1");
+  bad("unix:///" + std::string(200, 'x'));
+}
+
+TEST_CASE("address: malformed ones are refused with the bad value named") {
+  for (std::string_view s : {"", ":", "host:", "host:0", "host:65536", "host:-1", "host:abc",
+                             "redis://", "redis://h:1/x", "redis://h:1/-2", "http://h:1",
+                             "redis://[::1", "redis://[::1]x", "redis://[zz]:1", "ho st:1",
+                             "host\t:1", "redis://u:@h:1", "redis://u:p%zz@h", "h:1:2",
+                             "redis://user@h:99999"}) {
+    std::string err = bad(s);
+    CHECK(err.find("bad node address '") == 0);
+  }
+  std::string err = bad("host:99999");
+  CHECK(err.find("'host:99999'") != std::string::npos);
+  // Control bytes are shown escaped, not raw.
+  err = bad(std::string("a\x01:1"));
+  CHECK(err.find("\\x01") != std::string::npos);
+}
+
+TEST_CASE("node list: commas, empties and duplicates") {
+  std::string err;
+  auto l = parse_node_list("a:1,b:2,redis://c:3", err);
+  REQUIRE(l);
+  CHECK(l->size() == 3);
+  CHECK_FALSE(parse_node_list("", err));
+  CHECK_FALSE(parse_node_list("a:1,,b:2", err));
+  CHECK_FALSE(parse_node_list("a:1,", err));
+  CHECK_FALSE(parse_node_list("a:1,a:1", err));
+  CHECK(err.find("twice") != std::string::npos);
+  CHECK_FALSE(parse_node_list("a:1,redis://a:1/2", err));  // same server, other db
+  CHECK(parse_node_list("a:1,a:2", err));
+}
+
+TEST_CASE("durations") {
+  std::string err;
+  CHECK(parse_duration("250ms", err) == Millis{250});
+  CHECK(parse_duration("10s", err) == Millis{10000});
+  CHECK(parse_duration("2m", err) == Millis{120000});
+  CHECK(parse_duration("1h", err) == Millis{3600000});
+  CHECK(parse_duration("1500", err) == Millis{1500});
+  CHECK(parse_duration("0", err) == Millis{0});
+  for (std::string_view s : {"", "-1", "-5s", "1.5s", "10x", "s", "ms", " 1s", "1 s", "1S",
+                             "99999999999999999999", "9223372036854775807h", "1e3"}) {
+    INFO("duration: ", s);
+    err.clear();
+    CHECK_FALSE(parse_duration(s, err));
+    CHECK(err.find("bad duration") == 0);
+  }
+}

@@ -1,0 +1,54 @@
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "scripts.hpp"
+#include "sha1.hpp"
+#include "token.hpp"
+
+using namespace redlock::detail;
+
+TEST_CASE("token: 40 lowercase hex characters") {
+  for (int i = 0; i < 100; ++i) {
+    auto t = make_token();
+    CHECK(t.size() == 40);
+    CHECK(looks_like_token(t));
+  }
+  CHECK_FALSE(looks_like_token("ABCDEF0123456789ABCDEF0123456789ABCDEF01"));
+  CHECK_FALSE(looks_like_token("abc"));
+}
+
+TEST_CASE("token: unique over 100000 draws and not constant per byte position") {
+  std::set<std::string> seen;
+  std::set<char> first_chars;
+  for (int i = 0; i < 100000; ++i) {
+    auto t = make_token();
+    first_chars.insert(t[0]);
+    CHECK_MESSAGE(seen.insert(t).second, "duplicate token ", t);
+  }
+  CHECK(first_chars.size() == 16);
+}
+
+TEST_CASE("sha1 matches the FIPS 180 test vectors") {
+  CHECK(sha1_hex("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+  CHECK(sha1_hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d");
+  CHECK(sha1_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+  CHECK(sha1_hex(std::string(1000000, 'a')) == "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
+  // 55/56/64-byte boundaries of the padding
+  CHECK(sha1_hex(std::string(55, 'a')) == "c1c8bbdc22796e28c0e15163d20899b65621d65a");
+  CHECK(sha1_hex(std::string(56, 'a')) == "c2db330f6083854c99d4b5bfb6e8f29f201be699");
+  CHECK(sha1_hex(std::string(64, 'a')) == "0098ba824b5c16427bd7a1122a5a442a25ec644d");
+}
+
+TEST_CASE("the single-key scripts are the documented ones, byte for byte") {
+  CHECK(script(ScriptId::release).body ==
+        R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)");
+  CHECK(script(ScriptId::extend).body ==
+        R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end)");
+  for (std::size_t i = 0; i < script_count(); ++i) {
+    const auto& s = script(static_cast<ScriptId>(i));
+    CHECK(s.sha == sha1_hex(s.body));
+    CHECK(s.sha.size() == 40);
+  }
+}

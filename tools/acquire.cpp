@@ -1,0 +1,79 @@
+// redlock-cli acquire RESOURCE [RESOURCE...] [--ttl DUR] [--wait DUR]
+#include <iostream>
+
+#include "cli.hpp"
+#include "output.hpp"
+#include "redlock/client.hpp"
+
+namespace redlock::cli {
+namespace {
+
+struct AcquireArgs {
+  std::vector<std::string> resources;
+  std::string ttl = "30s";
+  std::string wait;
+};
+
+int run_acquire(const AcquireArgs& a, const Globals& g) {
+  AcquireOptions opts;
+  opts.ttl = duration_arg("--ttl", a.ttl);
+  if (opts.ttl.count() <= 0) throw UsageError("--ttl: must be positive, got '" + a.ttl + "'");
+  if (opts.ttl > max_ttl) throw UsageError("--ttl: '" + a.ttl + "' is longer than 365 days");
+  if (!a.wait.empty()) {
+    auto w = duration_arg("--wait", a.wait);
+    if (w.count() > 0) opts.wait = w;
+  }
+  for (const auto& r : a.resources) {
+    if (r.empty()) throw UsageError("empty resource name");
+  }
+  Client client(make_options(g));
+  auto res = client.try_acquire(a.resources, opts);
+  if (g.json) {
+    std::string s = "{";
+    s += "\"resource\":" + json_string(a.resources.front());
+    s += ",\"resources\":" + json_array(a.resources);
+    if (res) {
+      s += ",\"token\":" + json_string(res.lock.token());
+      s += ",\"ttl_ms\":" + std::to_string(res.lock.ttl().count());
+      s += ",\"validity_ms\":" + std::to_string(res.lock.validity().count());
+      s += ",\"votes\":" + std::to_string(res.lock.votes());
+    } else {
+      s += ",\"error\":" + json_string(error_name(res.error));
+      s += ",\"message\":" + json_string(res.message);
+      int votes = 0;
+      for (const auto& n : res.nodes) votes += n.state == NodeState::ok;
+      s += ",\"votes\":" + std::to_string(votes);
+    }
+    s += ",\"nodes\":" + std::to_string(client.options().nodes.size());
+    s += ",\"quorum\":" + std::to_string(client.quorum());
+    s += ",\"attempts\":" + std::to_string(res.attempts);
+    s += "," + json_nodes(res.nodes) + "}";
+    std::cout << s << "\n";
+  }
+  if (!res) {
+    report_failure(g, "cannot acquire", res.message, res.nodes);
+    return exit_code_for(res.error);
+  }
+  if (g.verbose) {
+    std::cerr << "acquired with " << res.lock.votes() << "/" << client.options().nodes.size()
+              << " votes, validity " << res.lock.validity().count() << " ms, " << res.attempts
+              << " attempt(s)\n";
+    print_nodes(std::cerr, res.nodes);
+  }
+  if (!g.json && !g.quiet) std::cout << res.lock.token() << "\n";
+  return exit_ok;
+}
+
+}  // namespace
+
+void setup_acquire(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<AcquireArgs>();
+  auto* sub = app.add_subcommand("acquire", "Take a lock; prints its token on stdout");
+  sub->add_option("resource", a->resources, "Resource name(s); several = one lock over all of them")
+      ->required();
+  sub->add_option("--ttl", a->ttl, "How long the nodes keep the lock (default 30s)");
+  sub->add_option("--wait", a->wait, "Keep retrying until this much time has passed (default 0)");
+  sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_acquire(*a, ctx.globals); }; });
+}
+
+}  // namespace redlock::cli

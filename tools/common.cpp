@@ -1,0 +1,94 @@
+#include <cstdlib>
+#include <iostream>
+
+#include "cli.hpp"
+
+namespace redlock::cli {
+
+Millis duration_arg(const std::string& flag, const std::string& text) {
+  std::string err;
+  auto d = parse_duration(text, err);
+  if (!d) throw UsageError(flag + ": " + err);
+  return *d;
+}
+
+namespace {
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+}  // namespace
+
+Options make_options(const Globals& g) {
+  Options o;
+  std::string list = !g.nodes.empty()        ? g.nodes
+                     : env("REDLOCK_NODES") ? std::string(env("REDLOCK_NODES"))
+                                              : std::string(default_nodes);
+  std::string err;
+  auto nodes = parse_node_list(list, err);
+  if (!nodes) throw UsageError(err);
+  o.nodes = std::move(*nodes);
+  if (!g.node_timeout.empty()) o.node_timeout = duration_arg("--node-timeout", g.node_timeout);
+  if (!g.connect_timeout.empty()) o.connect_timeout = duration_arg("--connect-timeout", g.connect_timeout);
+  if (o.node_timeout.count() == 0) throw UsageError("--node-timeout: must be positive");
+  if (o.connect_timeout.count() == 0) throw UsageError("--connect-timeout: must be positive");
+  if (g.drift_factor) {
+    if (!(*g.drift_factor >= 0.0 && *g.drift_factor < 0.5)) {
+      throw UsageError("--drift-factor: " + std::to_string(*g.drift_factor) + " is outside [0, 0.5)");
+    }
+    o.drift_factor = *g.drift_factor;
+  }
+  if (g.retry_count) {
+    if (*g.retry_count < 0) throw UsageError("--retry-count: " + std::to_string(*g.retry_count) + " is negative");
+    o.retry_count = *g.retry_count;
+  }
+  if (!g.retry_delay.empty()) {
+    o.retry_delay = duration_arg("--retry-delay", g.retry_delay);
+    o.retry_jitter = std::min(o.retry_jitter, o.retry_delay / 2);
+  }
+  if (!g.min_uptime.empty()) {
+    o.min_node_uptime = duration_arg("--min-uptime", g.min_uptime);
+  } else if (const char* v = env("REDLOCK_MIN_UPTIME")) {
+    o.min_node_uptime = duration_arg("REDLOCK_MIN_UPTIME", v);
+  }
+  if (g.verbose) {
+    o.logger = [](LogLevel level, std::string_view msg) {
+      if (level == LogLevel::debug) return;
+      std::cerr << "redlock: " << msg << "\n";
+    };
+  } else {
+    o.logger = [](LogLevel level, std::string_view msg) {
+      if (level >= LogLevel::warning && msg.find("maxmemory-policy") != std::string_view::npos) {
+        std::cerr << "redlock: warning: " << msg << "\n";
+      }
+    };
+  }
+  return o;
+}
+
+std::string json_string(std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c >= 0x7f) {
+          // Bytes, not characters: a resource need not be UTF-8. Each byte maps to U+00XX.
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace redlock::cli

@@ -1,0 +1,60 @@
+// redlock-cli extend RESOURCE [RESOURCE...] TOKEN [--ttl DUR]
+#include <iostream>
+
+#include "cli.hpp"
+#include "output.hpp"
+#include "redlock/client.hpp"
+
+namespace redlock::cli {
+namespace {
+
+struct ExtendArgs {
+  std::vector<std::string> args;
+  std::string ttl = "30s";
+};
+
+int run_extend(ExtendArgs a, const Globals& g) {
+  if (a.args.size() < 2) throw UsageError("extend needs RESOURCE and TOKEN");
+  std::string token = a.args.back();
+  a.args.pop_back();
+  if (token.empty()) throw UsageError("empty token");
+  for (const auto& r : a.args) {
+    if (r.empty()) throw UsageError("empty resource name");
+  }
+  auto ttl = duration_arg("--ttl", a.ttl);
+  if (ttl.count() <= 0) throw UsageError("--ttl: must be positive, got '" + a.ttl + "'");
+  if (ttl > max_ttl) throw UsageError("--ttl: '" + a.ttl + "' is longer than 365 days");
+  Client client(make_options(g));
+  auto res = client.try_extend(Lock::from_token(a.args, token), ttl);
+  if (g.json) {
+    std::string s = "{\"resource\":" + json_string(a.args.front()) +
+                    ",\"resources\":" + json_array(a.args) + ",\"token\":" + json_string(token) +
+                    ",\"ttl_ms\":" + std::to_string(ttl.count());
+    if (res) {
+      s += ",\"validity_ms\":" + std::to_string(res.lock.validity().count());
+    } else {
+      s += ",\"error\":" + json_string(error_name(res.error)) + ",\"message\":" + json_string(res.message);
+    }
+    s += "," + json_nodes(res.nodes) + "}";
+    std::cout << s << "\n";
+  }
+  if (!res) {
+    report_failure(g, "cannot extend", res.message, res.nodes);
+    return exit_code_for(res.error);
+  }
+  if (g.verbose) print_nodes(std::cerr, res.nodes);
+  if (!g.json && !g.quiet) std::cout << res.lock.validity().count() << "\n";
+  return exit_ok;
+}
+
+}  // namespace
+
+void setup_extend(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<ExtendArgs>();
+  auto* sub = app.add_subcommand("extend", "Reset a held lock's ttl; prints the new validity (ms)");
+  sub->add_option("resource_and_token", a->args, "RESOURCE [RESOURCE...] TOKEN")->required();
+  sub->add_option("--ttl", a->ttl, "New ttl (default 30s)");
+  sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_extend(*a, ctx.globals); }; });
+}
+
+}  // namespace redlock::cli

@@ -1,0 +1,52 @@
+// redlock-cli release RESOURCE [RESOURCE...] TOKEN
+#include <iostream>
+
+#include "cli.hpp"
+#include "output.hpp"
+#include "redlock/client.hpp"
+
+namespace redlock::cli {
+namespace {
+
+int run_release(std::vector<std::string> args, const Globals& g) {
+  if (args.size() < 2) throw UsageError("release needs RESOURCE and TOKEN");
+  std::string token = args.back();
+  args.pop_back();
+  if (token.empty()) throw UsageError("empty token");
+  for (const auto& r : args) {
+    if (r.empty()) throw UsageError("empty resource name");
+  }
+  Client client(make_options(g));
+  auto res = client.try_release(Lock::from_token(args, token));
+  if (g.json) {
+    std::string s = "{\"resource\":" + json_string(args.front()) +
+                    ",\"resources\":" + json_array(args) + ",\"token\":" + json_string(token) +
+                    ",\"deleted\":" + std::to_string(res.deleted) +
+                    ",\"not_held\":" + std::to_string(res.not_held) +
+                    ",\"unreachable\":" + std::to_string(res.unreachable);
+    if (res.error) s += ",\"error\":" + json_string(error_name(res.error));
+    s += "," + json_nodes(res.nodes) + "}";
+    std::cout << s << "\n";
+  }
+  if (!res) {
+    report_failure(g, "cannot release", res.message, res.nodes);
+    return exit_code_for(res.error);
+  }
+  if (g.verbose) {
+    std::cerr << "released on " << res.deleted << " node(s), not held on " << res.not_held
+              << ", unreachable " << res.unreachable << "\n";
+    print_nodes(std::cerr, res.nodes);
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
+void setup_release(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<std::vector<std::string>>();
+  auto* sub = app.add_subcommand("release", "Release a lock: compare-and-delete on every node");
+  sub->add_option("resource_and_token", *args, "RESOURCE [RESOURCE...] TOKEN")->required();
+  sub->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_release(*args, ctx.globals); }; });
+}
+
+}  // namespace redlock::cli

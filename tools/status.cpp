@@ -1,0 +1,61 @@
+// redlock-cli status RESOURCE
+#include <iomanip>
+#include <iostream>
+
+#include "cli.hpp"
+#include "output.hpp"
+#include "redlock/client.hpp"
+
+namespace redlock::cli {
+namespace {
+
+std::string printable(const std::string& s) {
+  std::string j = json_string(s);
+  // json_string escapes control and non-ASCII bytes; drop the quotes for the table.
+  return j.substr(1, j.size() - 2);
+}
+
+int run_status(const std::string& resource, const Globals& g) {
+  if (resource.empty()) throw UsageError("empty resource name");
+  Client client(make_options(g));
+  auto res = client.status(resource);
+  if (g.json) {
+    std::string s = "{\"resource\":" + json_string(resource) + ",\"nodes\":[";
+    for (std::size_t i = 0; i < res.nodes.size(); ++i) {
+      const auto& n = res.nodes[i];
+      if (i) s += ",";
+      s += "{\"node\":" + json_string(n.node) + ",\"up\":" + (n.up ? "true" : "false");
+      s += ",\"value\":" + (n.value ? json_string(*n.value) : std::string("null"));
+      s += ",\"pttl_ms\":" + (n.pttl ? std::to_string(n.pttl->count()) : std::string("null"));
+      if (!n.type.empty()) s += ",\"type\":" + json_string(n.type);
+      if (!n.detail.empty()) s += ",\"detail\":" + json_string(n.detail);
+      s += "}";
+    }
+    std::cout << s << "]}\n";
+    return exit_ok;
+  }
+  std::size_t w = 4;
+  for (const auto& n : res.nodes) w = std::max(w, n.node.size());
+  std::cout << std::left << std::setw(static_cast<int>(w)) << "NODE" << "  " << std::setw(5) << "STATE"
+            << "  " << std::setw(40) << "VALUE" << "  " << "TTL\n";
+  for (const auto& n : res.nodes) {
+    std::string value = n.value ? printable(*n.value) : (n.type.empty() || n.type == "none" ? "-" : "(" + n.type + ")");
+    std::string ttl = n.pttl ? std::to_string(n.pttl->count()) + "ms" : "-";
+    std::cout << std::left << std::setw(static_cast<int>(w)) << n.node << "  " << std::setw(5)
+              << (n.up ? "up" : "down") << "  " << std::setw(40) << value << "  " << ttl;
+    if (!n.detail.empty()) std::cout << "  (" << n.detail << ")";
+    std::cout << "\n";
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
+void setup_status(CLI::App& app, Context& ctx) {
+  auto resource = std::make_shared<std::string>();
+  auto* sub = app.add_subcommand("status", "Show what every node stores for a resource");
+  sub->add_option("resource", *resource, "Resource name")->required();
+  sub->callback([resource, &ctx] { ctx.action = [resource, &ctx] { return run_status(*resource, ctx.globals); }; });
+}
+
+}  // namespace redlock::cli
