@@ -7,7 +7,9 @@
 #include <uv.h>
 
 #include <future>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 namespace redlock {
@@ -58,6 +60,10 @@ class Client::Impl {
 
   bool on_io_thread() const { return std::this_thread::get_id() == io_thread_; }
 
+  // Reentrant holds by (owner, resources). Weak: a hold that ended is simply gone.
+  std::mutex holds_mu_;
+  std::map<std::string, std::weak_ptr<Guard::State>> reentrant_;
+
   Engine& engine() { return *engine_; }
 
  private:
@@ -107,9 +113,12 @@ R shut_down() {
 
 }  // namespace
 
-Client::Client(Options options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::Client(Options options) : impl_(std::make_shared<Impl>(std::move(options))) {}
 
-Client::~Client() = default;
+Client::~Client() {
+  // Guards may still hold a weak reference: the I/O thread stops here, whoever else holds on.
+  impl_.reset();
+}
 
 void Client::acquire_async(std::vector<std::string> resources, AcquireOptions options, Engine::AcquireCallback cb) {
   auto shared_cb = std::make_shared<Engine::AcquireCallback>(std::move(cb));
@@ -209,6 +218,229 @@ void Client::release(const Lock& lock, std::error_code& ec) noexcept {
   } catch (...) {
     ec = make_error_code(Errc::shutdown);  // only std::bad_alloc / std::system_error from threads
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Guard
+
+class Guard::State {
+ public:
+  State(std::weak_ptr<Client::Impl> client, Lock lock, HoldOptions options, std::string key)
+      : client_(std::move(client)), lock_(std::move(lock)), options_(std::move(options)), key_(std::move(key)) {}
+
+  bool owns() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return !released_ && !loss_ && !lock_.empty() && lock_.remaining() > Millis{0};
+  }
+  Millis remaining() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return released_ || loss_ ? Millis{0} : lock_.remaining();
+  }
+  Lock lock() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return lock_;
+  }
+  std::optional<LossInfo> lost() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return loss_;
+  }
+  int extensions() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return extensions_;
+  }
+  int holders() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return holders_;
+  }
+  // Reentrancy: one more holder, if still held.
+  bool add_holder() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (released_ || loss_ || lock_.remaining() <= Millis{0}) return false;
+    ++holders_;
+    return true;
+  }
+
+  // Starts the watchdog on the I/O thread (the hold id lives there only).
+  void start_watchdog(const std::shared_ptr<State>& self) {
+    auto client = client_.lock();
+    if (!client) return;
+    std::weak_ptr<State> weak = self;
+    client->post([client_raw = client.get(), weak] {
+      auto st = weak.lock();
+      if (!st) return;
+      st->hold_id_ = client_raw->engine().hold(
+          st->lock(), st->options_,
+          [weak](const Lock& l) {
+            if (auto s = weak.lock()) {
+              std::lock_guard<std::mutex> g(s->mu_);
+              s->lock_ = l;
+              ++s->extensions_;
+            }
+          },
+          [weak](const LossInfo& info) {
+            auto s = weak.lock();
+            if (!s) return;
+            std::function<void(const LossInfo&)> cb;
+            {
+              std::lock_guard<std::mutex> g(s->mu_);
+              if (s->released_) return;
+              s->loss_ = info;
+              cb = s->options_.on_lost;
+            }
+            if (cb) cb(info);
+          });
+    });
+  }
+
+  // One holder lets go; the last one stops the watchdog and releases on the nodes.
+  ReleaseResult release_one(const std::shared_ptr<State>& self) noexcept {
+    try {
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (released_) return {};
+        if (--holders_ > 0) return {};
+        released_ = true;
+      }
+      auto client = client_.lock();
+      if (!client) {
+        ReleaseResult r;
+        r.error = make_error_code(Errc::shutdown);
+        r.message = "the Client was destroyed first; the lock expires after its ttl";
+        return r;
+      }
+      if (!key_.empty()) {
+        std::lock_guard<std::mutex> g(client->holds_mu_);
+        auto it = client->reentrant_.find(key_);
+        if (it != client->reentrant_.end() && it->second.lock() == self) client->reentrant_.erase(it);
+      }
+      Lock snapshot = lock();
+      if (client->on_io_thread()) {
+        // From a callback: cannot wait for the answer, but the release still goes out.
+        client->engine().stop_hold(hold_id_);
+        client->engine().release(snapshot, [](ReleaseResult) {});
+        return {};
+      }
+      auto p = std::make_shared<std::promise<ReleaseResult>>();
+      auto f = p->get_future();
+      Client::Impl* raw = client.get();
+      if (!client->post([raw, self, snapshot, p] {
+            raw->engine().stop_hold(self->hold_id_);
+            raw->engine().release(snapshot, [p](ReleaseResult r) { p->set_value(std::move(r)); });
+          })) {
+        ReleaseResult r;
+        r.error = make_error_code(Errc::shutdown);
+        r.message = "client is shutting down";
+        return r;
+      }
+      return f.get();
+    } catch (...) {
+      ReleaseResult r;
+      r.error = make_error_code(Errc::shutdown);
+      r.message = "release failed inside the client";
+      return r;
+    }
+  }
+
+ private:
+  std::weak_ptr<Client::Impl> client_;
+  mutable std::mutex mu_;
+  Lock lock_;
+  HoldOptions options_;
+  std::string key_;  // reentrancy key, empty when not reentrant
+  std::optional<LossInfo> loss_;
+  int extensions_ = 0;
+  int holders_ = 1;
+  bool released_ = false;
+  Engine::HoldId hold_id_ = 0;  // I/O thread only
+};
+
+Guard::Guard() noexcept = default;
+Guard::Guard(std::shared_ptr<State> state) noexcept : state_(std::move(state)) {}
+Guard::Guard(Guard&&) noexcept = default;
+Guard& Guard::operator=(Guard&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+Guard::~Guard() { release(); }
+
+bool Guard::owns() const noexcept { return state_ && state_->owns(); }
+Millis Guard::remaining() const noexcept { return state_ ? state_->remaining() : Millis{0}; }
+Lock Guard::lock() const { return state_ ? state_->lock() : Lock{}; }
+std::optional<LossInfo> Guard::lost() const { return state_ ? state_->lost() : std::nullopt; }
+int Guard::extensions() const noexcept { return state_ ? state_->extensions() : 0; }
+int Guard::hold_count() const noexcept { return state_ ? state_->holders() : 0; }
+
+ReleaseResult Guard::release() noexcept {
+  if (!state_) return {};
+  auto st = std::move(state_);
+  return st->release_one(st);
+}
+
+namespace {
+
+std::string owner_key(const HoldOptions& o, const std::vector<std::string>& resources) {
+  std::string key;
+  if (o.owner) {
+    key = "o:" + *o.owner;
+  } else {
+    std::ostringstream id;
+    id << std::this_thread::get_id();
+    key = "t:" + id.str();
+  }
+  // Length-prefixed, so no choice of bytes in names can make two different lists collide.
+  for (const auto& r : resources) key += "|" + std::to_string(r.size()) + ":" + r;
+  return key;
+}
+
+}  // namespace
+
+std::pair<Guard, AcquireResult> Client::try_lock(std::vector<std::string> resources, const LockOptions& options) {
+  if (options.hold.auto_extend && options.hold.extend_every &&
+      (*options.hold.extend_every <= Millis{0} || *options.hold.extend_every >= options.acquire.ttl)) {
+    AcquireResult r;
+    r.error = make_error_code(Errc::invalid_argument);
+    r.message = "extend_every must be positive and below the ttl";
+    return {Guard(), std::move(r)};
+  }
+  std::string key;
+  if (options.hold.reentrant) {
+    key = owner_key(options.hold, resources);
+    std::lock_guard<std::mutex> g(impl_->holds_mu_);
+    auto it = impl_->reentrant_.find(key);
+    if (it != impl_->reentrant_.end()) {
+      if (auto st = it->second.lock(); st && st->add_holder()) {
+        AcquireResult r;
+        r.lock = st->lock();
+        r.nodes = r.lock.nodes();
+        return {Guard(st), std::move(r)};  // no network I/O
+      }
+      impl_->reentrant_.erase(it);
+    }
+  }
+  AcquireResult r = try_acquire(std::move(resources), options.acquire);
+  if (!r) return {Guard(), std::move(r)};
+  auto st = std::make_shared<Guard::State>(impl_, r.lock, options.hold, key);
+  if (!key.empty()) {
+    std::lock_guard<std::mutex> g(impl_->holds_mu_);
+    impl_->reentrant_[key] = st;
+  }
+  if (options.hold.auto_extend) st->start_watchdog(st);
+  return {Guard(st), std::move(r)};
+}
+
+Guard Client::lock(std::vector<std::string> resources, const LockOptions& options) {
+  auto [guard, r] = try_lock(std::move(resources), options);
+  if (r.error) throw Error(r.error, r.message, std::move(r.nodes));
+  return std::move(guard);
+}
+
+Guard Client::lock(std::vector<std::string> resources, const LockOptions& options, std::error_code& ec) {
+  auto [guard, r] = try_lock(std::move(resources), options);
+  ec = r.error;
+  return std::move(guard);
 }
 
 int Client::quorum() const noexcept { return impl_->engine().quorum(); }

@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "lock_builder.hpp"
@@ -85,6 +86,7 @@ void validate(const Options& o) {
 // ---------------------------------------------------------------------------------------------
 
 class Operation;
+class HoldOp;
 
 class Engine::Impl final : public detail::NodeHost {
  public:
@@ -184,6 +186,8 @@ class Engine::Impl final : public detail::NodeHost {
   Options options_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unordered_set<Operation*> ops_;  // unfinished operations
+  std::unordered_map<Engine::HoldId, std::shared_ptr<HoldOp>> holds_;  // running watchdogs
+  Engine::HoldId next_hold_id_ = 1;
   bool closing_ = false;
   bool fully_closed_ = false;
   bool owner_gone_ = false;
@@ -764,6 +768,122 @@ class StatusOp final : public Operation {
 
 // ---------------------------------------------------------------------------------------------
 
+void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendCallback cb);
+
+// The watchdog of one held lock: one timer on the loop, due at the next extension or at the local
+// deadline, whichever comes first.
+class HoldOp final : public std::enable_shared_from_this<HoldOp> {
+ public:
+  HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions& o, Millis period,
+         Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost)
+      : e_(e), id_(id), lock_(std::move(lock)), options_(o), period_(period),
+        on_extended_(std::move(on_extended)), on_lost_(std::move(on_lost)) {
+    started_ = BootClock::now();
+    next_extend_ = started_ + period_;
+  }
+
+  void start() {
+    timer_ = new uv_timer_t;
+    uv_timer_init(e_.loop_, timer_);
+    timer_->data = this;
+    arm();
+  }
+
+  // No callback runs after this.
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    if (timer_ != nullptr) {
+      uv_close(reinterpret_cast<uv_handle_t*>(timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+      timer_ = nullptr;
+    }
+  }
+
+ private:
+  bool limit_reached() const {
+    if (options_.max_extensions && extensions_ >= *options_.max_extensions) return true;
+    if (options_.max_hold && BootClock::now() - started_ >= *options_.max_hold) return true;
+    return false;
+  }
+
+  void arm() {
+    if (stopped_) return;
+    auto due = lock_.deadline();
+    if (!extending_ && !limit_reached()) due = std::min(due, next_extend_);
+    auto now = BootClock::now();
+    auto wait = due > now ? std::chrono::ceil<Millis>(due - now) : Millis{0};
+    uv_timer_start(timer_, [](uv_timer_t* t) { static_cast<HoldOp*>(t->data)->on_timer(); },
+                   static_cast<std::uint64_t>(wait.count()), 0);
+  }
+
+  void on_timer() {
+    if (stopped_) return;
+    auto now = BootClock::now();
+    if (now >= lock_.deadline()) {
+      lose(Errc::expired, limit_reached() ? "the hold limit stopped the extensions and the lock expired"
+                                          : "the local deadline passed before an extension succeeded",
+           {});
+      return;
+    }
+    if (!extending_ && !limit_reached() && now >= next_extend_) {
+      extending_ = true;
+      auto self = shared_from_this();
+      start_extend(e_, lock_, lock_.ttl(), [self](ExtendResult r) { self->on_extend(std::move(r)); });
+    }
+    arm();
+  }
+
+  void on_extend(ExtendResult r) {
+    extending_ = false;
+    if (stopped_) return;
+    if (r) {
+      lock_ = std::move(r.lock);
+      ++extensions_;
+      next_extend_ = BootClock::now() + period_;
+      if (on_extended_) on_extended_(lock_);
+    } else if (r.error == Errc::not_held) {
+      // The nodes no longer have our token: extending again would never succeed, and
+      // re-acquiring silently would hide the gap from the holder.
+      lose(Errc::not_held, r.message, std::move(r.nodes));
+      return;
+    } else if (std::count_if(r.nodes.begin(), r.nodes.end(), [](const NodeOutcome& o) { return o.state == NodeState::down; }) >
+               e_.n() - detail::quorum_of(e_.n())) {
+      // A majority of the nodes is gone: no extension can succeed, so say so now rather than
+      // at the deadline; stopping early is the safe side for the holder.
+      lose(Errc::no_quorum, r.message, std::move(r.nodes));
+      return;
+    } else {
+      // Uncertain (timeouts, error replies): try again soon, while the deadline allows.
+      auto retry = std::max(e_.options_.node_timeout * 2, period_ / 10);
+      next_extend_ = BootClock::now() + retry;
+      e_.log(LogLevel::warning, "extending '" + lock_.resource() + "' failed: " + r.message + "; retrying");
+    }
+    arm();
+  }
+
+  void lose(Errc why, std::string message, std::vector<NodeOutcome> nodes) {
+    auto cb = std::move(on_lost_);
+    auto self = shared_from_this();  // stop() may drop the engine's reference
+    e_.holds_.erase(id_);
+    stop();
+    if (cb) cb(LossInfo{make_error_code(why), std::move(message), std::move(nodes)});
+  }
+
+  Engine::Impl& e_;
+  Engine::HoldId id_;
+  Lock lock_;
+  HoldOptions options_;
+  Millis period_;
+  Engine::ExtendedCallback on_extended_;
+  Engine::LostCallback on_lost_;
+  uv_timer_t* timer_ = nullptr;
+  BootClock::time_point started_{};
+  BootClock::time_point next_extend_{};
+  int extensions_ = 0;
+  bool extending_ = false;
+  bool stopped_ = false;
+};
+
 void Engine::Impl::close(std::function<void()> on_closed) {
   if (closing_) {
     if (on_closed) {
@@ -774,6 +894,8 @@ void Engine::Impl::close(std::function<void()> on_closed) {
   }
   closing_ = true;
   on_closed_ = std::move(on_closed);
+  for (auto& [id, h] : holds_) h->stop();
+  holds_.clear();
   std::vector<Operation*> live(ops_.begin(), ops_.end());
   for (auto* op : live) op->shutdown();
   for (auto& n : nodes_) n->close();
@@ -829,23 +951,27 @@ void Engine::acquire(std::vector<std::string> resources, AcquireOptions options,
   op->start_attempt();
 }
 
-void Engine::extend(const Lock& lock, Millis ttl, ExtendCallback cb) {
-  auto fail = [&](Errc e, std::string msg) {
+void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendCallback cb) {
+  auto fail = [&](Errc why, std::string msg) {
     ExtendResult r;
-    r.error = make_error_code(e);
+    r.error = make_error_code(why);
     r.message = std::move(msg);
     r.lock = lock;
-    impl_->defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
+    e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
   };
-  if (impl_->closing_) return fail(Errc::shutdown, "engine is closed");
+  if (e.closing_) return fail(Errc::shutdown, "engine is closed");
   if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
   if (auto why = check_resources(lock.resources())) return fail(Errc::invalid_argument, *why);
   if (auto why = check_ttl(ttl)) return fail(Errc::invalid_argument, *why);
   if (lock.deadline() <= BootClock::now()) {
     return fail(Errc::expired, "the lock's local deadline has passed; extending could resurrect a lost lock");
   }
-  auto* op = new ExtendOp(*impl_, lock, ttl, std::move(cb));
+  auto* op = new ExtendOp(e, lock, ttl, std::move(cb));
   op->start();
+}
+
+void Engine::extend(const Lock& lock, Millis ttl, ExtendCallback cb) {
+  start_extend(*impl_, lock, ttl, std::move(cb));
 }
 
 void Engine::release(const Lock& lock, ReleaseCallback cb) {
@@ -868,6 +994,25 @@ void Engine::status(std::string resource, StatusCallback cb) {
     return;
   }
   new StatusOp(*impl_, resource, std::move(cb));
+}
+
+Engine::HoldId Engine::hold(const Lock& lock, const HoldOptions& options, ExtendedCallback on_extended,
+                           LostCallback on_lost) {
+  if (impl_->closing_ || lock.empty() || lock.ttl() <= Millis{0}) return 0;
+  Millis period = options.extend_every.value_or(lock.ttl() / 3);
+  if (period <= Millis{0} || period >= lock.ttl()) return 0;
+  const HoldId id = impl_->next_hold_id_++;
+  auto h = std::make_shared<HoldOp>(*impl_, id, lock, options, period, std::move(on_extended), std::move(on_lost));
+  impl_->holds_.emplace(id, h);
+  h->start();
+  return id;
+}
+
+void Engine::stop_hold(HoldId id) {
+  auto it = impl_->holds_.find(id);
+  if (it == impl_->holds_.end()) return;
+  it->second->stop();
+  impl_->holds_.erase(it);
 }
 
 void Engine::close(std::function<void()> on_closed) { impl_->close(std::move(on_closed)); }

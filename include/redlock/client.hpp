@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "redlock/engine.hpp"
+#include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
@@ -46,6 +47,16 @@ class Client {
   void release(const Lock& lock);
   void release(const Lock& lock, std::error_code& ec) noexcept;
 
+  // Takes a lock and holds it: the Guard releases it when destroyed, extends it automatically
+  // when `options.hold.auto_extend`, and reports a loss through `options.hold.on_lost`.
+  // The first throws redlock::Error; the second sets `ec` and returns an empty Guard.
+  [[nodiscard]] Guard lock(std::vector<std::string> resources, const LockOptions& options = {});
+  [[nodiscard]] Guard lock(std::vector<std::string> resources, const LockOptions& options,
+                           std::error_code& ec);
+  // Like lock(), never throws: the result has the per-node record on failure.
+  [[nodiscard]] std::pair<Guard, AcquireResult> try_lock(std::vector<std::string> resources,
+                                                         const LockOptions& options = {});
+
   // Asynchronous: the callback runs exactly once, on the I/O thread.
   void acquire_async(std::vector<std::string> resources, AcquireOptions options,
                      Engine::AcquireCallback cb);
@@ -56,8 +67,9 @@ class Client {
   [[nodiscard]] const Options& options() const noexcept;
 
  private:
+  friend class Guard;
   class Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace redlock

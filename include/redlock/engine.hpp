@@ -5,11 +5,13 @@
 // callback runs on that thread, exactly once, never from inside the call that started it.
 // Use redlock::Client for a thread-safe object with its own I/O thread.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
@@ -23,6 +25,9 @@ class Engine {
   using ExtendCallback = std::function<void(ExtendResult)>;
   using ReleaseCallback = std::function<void(ReleaseResult)>;
   using StatusCallback = std::function<void(StatusResult)>;
+  using HoldId = std::uint64_t;
+  using ExtendedCallback = std::function<void(const Lock&)>;
+  using LostCallback = std::function<void(const LossInfo&)>;
 
   // Starts connecting to every node (non-blocking). Throws std::invalid_argument when the options
   // are unusable (no nodes, a zero timeout, ...), naming the bad value.
@@ -41,6 +46,18 @@ class Engine {
   void release(const Lock& lock, ReleaseCallback cb);
   // Reads what every node stores for `resource`.
   void status(std::string resource, StatusCallback cb);
+
+  // The watchdog: extends `lock` every `options.extend_every` (default ttl/3) with its own ttl,
+  // on this loop (a timer, no thread), until stop_hold(), a loss, or a limit of `options`.
+  // `on_extended` runs after each successful extension with the lock's new deadline. `on_lost`
+  // runs at most once: when an extend finds the token gone (not_held), or when the local deadline
+  // passes before an extend succeeded (expired), including after a limit stopped the extending.
+  // It never re-acquires. Neither callback runs after stop_hold() or close().
+  // `options.on_lost` is ignored here (use the parameter). Returns 0 and calls nothing when the
+  // options are unusable (extend_every not below the ttl) or the engine is closed.
+  [[nodiscard]] HoldId hold(const Lock& lock, const HoldOptions& options, ExtendedCallback on_extended,
+                            LostCallback on_lost);
+  void stop_hold(HoldId id);
 
   // Fails every pending operation with Errc::shutdown, closes the connections and then calls
   // `on_closed` (once). Later calls fail with Errc::shutdown.

@@ -1,0 +1,229 @@
+// Holding a lock: watchdog, loss notification, RAII guard, reentrancy, restart guard.
+#include <atomic>
+#include <thread>
+
+#include "common.hpp"
+
+using namespace itest;
+using namespace redlock;
+
+namespace {
+LockOptions held(Millis ttl, bool auto_extend = true) {
+  LockOptions o;
+  o.acquire.ttl = ttl;
+  o.hold.auto_extend = auto_extend;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("the watchdog keeps a 300 ms lock for 3 s") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  std::atomic<int> lost{0};
+  auto o = held(300ms);
+  o.hold.on_lost = [&](const LossInfo&) { ++lost; };
+  Guard g = client.lock({"wd"}, o);
+  std::string token = g.lock().token();
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(100ms);
+    REQUIRE(g.owns());
+  }
+  CHECK(g.extensions() >= 20);  // every ttl/3 = 100 ms
+  CHECK(lost == 0);
+  CHECK(c[0].get("wd") == token);
+  CHECK(c[0].pttl("wd") > 0);
+  CHECK(g.remaining() > 100ms);
+}
+
+TEST_CASE("loss is detected within one extension period after the keys are deleted") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  std::atomic<bool> lost{false};
+  std::atomic<long long> lost_at_ms{0};
+  auto start = Clock::now();
+  auto o = held(600ms);  // extends every 200 ms
+  o.hold.on_lost = [&](const LossInfo& info) {
+    CHECK(info.reason == Errc::not_held);
+    CHECK_FALSE(lost.exchange(true));  // exactly once
+    lost_at_ms = ms_since(start);
+  };
+  Guard g = client.lock({"gone"}, o);
+  std::this_thread::sleep_for(250ms);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].del("gone");
+  auto deleted_at = ms_since(start);
+  REQUIRE(eventually([&] { return lost.load(); }, 2000ms));
+  CHECK(lost_at_ms - deleted_at <= 200 + 100);
+  CHECK_FALSE(g.owns());
+  REQUIRE(g.lost());
+  CHECK(g.lost()->reason == Errc::not_held);
+  // Never re-acquired silently.
+  std::this_thread::sleep_for(300ms);
+  CHECK(c.count_with_key("gone") == 0);
+}
+
+TEST_CASE("loss is detected within one extension period after a majority is killed") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  std::atomic<bool> lost{false};
+  std::atomic<long long> lost_at_ms{0};
+  auto start = Clock::now();
+  auto o = held(900ms);  // extends every 300 ms
+  o.hold.on_lost = [&](const LossInfo&) {
+    lost = true;
+    lost_at_ms = ms_since(start);
+  };
+  Guard g = client.lock({"majority"}, o);
+  std::this_thread::sleep_for(100ms);
+  c[0].kill();
+  c[1].kill();
+  c[2].kill();
+  auto killed_at = ms_since(start);
+  REQUIRE(eventually([&] { return lost.load(); }, 2000ms));
+  CHECK(lost_at_ms - killed_at <= 300 + 100);
+  CHECK_FALSE(g.owns());
+}
+
+TEST_CASE("no extension after release, and the guard's destructor releases") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  {
+    Guard g = client.lock({"rel"}, held(300ms));
+    std::this_thread::sleep_for(250ms);
+    CHECK(g.extensions() >= 1);
+    auto r = g.release();
+    CHECK(r.deleted == 3);
+    CHECK_FALSE(g.owns());
+    CHECK(g.release().deleted == 0);  // idempotent
+  }
+  std::this_thread::sleep_for(400ms);
+  CHECK(c.count_with_key("rel") == 0);  // the watchdog did not bring it back
+  {
+    Guard g = client.lock({"scoped"}, held(10s, false));
+    CHECK(eventually([&] { return c.count_with_key("scoped") == 3; }));
+  }
+  CHECK(c.count_with_key("scoped") == 0);
+}
+
+TEST_CASE("the guard's destructor with nodes down: no throw, bounded, keys gone where reachable") {
+  RedisCluster c(5);
+  Client client(options_for(c));
+  auto g = std::make_unique<Guard>(client.lock({"down"}, held(10s)));
+  REQUIRE(eventually([&] { return c.count_with_key("down") == 5; }));
+  c[0].kill();
+  c[1].kill();
+  auto start = Clock::now();
+  CHECK_NOTHROW(g.reset());
+  CHECK(ms_since(start) < 500);
+  CHECK(c.count_with_key("down") == 0);
+  auto g2 = std::make_unique<Guard>(client.lock({"down2"}, held(10s)));
+  for (std::size_t i = 2; i < c.size(); ++i) c[i].kill();
+  start = Clock::now();
+  CHECK_NOTHROW(g2.reset());
+  CHECK(ms_since(start) < 500);
+}
+
+TEST_CASE("a Guard moved around keeps one ownership") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  Guard a = client.lock({"mv"}, held(10s, false));
+  Guard b = std::move(a);
+  CHECK_FALSE(a.owns());
+  CHECK(b.owns());
+  Guard d;
+  d = std::move(b);
+  CHECK(d.owns());
+  CHECK(c.count_with_key("mv") == 3);
+  d = Guard();  // move-assigning releases the held one
+  CHECK(c.count_with_key("mv") == 0);
+}
+
+TEST_CASE("reentrancy: counted, no network I/O, only the last release reaches the nodes") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto o = held(10s, false);
+  o.hold.reentrant = true;
+  Guard first = client.lock({"re"}, o);
+  REQUIRE(eventually([&] { return c.count_with_key("re") == 3; }));
+  // No I/O: it works with every node paused.
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].stop();
+  Guard second = client.lock({"re"}, o);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].cont();
+  CHECK(second.owns());
+  CHECK(second.lock().token() == first.lock().token());
+  CHECK(first.hold_count() == 2);
+  // Another thread is another owner: refused.
+  std::error_code other_ec;
+  std::thread([&] { auto g = client.lock({"re"}, o, other_ec); }).join();
+  CHECK(other_ec == Errc::contended);
+  first.release();
+  CHECK(c.count_with_key("re") == 3);
+  CHECK(second.hold_count() == 1);
+  second.release();
+  CHECK(c.count_with_key("re") == 0);
+}
+
+TEST_CASE("reentrancy with an explicit owner id across threads; off by default") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto o = held(10s, false);
+  o.hold.reentrant = true;
+  o.hold.owner = "job-7";
+  Guard a = client.lock({"owner"}, o);
+  Guard b;
+  std::thread([&] { b = client.lock({"owner"}, o); }).join();
+  CHECK(b.owns());
+  CHECK(a.hold_count() == 2);
+  std::error_code ec;
+  Guard plain = client.lock({"owner"}, held(10s, false), ec);
+  CHECK(ec == Errc::contended);
+}
+
+TEST_CASE("restart guard: a run_id change excludes the node in a long-lived client") {
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.restart_quarantine = 800ms;
+  o.reconnect_max = 100ms;
+  Client client(o);
+  REQUIRE(client.try_acquire({"learn"}, ttl_opts(5s)));  // the client learns every run_id
+  c[0].restart();
+  // Wait until the client reconnected (a command reaches node 0 again).
+  AcquireResult r;
+  REQUIRE(eventually([&] {
+    r = client.try_acquire({"after-" + std::to_string(rand())}, ttl_opts(5s));
+    return r.nodes.size() == 3 && r.nodes[0].state == NodeState::excluded;
+  }, 3000ms));
+  CHECK(r);  // the two others still make a quorum
+  CHECK(r.nodes[0].detail.find("restart guard") != std::string::npos);
+  // After the quarantine the node votes again.
+  std::this_thread::sleep_for(900ms);
+  auto later = client.try_acquire({"later"}, ttl_opts(5s));
+  REQUIRE(later);
+  CHECK(later.nodes[0].state != NodeState::excluded);
+}
+
+TEST_CASE("restart guard: min_node_uptime refuses young nodes; durable_nodes turns it off") {
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.min_node_uptime = 60s;
+  {
+    Client client(o);
+    auto r = client.try_acquire({"young"}, ttl_opts(5s));
+    CHECK(r.error == Errc::no_quorum);
+    CHECK(count_state(r.nodes, NodeState::excluded) >= 2);
+    CHECK(eventually([&] { return c.count_with_key("young") == 0; }));  // rolled back
+  }
+  o.durable_nodes = true;
+  Client durable(o);
+  CHECK(durable.try_acquire({"young"}, ttl_opts(5s)));
+}
+
+TEST_CASE("invalid hold options are refused before anything is sent") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto o = held(300ms);
+  o.hold.extend_every = 300ms;
+  std::error_code ec;
+  Guard g = client.lock({"bad-hold"}, o, ec);
+  CHECK(ec == Errc::invalid_argument);
+  CHECK(c.count_with_key("bad-hold") == 0);
+}
