@@ -64,7 +64,10 @@ void setup_acquire(CLI::App& app, Context& ctx);
 void setup_release(CLI::App& app, Context& ctx);
 void setup_extend(CLI::App& app, Context& ctx);
 void setup_status(CLI::App& app, Context& ctx);
+void setup_run(CLI::App& app, Context& ctx);
 void setup_cluster(CLI::App& app, Context& ctx);
+void setup_bench(CLI::App& app, Context& ctx);
+void setup_demo(CLI::App& app, Context& ctx);
 
 // JSON string escaping for the --json outputs (bytes that are not printable ASCII become \u00XX).
 std::string json_string(std::string_view s);

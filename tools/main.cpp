@@ -37,7 +37,10 @@ int main(int argc, char** argv) {
   setup_release(app, ctx);
   setup_extend(app, ctx);
   setup_status(app, ctx);
+  setup_run(app, ctx);
   setup_cluster(app, ctx);
+  setup_bench(app, ctx);
+  setup_demo(app, ctx);
 
   try {
     app.parse(argc, argv);

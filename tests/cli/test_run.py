@@ -1,0 +1,138 @@
+"""redlock-cli run: flock(1) across machines (docs/cli.md)."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from redisfix import Cluster, command, get  # noqa: E402
+
+CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
+
+
+class Run(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster(3)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def env(self):
+        e = dict(os.environ)
+        e["REDLOCK_NODES"] = self.c.nodes
+        e.pop("REDLOCK_MIN_UPTIME", None)
+        return e
+
+    def run_cli(self, *args, timeout=30):
+        return subprocess.run([CLI] + list(args), capture_output=True, env=self.env(), timeout=timeout)
+
+    def test_exit_status_passes_through(self):
+        for code in (0, 1, 7, 42):
+            r = self.run_cli("run", "run-status", "--", "sh", "-c", "exit %d" % code)
+            self.assertEqual(r.returncode, code, r.stderr)
+        self.assertEqual(self.c.count_with("run-status"), 0)
+
+    def test_killed_by_signal_is_128_plus_n_and_releases(self):
+        r = self.run_cli("run", "run-sig", "--", "sh", "-c", "kill -9 $$")
+        self.assertEqual(r.returncode, 128 + 9)
+        self.assertEqual(self.c.count_with("run-sig"), 0)
+
+    def test_environment_has_the_lock_and_it_is_held_meanwhile(self):
+        script = 'echo "$REDLOCK_RESOURCE $REDLOCK_TOKEN"'
+        with tempfile.NamedTemporaryFile("r") as out:
+            # While the command runs the key holds its token on a quorum.
+            check = ('echo "$REDLOCK_RESOURCE $REDLOCK_TOKEN" > %s; sleep 0.3' % out.name)
+            p = subprocess.Popen([CLI, "run", "run-env", "--", "sh", "-c", check], env=self.env())
+            time.sleep(0.2)
+            line = open(out.name).read().split()
+            self.assertEqual(line[0], "run-env")
+            self.assertRegex(line[1], "^[0-9a-f]{40}$")
+            self.assertGreaterEqual(self.c.count_with("run-env", line[1]), 2)
+            self.assertEqual(p.wait(10), 0)
+        self.assertEqual(self.c.count_with("run-env"), 0)
+        r = self.run_cli("run", "run-env2", "--", "sh", "-c", script)
+        self.assertTrue(r.stdout.decode().startswith("run-env2 "))
+
+    def test_held_elsewhere_exits_1_without_running(self):
+        tok = self.run_cli("acquire", "run-held").stdout.decode().strip()
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "ran")
+            r = self.run_cli("--retry-count", "0", "run", "run-held", "--", "touch", marker)
+            self.assertEqual(r.returncode, 1)
+            self.assertFalse(os.path.exists(marker))
+        self.run_cli("release", "run-held", tok)
+
+    def test_wait_until_the_holder_leaves(self):
+        tok = self.run_cli("acquire", "run-wait", "--ttl", "10s").stdout.decode().strip()
+        releaser = subprocess.Popen(["sh", "-c", "sleep 0.6; exec \"$0\" release run-wait " + tok, CLI], env=self.env())
+        start = time.time()
+        r = self.run_cli("--retry-delay", "100ms", "run", "run-wait", "--wait", "5s", "--", "true")
+        took = time.time() - start
+        releaser.wait(10)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(took, 0.5)
+        self.assertLess(took, 4)
+
+    def test_sigint_is_forwarded(self):
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "got-int")
+            script = "trap 'touch %s; exit 42' INT; while :; do sleep 0.05; done" % marker
+            p = subprocess.Popen([CLI, "run", "run-int", "--", "sh", "-c", script], env=self.env())
+            time.sleep(0.5)
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(10), 42)
+            self.assertTrue(os.path.exists(marker))
+        self.assertEqual(self.c.count_with("run-int"), 0)
+
+    def test_sigterm_to_run_terminates_command_and_releases(self):
+        p = subprocess.Popen([CLI, "run", "run-term", "--", "sleep", "30"], env=self.env())
+        time.sleep(0.4)
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(10), 128 + signal.SIGTERM)
+        self.assertEqual(self.c.count_with("run-term"), 0)
+
+    def test_lost_lock_sigterms_the_command_and_exits_4(self):
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "got-term")
+            script = "trap 'touch %s; exit 0' TERM; while :; do sleep 0.05; done" % marker
+            p = subprocess.Popen([CLI, "run", "run-lost", "--ttl", "600ms", "--", "sh", "-c", script],
+                                 env=self.env(), stderr=subprocess.PIPE)
+            time.sleep(0.4)
+            for s in self.c.servers:
+                command(s.port, "DEL", "run-lost")
+            start = time.time()
+            self.assertEqual(p.wait(10), 4)
+            self.assertLess(time.time() - start, 1.5)
+            self.assertTrue(os.path.exists(marker))
+            self.assertIn(b"lost", p.stderr.read())
+
+    def test_lost_lock_then_sigkill_after_grace(self):
+        p = subprocess.Popen([CLI, "run", "run-stubborn", "--ttl", "600ms", "--grace", "300ms", "--",
+                              "sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"],
+                             env=self.env(), stderr=subprocess.DEVNULL)
+        time.sleep(0.4)
+        for s in self.c.servers:
+            command(s.port, "DEL", "run-stubborn")
+        self.assertEqual(p.wait(10), 4)
+
+    def test_extends_while_the_command_runs(self):
+        r = self.run_cli("run", "run-long", "--ttl", "300ms", "--", "sh", "-c", "sleep 1.2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_usage_errors(self):
+        for args in (["run", "x"], ["run", "x", "--ttl", "0", "--", "true"], ["run", "", "--", "true"],
+                     ["run", "x", "--grace", "soon", "--", "true"]):
+            r = self.run_cli(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+        r = self.run_cli("run", "run-missing", "--", "/nonexistent/command")
+        self.assertEqual(r.returncode, 127)
+        self.assertEqual(self.c.count_with("run-missing"), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
