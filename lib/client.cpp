@@ -122,8 +122,8 @@ Client::~Client() {
 
 void Client::acquire_async(std::vector<std::string> resources, AcquireOptions options, Engine::AcquireCallback cb) {
   auto shared_cb = std::make_shared<Engine::AcquireCallback>(std::move(cb));
-  if (!impl_->post([this, resources = std::move(resources), options, shared_cb]() mutable {
-        impl_->engine().acquire(std::move(resources), options, std::move(*shared_cb));
+  if (!impl_->post([impl = impl_.get(), resources = std::move(resources), options, shared_cb]() mutable {
+        impl->engine().acquire(std::move(resources), options, std::move(*shared_cb));
       })) {
     (*shared_cb)(shut_down<AcquireResult>());
   }
@@ -131,8 +131,8 @@ void Client::acquire_async(std::vector<std::string> resources, AcquireOptions op
 
 void Client::extend_async(Lock lock, Millis ttl, Engine::ExtendCallback cb) {
   auto shared_cb = std::make_shared<Engine::ExtendCallback>(std::move(cb));
-  if (!impl_->post([this, lock = std::move(lock), ttl, shared_cb]() mutable {
-        impl_->engine().extend(lock, ttl, std::move(*shared_cb));
+  if (!impl_->post([impl = impl_.get(), lock = std::move(lock), ttl, shared_cb]() mutable {
+        impl->engine().extend(lock, ttl, std::move(*shared_cb));
       })) {
     (*shared_cb)(shut_down<ExtendResult>());
   }
@@ -140,8 +140,8 @@ void Client::extend_async(Lock lock, Millis ttl, Engine::ExtendCallback cb) {
 
 void Client::release_async(Lock lock, Engine::ReleaseCallback cb) {
   auto shared_cb = std::make_shared<Engine::ReleaseCallback>(std::move(cb));
-  if (!impl_->post([this, lock = std::move(lock), shared_cb]() mutable {
-        impl_->engine().release(lock, std::move(*shared_cb));
+  if (!impl_->post([impl = impl_.get(), lock = std::move(lock), shared_cb]() mutable {
+        impl->engine().release(lock, std::move(*shared_cb));
       })) {
     (*shared_cb)(shut_down<ReleaseResult>());
   }
@@ -175,8 +175,8 @@ StatusResult Client::status(std::string_view resource) {
   if (impl_->on_io_thread()) return {};
   std::promise<StatusResult> p;
   auto f = p.get_future();
-  if (!impl_->post([this, r = std::string(resource), &p]() mutable {
-        impl_->engine().status(std::move(r), [&p](StatusResult s) { p.set_value(std::move(s)); });
+  if (!impl_->post([impl = impl_.get(), r = std::string(resource), &p]() mutable {
+        impl->engine().status(std::move(r), [&p](StatusResult s) { p.set_value(std::move(s)); });
       })) {
     return {};
   }

@@ -1,8 +1,32 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up (packages, configure, build), then `meson test`.
-# Non-zero on any failure. Extra arguments go to `meson test` (e.g. --suite unit).
+# The whole test suite: set-up (packages, configure, build), then `meson test`, then the unit and
+# integration tests again under AddressSanitizer+UBSan and under ThreadSanitizer.
+# Non-zero on any failure.
+#   scripts/test.sh              everything
+#   REDLOCK_SANITIZERS=0 scripts/test.sh   skip the two sanitizer builds (faster local runs)
+# Extra arguments go to the main `meson test` run (e.g. --suite unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh build
 meson test -C build --print-errorlogs "$@"
+
+if [[ ${REDLOCK_SANITIZERS:-1} != 0 ]]; then
+  sanitizer_tests=(unit integration fixture-selftest)
+  targets=(tests/unit-tests tests/integration/integration-tests tests/support/fixture_selftest)
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  for san in asan tsan; do
+    dir=build-$san
+    case $san in
+      asan) flags=(-Db_sanitize=address,undefined) ;;
+      tsan) flags=(-Db_sanitize=thread) ;;
+    esac
+    if [[ ! -f $dir/build.ninja ]]; then
+      meson setup "$dir" -Dbuildtype=debug "${flags[@]}" >/dev/null
+    fi
+    echo "== $san: ${sanitizer_tests[*]}"
+    ninja -C "$dir" "${targets[@]}" >/dev/null
+    meson test -C "$dir" --no-rebuild --print-errorlogs "${sanitizer_tests[@]}"
+  done
+fi
