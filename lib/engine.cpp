@@ -20,6 +20,7 @@
 #include "node.hpp"
 #include "quorum.hpp"
 #include "redlock/engine.hpp"
+#include "redlock/fencing.hpp"
 #include "scripts.hpp"
 #include "token.hpp"
 
@@ -315,9 +316,13 @@ class AcquireOp final : public Operation {
     answered_.assign(static_cast<std::size_t>(e_.n()), false);
     open_ = true;
     dispatching_ = true;
+    fence_max_ = 0;
     Command c;
     const bool multi = keys_.size() > 1;
-    if (multi) {
+    if (opts_.fence) {
+      c.arg(keys_[0]).arg(keys_[0] + std::string(fence_key_suffix));
+      c.arg(token_).arg(static_cast<long long>(opts_.ttl.count()));
+    } else if (multi) {
       for (const auto& k : keys_) c.arg(k);
       c.arg(token_).arg(static_cast<long long>(opts_.ttl.count()));
     } else {
@@ -325,8 +330,9 @@ class AcquireOp final : public Operation {
     }
     t1_ = BootClock::now();
     for (int i = 0; i < e_.n(); ++i) {
-      bool sent = multi ? send_script(i, ScriptId::acquire_multi, static_cast<int>(keys_.size()), c, attempt_)
-                        : send(i, c, attempt_);
+      bool sent = opts_.fence ? send_script(i, ScriptId::acquire_fenced, 2, c, attempt_)
+                  : multi     ? send_script(i, ScriptId::acquire_multi, static_cast<int>(keys_.size()), c, attempt_)
+                              : send(i, c, attempt_);
       if (!sent) record(i, not_sent(i));
     }
     dispatching_ = false;
@@ -334,21 +340,33 @@ class AcquireOp final : public Operation {
   }
 
   void on_result(int node, std::uint32_t tag, const NodeResult& r) override {
+    if (tag == (attempt_ | writeback_tag)) {
+      on_writeback(node, r);
+      return;
+    }
     if (tag != attempt_ || !open_) return;  // a late answer of an attempt already decided
     NodeState s = NodeState::ok;
     std::string detail;
     if (!failure_state(r, s, detail)) {
       const redisReply* rep = r.reply;
-      bool granted = keys_.size() > 1
-                         ? rep->type == REDIS_REPLY_INTEGER && rep->integer == 1
-                         : rep->type == REDIS_REPLY_STATUS && std::string_view(rep->str, rep->len) == "OK";
-      bool refused = keys_.size() > 1 ? rep->type == REDIS_REPLY_INTEGER && rep->integer == 0
-                                      : rep->type == REDIS_REPLY_NIL;
+      bool granted, refused;
+      if (opts_.fence) {
+        granted = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+        refused = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0;
+      } else if (keys_.size() > 1) {
+        granted = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+        refused = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0;
+      } else {
+        granted = rep->type == REDIS_REPLY_STATUS && std::string_view(rep->str, rep->len) == "OK";
+        refused = rep->type == REDIS_REPLY_NIL;
+      }
       if (granted) {
         s = NodeState::ok;
         if (auto why = e_.vote_exclusion(node, BootClock::now())) {
           s = NodeState::excluded;
           detail = *why;
+        } else if (opts_.fence) {
+          fence_max_ = std::max(fence_max_, static_cast<std::uint64_t>(rep->integer));
         }
       } else if (refused) {
         s = NodeState::held_by_other;
@@ -364,6 +382,7 @@ class AcquireOp final : public Operation {
   void shutdown() override {
     if (done_) return;
     open_ = false;
+    wb_open_ = false;
     const bool timer_was_pending = cancel_retry_timer();
     finish(Errc::shutdown, "engine closed before the lock was acquired");
     if (timer_was_pending) unref();  // the timer's reference; may delete this
@@ -394,6 +413,10 @@ class AcquireOp final : public Operation {
     const auto t2 = BootClock::now();
     mark_pending();
     if (d == detail::Decision::quorum) {
+      if (opts_.fence) {
+        start_writeback();
+        return;
+      }
       auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor, e_.options_.min_validity, t1_, t2);
       if (v.ok) {
         Lock lock = LockBuilder::make(resources_, token_, opts_.ttl, to_ms_floor(v.validity), v.deadline,
@@ -411,6 +434,56 @@ class AcquireOp final : public Operation {
                           : "no quorum: " + std::to_string(tally_.ok) + " of " + std::to_string(e_.n()) +
                                 " nodes granted, " + std::to_string(detail::quorum_of(e_.n())) + " needed (" +
                                 breakdown(outcomes_) + ")");
+  }
+
+  // Fencing, second round: raise the counter to at least the fence on a quorum before handing
+  // the lock out. Any later quorum intersects this one, so the next fence is higher.
+  void start_writeback() {
+    wb_tally_ = Tally{e_.n()};
+    wb_open_ = true;
+    dispatching_ = true;
+    Command c;
+    c.arg(keys_[0] + std::string(fence_key_suffix)).arg(static_cast<long long>(fence_max_));
+    for (int i = 0; i < e_.n(); ++i) {
+      if (!send_script(i, ScriptId::fence_raise, 1, c, attempt_ | writeback_tag)) ++wb_tally_.failed;
+    }
+    dispatching_ = false;
+    evaluate_writeback();
+  }
+
+  void on_writeback(int node, const NodeResult& r) {
+    if (!wb_open_) return;
+    NodeState s;
+    std::string detail;
+    if (!failure_state(r, s, detail) && r.reply->type == REDIS_REPLY_INTEGER && r.reply->integer == 1 &&
+        !e_.vote_exclusion(node, BootClock::now())) {
+      ++wb_tally_.ok;
+    } else {
+      ++wb_tally_.failed;
+    }
+    evaluate_writeback();
+  }
+
+  void evaluate_writeback() {
+    if (dispatching_ || !wb_open_) return;
+    auto d = detail::decide(wb_tally_);
+    if (d == detail::Decision::undecided) return;
+    wb_open_ = false;
+    if (d == detail::Decision::impossible) {
+      fail_attempt(Errc::no_quorum, "no quorum for the fence write-back: " + std::to_string(wb_tally_.ok) + " of " +
+                                        std::to_string(e_.n()) + " nodes acknowledged");
+      return;
+    }
+    const auto t2 = BootClock::now();
+    auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor, e_.options_.min_validity, t1_, t2);
+    if (!v.ok) {
+      fail_attempt(Errc::expired, "the lock and its fence were granted but the validity was used up");
+      return;
+    }
+    Lock lock = LockBuilder::make(resources_, token_, opts_.ttl, to_ms_floor(v.validity), v.deadline, tally_.ok,
+                                  e_.n(), outcomes_);
+    LockBuilder::set_fence(lock, fence_max_);
+    finish_ok(std::move(lock));
   }
 
   void fail_attempt(Errc why, std::string message) {
@@ -491,6 +564,10 @@ class AcquireOp final : public Operation {
   bool dispatching_ = false;
   bool done_ = false;
   uv_timer_t* retry_timer_ = nullptr;
+  static constexpr std::uint32_t writeback_tag = 0x80000000u;
+  std::uint64_t fence_max_ = 0;
+  Tally wb_tally_;
+  bool wb_open_ = false;
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;
 };
@@ -947,6 +1024,9 @@ void Engine::acquire(std::vector<std::string> resources, AcquireOptions options,
   if (auto why = check_ttl(options.ttl)) return fail(Errc::invalid_argument, *why);
   if (options.wait && *options.wait < Millis{0}) return fail(Errc::invalid_argument, "wait must be >= 0");
   if (options.retry_count && *options.retry_count < 0) return fail(Errc::invalid_argument, "retry_count must be >= 0");
+  if (options.fence && resources.size() > 1) {
+    return fail(Errc::invalid_argument, "fencing takes one resource per lock");
+  }
   auto* op = new AcquireOp(*impl_, std::move(resources), options, std::move(cb));
   op->start_attempt();
 }

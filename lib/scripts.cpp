@@ -1,6 +1,7 @@
 #include "scripts.hpp"
 
 #include "sha1.hpp"
+#include "redlock/fencing.hpp"
 
 namespace redlock::detail {
 namespace {
@@ -29,6 +30,15 @@ return 1)",
 local v = false
 if t == "string" then v = redis.call("get", KEYS[1]) end
 return {t, v, redis.call("pttl", KEYS[1])})",
+    // acquire_fenced: the plain SET NX PX, and on success the resource's fence counter grows
+    R"(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+  return redis.call("incr", KEYS[2])
+end
+return 0)",
+    // fence_raise: the write-back round; counters only ever grow
+    R"(local c = tonumber(redis.call("get", KEYS[1]) or "0")
+if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1]) end
+return 1)",
 };
 static_assert(std::size(bodies) == script_count());
 
@@ -44,3 +54,25 @@ const Script& script(ScriptId id) {
 }
 
 }  // namespace redlock::detail
+
+namespace redlock {
+
+std::string_view fenced_write_script() noexcept {
+  // Kept byte for byte equal to scripts/lua/fenced-set.lua (a unit test compares them).
+  return R"LUA(-- Resource-side fencing check (redlock): write only if the fence is not older than the highest
+-- one this resource has seen. Use it on the Redis that holds the *protected data*.
+--   KEYS[1] data key, KEYS[2] the data key's highest-fence key
+--   ARGV[1] the writer's fence (a decimal integer), ARGV[2] the value to store
+-- Returns 1 when written, 0 when the fence is stale (a newer holder has written).
+--   redis-cli EVAL "$(cat fenced-set.lua)" 2 invoice:42 invoice:42:fence 17 '{"paid":true}'
+local seen = tonumber(redis.call("get", KEYS[2]) or "0")
+local fence = tonumber(ARGV[1])
+if fence == nil then return redis.error_reply("fence must be an integer") end
+if fence < seen then return 0 end
+redis.call("set", KEYS[2], ARGV[1])
+redis.call("set", KEYS[1], ARGV[2])
+return 1
+)LUA";
+}
+
+}  // namespace redlock

@@ -15,6 +15,8 @@ enum class ScriptId {
   release_multi,  // KEYS..., ARGV[1]=token -> number of keys deleted
   extend_multi,   // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
   status,         // KEYS[1] -> {type, value or nil, pttl}
+  acquire_fenced, // KEYS[1]=lock, KEYS[2]=fence counter; ARGV token, ttl -> new fence / 0 held
+  fence_raise,    // KEYS[1]=fence counter, ARGV[1]=f -> 1 once the counter is >= f
   count_,
 };
 

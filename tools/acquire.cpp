@@ -12,6 +12,7 @@ struct AcquireArgs {
   std::vector<std::string> resources;
   std::string ttl = "30s";
   std::string wait;
+  bool fence = false;
 };
 
 int run_acquire(const AcquireArgs& a, const Globals& g) {
@@ -26,6 +27,8 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
   for (const auto& r : a.resources) {
     if (r.empty()) throw UsageError("empty resource name");
   }
+  opts.fence = a.fence;
+  if (a.fence && a.resources.size() > 1) throw UsageError("--fence takes one resource");
   Client client(make_options(g));
   auto res = client.try_acquire(a.resources, opts);
   if (g.json) {
@@ -37,6 +40,7 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
       s += ",\"ttl_ms\":" + std::to_string(res.lock.ttl().count());
       s += ",\"validity_ms\":" + std::to_string(res.lock.validity().count());
       s += ",\"votes\":" + std::to_string(res.lock.votes());
+      if (res.lock.fence()) s += ",\"fence\":" + std::to_string(*res.lock.fence());
     } else {
       s += ",\"error\":" + json_string(error_name(res.error));
       s += ",\"message\":" + json_string(res.message);
@@ -73,6 +77,8 @@ void setup_acquire(CLI::App& app, Context& ctx) {
       ->required();
   sub->add_option("--ttl", a->ttl, "How long the nodes keep the lock (default 30s)");
   sub->add_option("--wait", a->wait, "Keep retrying until this much time has passed (default 0)");
+  sub->add_flag("--fence", a->fence,
+                "Also take a fencing token (grows with every acquisition; in --json as 'fence')");
   sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_acquire(*a, ctx.globals); }; });
 }
 

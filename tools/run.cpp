@@ -33,6 +33,7 @@ struct RunArgs {
   std::string ttl = "30s";
   std::string wait;
   std::string grace = "5s";
+  bool fence = false;
 };
 
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
@@ -44,7 +45,7 @@ int status_to_exit(int status) {
 }
 
 pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, const std::string& resource,
-            const std::string& token) {
+            const std::string& token, std::optional<std::uint64_t> fence) {
   // Everything the child needs is prepared before fork: the client's I/O thread exists, so the
   // child may only make async-signal-safe calls.
   std::vector<char*> argv;
@@ -59,8 +60,10 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, c
       envp.push_back(*e);
     }
   }
+  std::string env_fence = fence ? "REDLOCK_FENCE=" + std::to_string(*fence) : std::string();
   envp.push_back(env_resource.data());
   envp.push_back(env_token.data());
+  if (fence) envp.push_back(env_fence.data());
   envp.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
@@ -92,6 +95,7 @@ int run_run(const RunArgs& a, const Globals& g) {
   }
   const Millis grace = duration_arg("--grace", a.grace);
   lo.hold.auto_extend = true;
+  lo.acquire.fence = a.fence;
 
   sigset_t mask, old_mask;
   sigemptyset(&mask);
@@ -118,7 +122,7 @@ int run_run(const RunArgs& a, const Globals& g) {
               << opts.nodes.size() << " votes), running " << command.front() << "\n";
   }
 
-  pid_t child = spawn(command, old_mask, a.resource, res.lock.token());
+  pid_t child = spawn(command, old_mask, a.resource, res.lock.token(), res.lock.fence());
   if (child < 0) {
     guard.release();
     throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -189,9 +193,10 @@ void setup_run(CLI::App& app, Context& ctx) {
   sub->add_option("--ttl", a->ttl, "Lock ttl; extended every ttl/3 while COMMAND runs (default 30s)");
   sub->add_option("--wait", a->wait, "Keep retrying the acquisition this long (default 0)");
   sub->add_option("--grace", a->grace, "After a loss: SIGTERM, then SIGKILL after this long (default 5s)");
+  sub->add_flag("--fence", a->fence, "Take a fencing token and export it as REDLOCK_FENCE");
   sub->footer("Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere, 2 usage,\n"
               "3 no quorum, 4 the lock was lost while COMMAND ran.\n"
-              "COMMAND sees REDLOCK_RESOURCE and REDLOCK_TOKEN in its environment.");
+              "COMMAND sees REDLOCK_RESOURCE and REDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its\nenvironment.");
   sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_run(*a, ctx.globals); }; });
 }
 

@@ -90,6 +90,9 @@ struct AcquireOptions {
   // ignored). It never shortens the ttl of an attempt.
   std::optional<Millis> wait;
   std::optional<int> retry_count;  // overrides Options::retry_count
+  // Fencing (see fencing.hpp): the lock gets a fence() that grows strictly with every successful
+  // acquisition of the resource. Costs one more round trip. One resource per lock.
+  bool fence = false;
 };
 
 }  // namespace redlock

@@ -3,6 +3,7 @@
 #include "redlock/client.hpp"
 #include "redlock/engine.hpp"
 #include "redlock/error.hpp"
+#include "redlock/fencing.hpp"
 #include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"

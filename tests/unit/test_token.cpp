@@ -52,3 +52,16 @@ TEST_CASE("the single-key scripts are the documented ones, byte for byte") {
     CHECK(s.sha.size() == 40);
   }
 }
+
+#include <fstream>
+#include <sstream>
+
+#include "redlock/fencing.hpp"
+
+TEST_CASE("the shipped fenced-set.lua is the script the library exposes") {
+  std::ifstream in(REDLOCK_SOURCE_ROOT "/scripts/lua/fenced-set.lua");
+  REQUIRE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  CHECK(ss.str() == redlock::fenced_write_script());
+}

@@ -1,0 +1,191 @@
+// Fencing tokens over the quorum, the resource-side check, and multi-resource locks.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "common.hpp"
+
+using namespace itest;
+using namespace redlock;
+using redlock::test::ServerConfig;
+
+namespace {
+AcquireOptions fenced(Millis ttl) {
+  AcquireOptions o;
+  o.ttl = ttl;
+  o.fence = true;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("fences strictly increase over 1000 acquisitions while AOF-always nodes are killed and restarted") {
+  ServerConfig cfg;
+  cfg.aof_always = true;
+  RedisCluster c(5, cfg);
+  Options o = options_for(c);
+  o.durable_nodes = true;  // appendfsync always: a restarted node kept its counter
+  o.reconnect_max = 100ms;
+  o.retry_count = 5;
+  o.retry_delay = 20ms;
+  o.retry_jitter = 10ms;
+  Client client(o);
+  std::uint64_t last = 0;
+  int acquired = 0, restarts = 0;
+  for (int i = 0; i < 1000; ++i) {
+    if (i % 50 == 25) {
+      // kill -9 and restart at once: two of five, so a quorum stays possible.
+      int a = (i / 50) % 5, b = (a + 2) % 5;
+      c[a].kill();
+      c[b].kill();
+      c[a].start();
+      c[b].start();
+      restarts += 2;
+    }
+    auto r = client.try_acquire({"fenced"}, fenced(5s));
+    if (!r) continue;  // a restart in progress may cost an attempt; never a smaller fence
+    ++acquired;
+    REQUIRE(r.lock.fence());
+    CHECK_MESSAGE(*r.lock.fence() > last, "fence went from ", last, " to ", *r.lock.fence(), " at ", i);
+    last = *r.lock.fence();
+    CHECK(client.try_release(r.lock));
+  }
+  CHECK(acquired >= 950);
+  CHECK(restarts == 40);
+  MESSAGE("acquired ", acquired, " of 1000; last fence ", last);
+}
+
+TEST_CASE("write-back: the node with the highest counter drops out and the next fence is still higher") {
+  RedisCluster c(3);
+  // Node 0 has seen many grants the others never saw.
+  c[0].set("wb:fence", "100");
+  // Make node 0 part of the granting quorum: node 2 is down for the first acquisition.
+  c[2].kill();
+  std::uint64_t first;
+  {
+    Client client(options_for(c));
+    auto r = client.try_acquire({"wb"}, fenced(2s));
+    REQUIRE_MESSAGE(r, r.message);
+    first = *r.lock.fence();
+    CHECK(first == 101);
+    CHECK(client.try_release(r.lock));
+  }
+  // Node 1 was raised to the fence by the write-back round.
+  CHECK(std::stoll(*c[1].get("wb:fence")) >= 101);
+  c[2].start();  // empty
+  c[0].kill();   // the highest counter is gone
+  Client client(options_for(c));
+  auto r = client.try_acquire({"wb"}, fenced(2s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(*r.lock.fence() > first);
+}
+
+TEST_CASE("concurrent contending clients: fences increase in grant order as the oracle sees it") {
+  RedisCluster c(5);
+  std::mutex oracle_mu;
+  std::vector<std::uint64_t> grants;  // in the order critical sections were entered
+  std::atomic<int> inside{0}, overlaps{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&] {
+      Options o = options_for(c);
+      o.retry_count = 50;
+      o.retry_delay = 5ms;
+      o.retry_jitter = 5ms;
+      Client client(o);
+      for (int i = 0; i < 25; ++i) {
+        auto r = client.try_acquire({"oracle"}, fenced(2s));
+        if (!r) continue;
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        {
+          std::lock_guard<std::mutex> g(oracle_mu);
+          grants.push_back(*r.lock.fence());
+        }
+        std::this_thread::sleep_for(1ms);
+        inside.fetch_sub(1);
+        (void)client.try_release(r.lock);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  CHECK(overlaps == 0);
+  REQUIRE(grants.size() >= 50);
+  for (std::size_t i = 1; i < grants.size(); ++i) {
+    CHECK_MESSAGE(grants[i] > grants[i - 1], "grant ", i, ": ", grants[i - 1], " then ", grants[i]);
+  }
+}
+
+TEST_CASE("the resource-side script rejects a stale fence") {
+  RedisServer data;
+  const std::string script(fenced_write_script());
+  auto write = [&](std::uint64_t fence, const std::string& v) {
+    return data.command({"EVAL", script, "2", "acct", "acct:fence", std::to_string(fence), v});
+  };
+  CHECK(write(5, "a").integer == 1);
+  CHECK(write(7, "b").integer == 1);
+  CHECK(write(7, "b2").integer == 1);  // the same holder writing twice
+  CHECK(write(6, "stale").integer == 0);
+  CHECK(data.get("acct") == "b2");
+  CHECK(data.get("acct:fence") == "7");
+  CHECK(data.command({"EVAL", script, "2", "acct", "acct:fence", "x", "v"}).is_error());
+}
+
+TEST_CASE("fencing with a paused holder: its stale write is refused by the resource") {
+  RedisCluster c(3);
+  RedisServer data;
+  const std::string script(fenced_write_script());
+  Client client(options_for(c));
+  auto a = client.try_acquire({"job"}, fenced(200ms));
+  REQUIRE(a);
+  std::this_thread::sleep_for(250ms);  // A "pauses" past its validity
+  auto b = client.try_acquire({"job"}, fenced(5s));
+  REQUIRE(b);
+  CHECK(*b.lock.fence() > *a.lock.fence());
+  CHECK(data.command({"EVAL", script, "2", "d", "d:fence", std::to_string(*b.lock.fence()), "from-b"}).integer == 1);
+  CHECK(data.command({"EVAL", script, "2", "d", "d:fence", std::to_string(*a.lock.fence()), "from-a"}).integer == 0);
+  CHECK(data.get("d") == "from-b");
+}
+
+TEST_CASE("fencing keeps the lock key a plain string, and refuses several resources") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"plain"}, fenced(5s));
+  REQUIRE(r);
+  CHECK(eventually([&] { return c.count_with_key("plain") == 3; }));
+  CHECK(c[0].command({"TYPE", "plain"}).str == "string");
+  CHECK(c[0].get("plain") == r.lock.token());
+  auto m = client.try_acquire({"a", "b"}, fenced(5s));
+  CHECK(m.error == Errc::invalid_argument);
+}
+
+TEST_CASE("multi-resource: all-or-nothing on each node, one token, extend and release all") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto other = client.try_acquire({"m2"}, ttl_opts(10s));
+  REQUIRE(other);
+  auto f = client.try_acquire({"m1", "m2", "m3"}, ttl_opts(10s));
+  CHECK(f.error == Errc::contended);
+  CHECK(c.count_with_key("m1") == 0);
+  CHECK(c.count_with_key("m3") == 0);
+  CHECK(c[0].get("m2") == other.lock.token());
+  REQUIRE(client.try_release(other.lock));
+
+  auto r = client.try_acquire({"m1", "m2", "m3"}, ttl_opts(2s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(eventually([&] { return c.count_with_key("m3") == 3; }));
+  for (const char* k : {"m1", "m2", "m3"}) {
+    CHECK(c[1].get(k) == r.lock.token());
+    CHECK(c[1].command({"TYPE", k}).str == "string");
+  }
+  // Another client (or library) sees each key held.
+  auto single = client.try_acquire({"m2"}, ttl_opts(10s));
+  CHECK(single.error == Errc::contended);
+  auto e = client.try_extend(r.lock, 20s);
+  REQUIRE_MESSAGE(e, e.message);
+  CHECK(c[2].pttl("m1") > 10000);
+  CHECK(c[2].pttl("m3") > 10000);
+  // Extend needs every key: with one gone on every node it is not held.
+  auto rel = client.try_release(e.lock);
+  CHECK(rel.deleted == 3);
+  for (const char* k : {"m1", "m2", "m3"}) CHECK(c.count_with_key(k) == 0);
+}
