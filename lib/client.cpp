@@ -443,6 +443,14 @@ Guard Client::lock(std::vector<std::string> resources, const LockOptions& option
   return std::move(guard);
 }
 
+Metrics Client::metrics() const {
+  if (impl_->on_io_thread()) return impl_->engine().metrics();
+  std::promise<Metrics> p;
+  auto f = p.get_future();
+  if (!impl_->post([impl = impl_.get(), &p] { p.set_value(impl->engine().metrics()); })) return {};
+  return f.get();
+}
+
 int Client::quorum() const noexcept { return impl_->engine().quorum(); }
 
 const Options& Client::options() const noexcept { return impl_->engine().options(); }

@@ -21,6 +21,7 @@
 #include "quorum.hpp"
 #include "redlock/engine.hpp"
 #include "redlock/fencing.hpp"
+#include "redlock/metrics.hpp"
 #include "scripts.hpp"
 #include "token.hpp"
 
@@ -106,8 +107,31 @@ class Engine::Impl final : public detail::NodeHost {
       nodes_.push_back(std::make_unique<Node>(loop_, *this, static_cast<int>(i), options_.nodes[i], options_));
       ++open_handles_;
     }
+    metrics_.nodes.resize(nodes_.size());  // never resized again: nodes keep pointers into it
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      metrics_.nodes[i].node = nodes_[i]->name();
+      nodes_[i]->set_metrics(&metrics_.nodes[i]);
+    }
     for (auto& n : nodes_) n->start();
   }
+
+  // Metrics are only touched on the loop thread. Nodes count what their connection saw; the
+  // operations add what only they know (a vote excluded by the restart guard).
+  void count_node(int i, const NodeOutcome& o) {
+    if (o.state == NodeState::excluded) ++metrics_.nodes[static_cast<std::size_t>(i)].excluded;
+  }
+
+  void count_acquire(const AcquireResult& r, BootClock::duration took) {
+    if (!r.error) ++metrics_.acquired;
+    else if (r.error == Errc::contended) ++metrics_.contended;
+    else if (r.error == Errc::no_quorum) ++metrics_.no_quorum;
+    else if (r.error == Errc::expired) ++metrics_.expired;
+    else ++metrics_.other_failures;
+    metrics_.attempts += static_cast<std::uint64_t>(r.attempts);
+    metrics_.acquire_latency.observe(std::chrono::duration<double>(took).count());
+  }
+
+  Metrics metrics_;
 
   // NodeHost
   void log(LogLevel level, const std::string& message) override {
@@ -241,6 +265,7 @@ class Operation : public detail::Sink {
     return NodeOutcome{e_.nodes_[node]->name(), s, std::move(detail), latency};
   }
   NodeOutcome not_sent(int node) const {
+    ++e_.metrics_.nodes[static_cast<std::size_t>(node)].down;  // the node never saw this one
     const auto& err = e_.nodes_[node]->last_error();
     return outcome(node, NodeState::down, err.empty() ? "not connected" : err);
   }
@@ -303,6 +328,7 @@ class AcquireOp final : public Operation {
     keys_.reserve(resources_.size());
     for (const auto& r : resources_) keys_.push_back(e_.options_.key_prefix + r);
     retries_left_ = opts_.retry_count.value_or(e_.options_.retry_count);
+    started_ = BootClock::now();
     if (opts_.wait) wait_until_ = BootClock::now() + *opts_.wait;
     e_.note_ttl(opts_.ttl);
   }
@@ -396,6 +422,7 @@ class AcquireOp final : public Operation {
       case NodeState::held_by_other: ++tally_.refused; break;
       default: ++tally_.failed; break;
     }
+    e_.count_node(node, o);
     outcomes_[node] = std::move(o);
   }
 
@@ -543,6 +570,7 @@ class AcquireOp final : public Operation {
   void complete(AcquireResult res) {
     if (done_) return;
     done_ = true;
+    e_.count_acquire(res, BootClock::now() - started_);
     e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
     finished();
   }
@@ -555,6 +583,7 @@ class AcquireOp final : public Operation {
   int attempts_made_ = 0;
   int retries_left_ = 0;
   std::optional<BootClock::time_point> wait_until_;
+  BootClock::time_point started_{};
   std::string token_;
   BootClock::time_point t1_{};
   Tally tally_;
@@ -631,6 +660,7 @@ class ExtendOp final : public Operation {
       case NodeState::not_held: ++tally_.refused; break;
       default: ++tally_.failed; break;
     }
+    e_.count_node(node, o);
     outcomes_[node] = std::move(o);
   }
 
@@ -674,6 +704,7 @@ class ExtendOp final : public Operation {
   void complete(ExtendResult res) {
     if (done_) return;
     done_ = true;
+    ++(res.error ? e_.metrics_.extend_failed : e_.metrics_.extended);
     e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
     finished();
   }
@@ -739,6 +770,7 @@ class ReleaseOp final : public Operation {
  private:
   void record(int node, NodeOutcome o) {
     ++answered_;
+    e_.count_node(node, o);
     outcomes_[node] = std::move(o);
   }
 
@@ -770,6 +802,7 @@ class ReleaseOp final : public Operation {
 
   void complete(ReleaseResult res) {
     done_ = true;
+    ++e_.metrics_.released;
     e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
     finished();
   }
@@ -939,6 +972,7 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
   }
 
   void lose(Errc why, std::string message, std::vector<NodeOutcome> nodes) {
+    ++e_.metrics_.lost;
     auto cb = std::move(on_lost_);
     auto self = shared_from_this();  // stop() may drop the engine's reference
     e_.holds_.erase(id_);
@@ -1098,6 +1132,8 @@ void Engine::stop_hold(HoldId id) {
 void Engine::close(std::function<void()> on_closed) { impl_->close(std::move(on_closed)); }
 
 const Options& Engine::options() const noexcept { return impl_->options_; }
+
+Metrics Engine::metrics() const { return impl_->metrics_; }
 
 int Engine::quorum() const noexcept { return detail::quorum_of(impl_->n()); }
 

@@ -305,6 +305,16 @@ void Node::handle_reply(const redisReply* reply) {
 void Node::deliver(InFlight& f, const NodeResult& r) {
   if (f.delivered) return;
   f.delivered = true;
+  if (metrics_ != nullptr) {
+    switch (r.kind) {
+      case NodeResult::Kind::timeout: ++metrics_->timeouts; break;
+      case NodeResult::Kind::down: ++metrics_->down; break;
+      case NodeResult::Kind::reply:
+        ++(r.reply->type == REDIS_REPLY_ERROR ? metrics_->errors : metrics_->ok);
+        metrics_->latency.observe(std::chrono::duration<double>(r.latency).count());
+        break;
+    }
+  }
   f.sink->on_result(index_, f.tag, r);
 }
 

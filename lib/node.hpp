@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "redlock/lock.hpp"
+#include "redlock/metrics.hpp"
 #include "redlock/options.hpp"
 #include "scripts.hpp"
 
@@ -93,6 +94,8 @@ class Node {
                    Sink& sink, std::uint32_t tag);
 
   [[nodiscard]] const std::string& name() const { return name_; }
+  // Where to count what this connection sees (owned by the engine, outlives the node).
+  void set_metrics(NodeMetrics* m) { metrics_ = m; }
   [[nodiscard]] bool connected() const { return state_ == State::connected; }
   [[nodiscard]] const std::string& last_error() const { return last_error_; }
   [[nodiscard]] const std::string& run_id() const { return run_id_; }
@@ -165,6 +168,7 @@ class Node {
   std::string quarantine_reason_;
 
   std::unique_ptr<HandshakeSink> handshake_sink_;
+  NodeMetrics* metrics_ = nullptr;
 };
 
 }  // namespace redlock::detail

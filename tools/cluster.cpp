@@ -344,7 +344,7 @@ struct ClusterManager::Proc {
   int port = 0;              // the port it was started on (node-I.conf), else the computed one
 };
 
-ClusterManager::ClusterManager(ClusterSettings settings) : settings_(std::move(settings)) {
+ClusterManager::ClusterManager(ClusterSettings settings, bool create_dir) : settings_(std::move(settings)) {
   using K = ClusterError::Kind;
   if (settings_.count < 1 || settings_.count > max_count) {
     fail(K::usage, "node count " + std::to_string(settings_.count) + " is out of range (1.." +
@@ -365,6 +365,7 @@ ClusterManager::ClusterManager(ClusterSettings settings) : settings_(std::move(s
   std::error_code ec;
   settings_.dir = fs::absolute(settings_.dir, ec);
   const std::string what = "cluster directory " + settings_.dir.string();
+  if (!create_dir && !fs::exists(settings_.dir, ec)) return;
   if (!fs::is_directory(settings_.dir, ec)) {
     fs::create_directories(settings_.dir.parent_path(), ec);  // mkdir below reports the failure
     // 0700: pid files decide what gets signalled, so nobody else may write them.
@@ -803,6 +804,9 @@ NodeReport ClusterManager::kill(int index) {
     fail(ClusterError::Kind::failed, node_name(index, p.port) + ": pid " + std::to_string(*p.pid) +
                                          " still alive after SIGKILL");
   }
+  // The main thread can be a zombie while redis's other threads still hold the listening
+  // socket: wait until the port is free, so an immediate `start` does not find it taken.
+  (void)wait_for([&] { return port_busy(p.port).empty(); }, 2s);
   remove_file(node_file(index, ".pid"));
   return {index, p.port, *p.pid, NodeReport::Outcome::killed};
 }
@@ -961,7 +965,7 @@ void run(Verb verb, const std::string& name, const ClusterFlags& flags, Context&
     if (verb == Verb::kill || verb == Verb::stop || verb == Verb::cont || verb == Verb::start) {
       index = node_arg(flags.node);
     }
-    ClusterManager m(resolve(flags));
+    ClusterManager m(resolve(flags), verb != Verb::status);
     switch (verb) {
       case Verb::up:
         for (auto& r : m.up()) say(describe(r));

@@ -96,7 +96,9 @@ class ClusterManager {
  public:
   // Validates the settings and makes the directory usable (created 0700 if missing).
   // Throws ClusterError{usage} naming the bad value.
-  explicit ClusterManager(ClusterSettings settings);
+  // `create_dir` false (read-only uses such as status): a missing directory is not created and
+  // simply means that nothing is running.
+  explicit ClusterManager(ClusterSettings settings, bool create_dir = true);
 
   ClusterManager(const ClusterManager&) = delete;
   ClusterManager& operator=(const ClusterManager&) = delete;

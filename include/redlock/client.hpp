@@ -64,6 +64,8 @@ class Client {
   void release_async(Lock lock, Engine::ReleaseCallback cb);
 
   [[nodiscard]] int quorum() const noexcept;
+  // A snapshot of the counters and histograms; render with to_prometheus(). Blocks briefly.
+  [[nodiscard]] Metrics metrics() const;
   [[nodiscard]] const Options& options() const noexcept;
 
  private:

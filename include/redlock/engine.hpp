@@ -13,6 +13,7 @@
 
 #include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
+#include "redlock/metrics.hpp"
 #include "redlock/options.hpp"
 
 struct uv_loop_s;
@@ -65,6 +66,8 @@ class Engine {
 
   [[nodiscard]] const Options& options() const noexcept;
   [[nodiscard]] int quorum() const noexcept;
+  // A snapshot of the counters and histograms (see metrics.hpp and to_prometheus()).
+  [[nodiscard]] Metrics metrics() const;
 
   class Impl;
 

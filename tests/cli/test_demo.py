@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""`redlock-cli demo`: its exit status and verdict, plain output into a pipe, colour on a terminal.
+
+Every run uses its own temporary --dir and free ports (never 7001-7005); nodes a test starts
+itself are stopped with `cluster down` in tearDown.
+"""
+
+import json
+import os
+import pty
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import unittest
+
+CLI = os.path.abspath(os.environ.get("REDLOCK_CLI", "redlock-cli"))
+ANSI = b"\x1b["
+
+
+def port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def free_base(count):
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - count)
+        if all(port_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no %d consecutive free ports found" % count)
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("REDLOCK_", "FAILOVER_")) and k != "NO_COLOR"}
+    env.update(extra)
+    return env
+
+
+def run_on_tty(args, env, timeout=120):
+    """Runs args with stdout on a pseudo-terminal; returns (exit status, bytes written)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(args, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    chunks = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO once the child's side is closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        rc = proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(5)
+        os.close(master)
+    return rc, b"".join(chunks)
+
+
+class Demo(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="redlock-demo-test-")
+
+    def tearDown(self):
+        subprocess.run([CLI, "cluster", "down", "--dir", self.dir], capture_output=True, timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def cluster_states(self):
+        r = subprocess.run([CLI, "cluster", "status", "--dir", self.dir, "--json"],
+                           capture_output=True, timeout=30, env=clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return [n["state"] for n in json.loads(r.stdout)["nodes"]]
+
+    def test_passes_with_a_verdict_and_plain_output_when_piped(self):
+        base = free_base(5)
+        r = subprocess.run([CLI, "demo", "--base-port", str(base), "--dir", self.dir],
+                           capture_output=True, timeout=120, env=clean_env(TERM="xterm"))
+        out = r.stdout.decode()
+        self.assertEqual(r.returncode, 0, out[-3000:] + r.stderr.decode())
+        lines = out.rstrip("\n").splitlines()
+        self.assertRegex(lines[-1], r"^verdict: PASS: all \d+ checks passed")
+        self.assertNotIn("[FAIL]", out)
+        for step in ("1. The nodes", "2. Take a lock", "3. Kill masters", "4a.", "4b.", "4c.", "5. Restore"):
+            self.assertIn(step, out)
+        self.assertNotIn(ANSI, r.stdout + r.stderr)
+        # It started the nodes, so it stopped them.
+        self.assertEqual(self.cluster_states(), ["down"] * 5)
+
+    def test_uses_running_nodes_leaves_them_running_and_colours_a_terminal(self):
+        base = free_base(3)
+        up = subprocess.run([CLI, "cluster", "up", "--count", "3", "--base-port", str(base), "--dir", self.dir],
+                            capture_output=True, timeout=60)
+        self.assertEqual(up.returncode, 0, up.stderr)
+        # No --count/--base-port: the demo takes what `cluster up` saved in the directory.
+        rc, out = run_on_tty([CLI, "demo", "--dir", self.dir], clean_env(TERM="xterm"))
+        self.assertEqual(rc, 0, out.decode(errors="replace")[-3000:])
+        self.assertIn(ANSI, out)
+        self.assertIn(b"verdict: PASS", out)
+        self.assertIn(b"already running", out)
+        self.assertEqual(self.cluster_states(), ["up"] * 3)
+
+    def test_no_color_on_a_terminal(self):
+        base = free_base(1)
+        rc, out = run_on_tty([CLI, "demo", "--count", "1", "--base-port", str(base), "--dir", self.dir],
+                             clean_env(TERM="xterm", NO_COLOR="1"))
+        self.assertEqual(rc, 0, out.decode(errors="replace")[-3000:])
+        self.assertIn(b"verdict: PASS", out)
+        self.assertNotIn(ANSI, out)
+
+    def test_usage_errors_exit_2_and_start_nothing(self):
+        for args, needle in ((["--count", "0"], b"count"), (["--base-port", "http"], b"http"),
+                             (["--count", "3", "--base-port", "65534"], b"65535"), (["--bogus"], b"--bogus")):
+            r = subprocess.run([CLI, "demo", "--dir", self.dir] + args, capture_output=True, timeout=30,
+                               env=clean_env())
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertIn(needle, r.stderr, args)
+        self.assertFalse(any(f.endswith(".pid") for f in os.listdir(self.dir)))
+
+    def test_help(self):
+        r = subprocess.run([CLI, "demo", "--help"], capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn(b"--base-port", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
