@@ -38,6 +38,14 @@ namespace {
 
 constexpr std::size_t max_resource_bytes = 1 << 20;
 
+// Read-write locks keep their extra state next to the lock key (documented in the README).
+std::string readers_key(const std::string& key) { return key + ":readers"; }
+std::string writer_waiting_key(const std::string& key) { return key + ":writer_waiting"; }
+// Fair locks.
+std::string queue_key(const std::string& key) { return key + ":queue"; }
+std::string heartbeats_key(const std::string& key) { return key + ":queue:heartbeats"; }
+std::string ticket_key(const std::string& key) { return key + ":ticket"; }
+
 std::string reply_error(const redisReply* r) { return std::string(r->str, r->len); }
 
 std::chrono::microseconds to_us(BootClock::duration d) {
@@ -299,16 +307,28 @@ class Operation : public detail::Sink {
 // on each connection the delete is pipelined behind it, so it runs after it.
 class Rollback final : public Operation {
  public:
-  static void run(Engine::Impl& e, const std::vector<std::string>& keys, const std::string& token) {
+  // Sends one script to every node and forgets about it.
+  static void broadcast(Engine::Impl& e, ScriptId id, int numkeys, const Command& c) {
+    auto* op = new Rollback(e);
+    for (int i = 0; i < e.n(); ++i) op->send_script(i, id, numkeys, c, 0);
+    op->finished();
+  }
+
+  static void run(Engine::Impl& e, const std::vector<std::string>& keys, const std::string& token, LockMode mode) {
     auto* op = new Rollback(e);
     Command c;
-    for (const auto& k : keys) c.arg(k);
-    c.arg(token);
-    const bool multi = keys.size() > 1;
-    for (int i = 0; i < e.n(); ++i) {
-      op->send_script(i, multi ? ScriptId::release_multi : ScriptId::release,
-                      static_cast<int>(keys.size()), c, 0);
+    ScriptId id = ScriptId::release;
+    int numkeys = static_cast<int>(keys.size());
+    if (mode == LockMode::read) {
+      c.arg(readers_key(keys[0]));
+      id = ScriptId::release_read;
+      numkeys = 1;
+    } else {
+      for (const auto& k : keys) c.arg(k);
+      if (keys.size() > 1) id = ScriptId::release_multi;
     }
+    c.arg(token);
+    for (int i = 0; i < e.n(); ++i) op->send_script(i, id, numkeys, c, 0);
     op->finished();
   }
   void on_result(int, std::uint32_t, const NodeResult&) override {}
@@ -330,7 +350,21 @@ class AcquireOp final : public Operation {
     retries_left_ = opts_.retry_count.value_or(e_.options_.retry_count);
     started_ = BootClock::now();
     if (opts_.wait) wait_until_ = BootClock::now() + *opts_.wait;
+    // A fair waiter's place in the queue and a writer's waiting mark must stay ours across
+    // attempts, while every attempt's lock token is fresh.
+    if (opts_.fair || opts_.mode == LockMode::write) waiter_ = detail::make_token();
+    if (opts_.fair) {
+      if (!opts_.wait) wait_until_ = started_ + retries_left_ * e_.options_.retry_delay;
+    }
     e_.note_ttl(opts_.ttl);
+  }
+
+  void start() {
+    if (opts_.fair) {
+      start_ticket();
+    } else {
+      start_attempt();
+    }
   }
 
   void start_attempt() {
@@ -345,7 +379,15 @@ class AcquireOp final : public Operation {
     fence_max_ = 0;
     Command c;
     const bool multi = keys_.size() > 1;
-    if (opts_.fence) {
+    if (opts_.fair) {
+      c.arg(keys_[0]).arg(queue_key(keys_[0])).arg(heartbeats_key(keys_[0]));
+      c.arg(token_).arg(static_cast<long long>(opts_.ttl.count())).arg(static_cast<long long>(ticket_));
+      c.arg(static_cast<long long>(opts_.heartbeat_ttl.count())).arg(waiter_);
+    } else if (opts_.mode != LockMode::exclusive) {
+      c.arg(keys_[0]).arg(readers_key(keys_[0])).arg(writer_waiting_key(keys_[0]));
+      c.arg(token_).arg(static_cast<long long>(opts_.ttl.count()));
+      if (opts_.mode == LockMode::write) c.arg(static_cast<long long>(writer_mark_ttl().count())).arg(waiter_);
+    } else if (opts_.fence) {
       c.arg(keys_[0]).arg(keys_[0] + std::string(fence_key_suffix));
       c.arg(token_).arg(static_cast<long long>(opts_.ttl.count()));
     } else if (multi) {
@@ -356,7 +398,10 @@ class AcquireOp final : public Operation {
     }
     t1_ = BootClock::now();
     for (int i = 0; i < e_.n(); ++i) {
-      bool sent = opts_.fence ? send_script(i, ScriptId::acquire_fenced, 2, c, attempt_)
+      bool sent = opts_.fair ? send_script(i, ScriptId::acquire_fair, 3, c, attempt_)
+                  : opts_.mode == LockMode::read  ? send_script(i, ScriptId::acquire_read, 3, c, attempt_)
+                  : opts_.mode == LockMode::write ? send_script(i, ScriptId::acquire_write, 3, c, attempt_)
+                  : opts_.fence ? send_script(i, ScriptId::acquire_fenced, 2, c, attempt_)
                   : multi     ? send_script(i, ScriptId::acquire_multi, static_cast<int>(keys_.size()), c, attempt_)
                               : send(i, c, attempt_);
       if (!sent) record(i, not_sent(i));
@@ -366,6 +411,10 @@ class AcquireOp final : public Operation {
   }
 
   void on_result(int node, std::uint32_t tag, const NodeResult& r) override {
+    if (tag == ticket_tag) {
+      on_ticket(node, r);
+      return;
+    }
     if (tag == (attempt_ | writeback_tag)) {
       on_writeback(node, r);
       return;
@@ -379,7 +428,10 @@ class AcquireOp final : public Operation {
       if (opts_.fence) {
         granted = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
         refused = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0;
-      } else if (keys_.size() > 1) {
+      } else if (opts_.fair) {
+        granted = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+        refused = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0;
+      } else if (keys_.size() > 1 || opts_.mode != LockMode::exclusive) {
         granted = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
         refused = rep->type == REDIS_REPLY_INTEGER && rep->integer == 0;
       } else {
@@ -409,6 +461,7 @@ class AcquireOp final : public Operation {
     if (done_) return;
     open_ = false;
     wb_open_ = false;
+    tk_open_ = false;
     const bool timer_was_pending = cancel_retry_timer();
     finish(Errc::shutdown, "engine closed before the lock was acquired");
     if (timer_was_pending) unref();  // the timer's reference; may delete this
@@ -465,12 +518,59 @@ class AcquireOp final : public Operation {
 
   // Fencing, second round: raise the counter to at least the fence on a quorum before handing
   // the lock out. Any later quorum intersects this one, so the next fence is higher.
+  // Fair locks, first round: a ticket from the quorum (the same counter-and-write-back
+  // construction as fencing), so every node orders the waiters the same way.
+  void start_ticket() {
+    tk_tally_ = Tally{e_.n()};
+    tk_open_ = true;
+    dispatching_ = true;
+    Command c;
+    c.arg(ticket_key(keys_[0])).arg(queue_key(keys_[0])).arg(heartbeats_key(keys_[0]));
+    c.arg(waiter_).arg(static_cast<long long>(opts_.heartbeat_ttl.count()));
+    for (int i = 0; i < e_.n(); ++i) {
+      if (!send_script(i, ScriptId::ticket_take, 3, c, ticket_tag)) ++tk_tally_.failed;
+    }
+    dispatching_ = false;
+    evaluate_ticket();
+  }
+
+  void on_ticket(int node, const NodeResult& r) {
+    if (!tk_open_) return;
+    NodeState s;
+    std::string detail;
+    if (!failure_state(r, s, detail) && r.reply->type == REDIS_REPLY_INTEGER && r.reply->integer > 0 &&
+        !e_.vote_exclusion(node, BootClock::now())) {
+      ++tk_tally_.ok;
+      ticket_ = std::max(ticket_, static_cast<std::uint64_t>(r.reply->integer));
+    } else {
+      ++tk_tally_.failed;
+    }
+    evaluate_ticket();
+  }
+
+  void evaluate_ticket() {
+    if (dispatching_ || !tk_open_) return;
+    auto d = detail::decide(tk_tally_);
+    if (d == detail::Decision::undecided) return;
+    tk_open_ = false;
+    if (d == detail::Decision::impossible) {
+      finish(Errc::no_quorum, "no quorum for a queue ticket");
+      return;
+    }
+    wb_for_ticket_ = true;
+    start_writeback();
+  }
+
   void start_writeback() {
     wb_tally_ = Tally{e_.n()};
     wb_open_ = true;
     dispatching_ = true;
     Command c;
-    c.arg(keys_[0] + std::string(fence_key_suffix)).arg(static_cast<long long>(fence_max_));
+    if (wb_for_ticket_) {
+      c.arg(ticket_key(keys_[0])).arg(static_cast<long long>(ticket_));
+    } else {
+      c.arg(keys_[0] + std::string(fence_key_suffix)).arg(static_cast<long long>(fence_max_));
+    }
     for (int i = 0; i < e_.n(); ++i) {
       if (!send_script(i, ScriptId::fence_raise, 1, c, attempt_ | writeback_tag)) ++wb_tally_.failed;
     }
@@ -496,6 +596,15 @@ class AcquireOp final : public Operation {
     auto d = detail::decide(wb_tally_);
     if (d == detail::Decision::undecided) return;
     wb_open_ = false;
+    if (wb_for_ticket_) {
+      wb_for_ticket_ = false;
+      if (d == detail::Decision::impossible) {
+        finish(Errc::no_quorum, "no quorum for the queue ticket's write-back");
+      } else {
+        start_attempt();
+      }
+      return;
+    }
     if (d == detail::Decision::impossible) {
       fail_attempt(Errc::no_quorum, "no quorum for the fence write-back: " + std::to_string(wb_tally_.ok) + " of " +
                                         std::to_string(e_.n()) + " nodes acknowledged");
@@ -514,11 +623,17 @@ class AcquireOp final : public Operation {
   }
 
   void fail_attempt(Errc why, std::string message) {
-    Rollback::run(e_, keys_, token_);
+    Rollback::run(e_, keys_, token_, opts_.mode);
     last_error_ = why;
     last_message_ = std::move(message);
     auto now = BootClock::now();
     Millis sleep = e_.retry_sleep();
+    if (opts_.fair) {
+      // A waiter in the queue polls quickly, backing off: the lock is usually handed on soon after
+      // a release, and the heartbeat must be refreshed well within heartbeat_ttl.
+      sleep = poll_;
+      poll_ = std::min(poll_ * 2, std::min(Millis{100}, opts_.heartbeat_ttl / 4));
+    }
     bool again;
     if (wait_until_) {
       again = now < *wait_until_;
@@ -550,7 +665,15 @@ class AcquireOp final : public Operation {
     return true;
   }
 
+  // A waiting writer's mark must outlive the sleep between its attempts, but not a writer that
+  // gave up or died: readers are only held back while a writer is really trying.
+  Millis writer_mark_ttl() const {
+    return std::max(Millis{500}, 2 * (e_.options_.retry_delay + e_.options_.retry_jitter) + e_.options_.node_timeout);
+  }
+
   void finish_ok(Lock lock) {
+    LockBuilder::set_mode(lock, opts_.mode);
+    if (opts_.fair) LockBuilder::set_ticket(lock, ticket_);
     AcquireResult res;
     res.lock = std::move(lock);
     res.nodes = outcomes_;
@@ -570,6 +693,19 @@ class AcquireOp final : public Operation {
   void complete(AcquireResult res) {
     if (done_) return;
     done_ = true;
+    if (opts_.mode == LockMode::write && res.error && !e_.closing_) {
+      // A writer that gives up takes its waiting mark back, so readers need not wait it out.
+      Command c;
+      c.arg(writer_waiting_key(keys_[0])).arg(waiter_);
+      Rollback::broadcast(e_, ScriptId::release, 1, c);
+    }
+    if (opts_.fair && !waiter_.empty() && !e_.closing_) {
+      // Leave the queue everywhere (granting nodes already removed us), so nobody waits on a
+      // waiter that is done.
+      Command c;
+      c.arg(queue_key(keys_[0])).arg(heartbeats_key(keys_[0])).arg(waiter_);
+      Rollback::broadcast(e_, ScriptId::fair_leave, 2, c);
+    }
     e_.count_acquire(res, BootClock::now() - started_);
     e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
     finished();
@@ -594,6 +730,13 @@ class AcquireOp final : public Operation {
   bool done_ = false;
   uv_timer_t* retry_timer_ = nullptr;
   static constexpr std::uint32_t writeback_tag = 0x80000000u;
+  static constexpr std::uint32_t ticket_tag = 0x40000000u;
+  std::string waiter_;
+  std::uint64_t ticket_ = 0;
+  Tally tk_tally_;
+  bool tk_open_ = false;
+  bool wb_for_ticket_ = false;
+  Millis poll_{5};
   std::uint64_t fence_max_ = 0;
   Tally wb_tally_;
   bool wb_open_ = false;
@@ -614,14 +757,20 @@ class ExtendOp final : public Operation {
     outcomes_.assign(static_cast<std::size_t>(e_.n()), NodeOutcome{});
     answered_.assign(static_cast<std::size_t>(e_.n()), false);
     Command c;
-    for (const auto& r : lock_.resources()) c.arg(e_.options_.key_prefix + r);
+    ScriptId id = lock_.resources().size() > 1 ? ScriptId::extend_multi : ScriptId::extend;
+    int numkeys = static_cast<int>(lock_.resources().size());
+    if (lock_.mode() == LockMode::read) {
+      c.arg(readers_key(e_.options_.key_prefix + lock_.resource()));
+      id = ScriptId::extend_read;
+      numkeys = 1;
+    } else {
+      for (const auto& r : lock_.resources()) c.arg(e_.options_.key_prefix + r);
+    }
     c.arg(lock_.token()).arg(static_cast<long long>(ttl_.count()));
-    const bool multi = lock_.resources().size() > 1;
-    const int numkeys = static_cast<int>(lock_.resources().size());
     dispatching_ = true;
     t1_ = BootClock::now();  // this extend's own start: validity never borrows from the acquire
     for (int i = 0; i < e_.n(); ++i) {
-      if (!send_script(i, multi ? ScriptId::extend_multi : ScriptId::extend, numkeys, c, 1)) record(i, not_sent(i));
+      if (!send_script(i, id, numkeys, c, 1)) record(i, not_sent(i));
     }
     dispatching_ = false;
     evaluate();
@@ -727,14 +876,18 @@ class ReleaseOp final : public Operation {
   ReleaseOp(Engine::Impl& e, const Lock& lock, Engine::ReleaseCallback cb) : Operation(e), cb_(std::move(cb)) {
     outcomes_.assign(static_cast<std::size_t>(e_.n()), NodeOutcome{});
     Command c;
-    for (const auto& r : lock.resources()) c.arg(e_.options_.key_prefix + r);
+    ScriptId id = lock.resources().size() > 1 ? ScriptId::release_multi : ScriptId::release;
+    int numkeys = static_cast<int>(lock.resources().size());
+    if (lock.mode() == LockMode::read) {
+      c.arg(readers_key(e_.options_.key_prefix + lock.resource()));
+      id = ScriptId::release_read;
+      numkeys = 1;
+    } else {
+      for (const auto& r : lock.resources()) c.arg(e_.options_.key_prefix + r);
+    }
     c.arg(lock.token());
-    const bool multi = lock.resources().size() > 1;
     for (int i = 0; i < e_.n(); ++i) {
-      if (!send_script(i, multi ? ScriptId::release_multi : ScriptId::release,
-                       static_cast<int>(lock.resources().size()), c, 0)) {
-        record(i, not_sent(i));
-      }
+      if (!send_script(i, id, numkeys, c, 0)) record(i, not_sent(i));
     }
     maybe_finish();
   }
@@ -1061,8 +1214,20 @@ void Engine::acquire(std::vector<std::string> resources, AcquireOptions options,
   if (options.fence && resources.size() > 1) {
     return fail(Errc::invalid_argument, "fencing takes one resource per lock");
   }
+  if (options.mode != LockMode::exclusive && resources.size() > 1) {
+    return fail(Errc::invalid_argument, "read and write locks take one resource");
+  }
+  if (options.fair && (options.mode != LockMode::exclusive || options.fence || resources.size() > 1)) {
+    return fail(Errc::invalid_argument, "a fair lock is an exclusive lock on one resource, without fencing");
+  }
+  if (options.fair && (options.heartbeat_ttl < Millis{100} || options.heartbeat_ttl > max_ttl)) {
+    return fail(Errc::invalid_argument, "heartbeat_ttl must be at least 100 ms");
+  }
+  if (options.mode != LockMode::exclusive && options.fence) {
+    return fail(Errc::invalid_argument, "fencing is offered on exclusive locks only");
+  }
   auto* op = new AcquireOp(*impl_, std::move(resources), options, std::move(cb));
-  op->start_attempt();
+  op->start();
 }
 
 void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendCallback cb) {

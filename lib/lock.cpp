@@ -24,8 +24,9 @@ Millis Lock::remaining() const noexcept {
   return std::chrono::duration_cast<Millis>(left);
 }
 
-Lock Lock::from_token(std::vector<std::string> resources, std::string token) {
+Lock Lock::from_token(std::vector<std::string> resources, std::string token, LockMode mode) {
   Lock l;
+  l.mode_ = mode;
   l.resources_ = std::move(resources);
   l.token_ = std::move(token);
   l.deadline_ = BootClock::time_point::max();

@@ -29,6 +29,8 @@ class LockBuilder {
     l.nodes_ = std::move(outcomes);
   }
   static void set_fence(Lock& l, std::uint64_t f) { l.fence_ = f; }
+  static void set_mode(Lock& l, LockMode m) { l.mode_ = m; }
+  static void set_ticket(Lock& l, std::uint64_t t) { l.ticket_ = t; }
 };
 
 }  // namespace redlock

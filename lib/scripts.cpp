@@ -39,6 +39,71 @@ return 0)",
     R"(local c = tonumber(redis.call("get", KEYS[1]) or "0")
 if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1]) end
 return 1)",
+    // acquire_read
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call("exists", KEYS[1]) == 1 or redis.call("exists", KEYS[3]) == 1 then return 0 end
+redis.call("zremrangebyscore", KEYS[2], "-inf", now)
+redis.call("zadd", KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call("zrange", KEYS[2], -1, -1, "withscores")
+redis.call("pexpireat", KEYS[2], last[2])
+return 1)",
+    // acquire_write
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call("zremrangebyscore", KEYS[2], "-inf", now)
+if redis.call("exists", KEYS[1]) == 1 then return 0 end
+if redis.call("zcard", KEYS[2]) > 0 then
+  redis.call("set", KEYS[3], ARGV[4], "PX", ARGV[3])
+  return 0
+end
+redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
+if redis.call("get", KEYS[3]) == ARGV[4] then redis.call("del", KEYS[3]) end
+return 1)",
+    // release_read
+    R"(return redis.call("zrem", KEYS[1], ARGV[1]))",
+    // extend_read
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = redis.call("zscore", KEYS[1], ARGV[1])
+if not exp or tonumber(exp) <= now then return 0 end
+redis.call("zadd", KEYS[1], "XX", now + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call("zrange", KEYS[1], -1, -1, "withscores")
+redis.call("pexpireat", KEYS[1], last[2])
+return 1)",
+    // ticket_take (KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl): the counter, and a
+    // place in the queue at once with this node's value, so no later ticket can overtake a waiter
+    // whose ticket round is still finishing
+    R"(local n = redis.call("incr", KEYS[1])
+local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
+redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
+redis.call("pexpire", KEYS[2], 2 * tonumber(ARGV[2]))
+redis.call("pexpire", KEYS[3], 2 * tonumber(ARGV[2]))
+return n)",
+    // acquire_fair (ARGV: token, ttl, ticket, heartbeat ttl, waiter id): drop waiters whose
+    // heartbeat expired, (re)join the queue with our ticket, refresh our heartbeat, and take the
+    // lock only when first in line and the key is free
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
+  redis.call("zrem", KEYS[2], d)
+  redis.call("zrem", KEYS[3], d)
+end
+redis.call("zadd", KEYS[2], ARGV[3], ARGV[5])
+redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[5])
+redis.call("pexpire", KEYS[2], 2 * tonumber(ARGV[4]))
+redis.call("pexpire", KEYS[3], 2 * tonumber(ARGV[4]))
+if redis.call("zrange", KEYS[2], 0, 0)[1] ~= ARGV[5] then return 0 end
+if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
+redis.call("zrem", KEYS[2], ARGV[5])
+redis.call("zrem", KEYS[3], ARGV[5])
+return 1)",
+    // fair_leave
+    R"(redis.call("zrem", KEYS[1], ARGV[1])
+redis.call("zrem", KEYS[2], ARGV[1])
+return 1)",
 };
 static_assert(std::size(bodies) == script_count());
 

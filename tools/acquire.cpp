@@ -13,6 +13,9 @@ struct AcquireArgs {
   std::string ttl = "30s";
   std::string wait;
   bool fence = false;
+  bool read = false;
+  bool write = false;
+  bool fair = false;
 };
 
 int run_acquire(const AcquireArgs& a, const Globals& g) {
@@ -28,6 +31,13 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
     if (r.empty()) throw UsageError("empty resource name");
   }
   opts.fence = a.fence;
+  opts.mode = lock_mode(a.read, a.write);
+  opts.fair = a.fair;
+  if (a.fair && (opts.mode != LockMode::exclusive || a.fence || a.resources.size() > 1)) {
+    throw UsageError("--fair takes one resource and no --read/--write/--fence");
+  }
+  if (opts.mode != LockMode::exclusive && a.resources.size() > 1) throw UsageError("--read/--write take one resource");
+  if (opts.mode != LockMode::exclusive && a.fence) throw UsageError("--fence goes with exclusive locks only");
   if (a.fence && a.resources.size() > 1) throw UsageError("--fence takes one resource");
   Client client(make_options(g));
   auto res = client.try_acquire(a.resources, opts);
@@ -77,6 +87,9 @@ void setup_acquire(CLI::App& app, Context& ctx) {
       ->required();
   sub->add_option("--ttl", a->ttl, "How long the nodes keep the lock (default 30s)");
   sub->add_option("--wait", a->wait, "Keep retrying until this much time has passed (default 0)");
+  sub->add_flag("--fair", a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)");
+  sub->add_flag("--read", a->read, "A shared read lock (many readers, no writer)");
+  sub->add_flag("--write", a->write, "A write lock (no readers; a waiting writer holds off new readers)");
   sub->add_flag("--fence", a->fence,
                 "Also take a fencing token (grows with every acquisition; in --json as 'fence')");
   sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_acquire(*a, ctx.globals); }; });

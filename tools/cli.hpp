@@ -57,6 +57,9 @@ inline constexpr const char* default_nodes = "127.0.0.1:7001,127.0.0.1:7002,127.
 // Parses a duration flag or throws UsageError naming the flag and the value.
 Millis duration_arg(const std::string& flag, const std::string& text);
 
+// --read / --write flags to a lock mode; throws UsageError when both are given.
+LockMode lock_mode(bool read, bool write);
+
 // Builds engine options from the global flags and the environment; throws UsageError.
 Options make_options(const Globals& g);
 

@@ -66,6 +66,11 @@ Options make_options(const Globals& g) {
   return o;
 }
 
+LockMode lock_mode(bool read, bool write) {
+  if (read && write) throw UsageError("--read and --write exclude each other");
+  return read ? LockMode::read : write ? LockMode::write : LockMode::exclusive;
+}
+
 std::string json_string(std::string_view s) {
   static const char* hex = "0123456789abcdef";
   std::string out = "\"";

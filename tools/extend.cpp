@@ -11,6 +11,7 @@ namespace {
 struct ExtendArgs {
   std::vector<std::string> args;
   std::string ttl = "30s";
+  bool read = false;
 };
 
 int run_extend(ExtendArgs a, const Globals& g) {
@@ -25,7 +26,7 @@ int run_extend(ExtendArgs a, const Globals& g) {
   if (ttl.count() <= 0) throw UsageError("--ttl: must be positive, got '" + a.ttl + "'");
   if (ttl > max_ttl) throw UsageError("--ttl: '" + a.ttl + "' is longer than 365 days");
   Client client(make_options(g));
-  auto res = client.try_extend(Lock::from_token(a.args, token), ttl);
+  auto res = client.try_extend(Lock::from_token(a.args, token, a.read ? LockMode::read : LockMode::exclusive), ttl);
   if (g.json) {
     std::string s = "{\"resource\":" + json_string(a.args.front()) +
                     ",\"resources\":" + json_array(a.args) + ",\"token\":" + json_string(token) +
@@ -54,6 +55,7 @@ void setup_extend(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("extend", "Reset a held lock's ttl; prints the new validity (ms)");
   sub->add_option("resource_and_token", a->args, "RESOURCE [RESOURCE...] TOKEN")->required();
   sub->add_option("--ttl", a->ttl, "New ttl (default 30s)");
+  sub->add_flag("--read", a->read, "The token is a read lock's (acquire --read)");
   sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_extend(*a, ctx.globals); }; });
 }
 

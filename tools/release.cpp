@@ -8,7 +8,7 @@
 namespace redlock::cli {
 namespace {
 
-int run_release(std::vector<std::string> args, const Globals& g) {
+int run_release(std::vector<std::string> args, bool read, const Globals& g) {
   if (args.size() < 2) throw UsageError("release needs RESOURCE and TOKEN");
   std::string token = args.back();
   args.pop_back();
@@ -17,7 +17,7 @@ int run_release(std::vector<std::string> args, const Globals& g) {
     if (r.empty()) throw UsageError("empty resource name");
   }
   Client client(make_options(g));
-  auto res = client.try_release(Lock::from_token(args, token));
+  auto res = client.try_release(Lock::from_token(args, token, read ? LockMode::read : LockMode::exclusive));
   if (g.json) {
     std::string s = "{\"resource\":" + json_string(args.front()) +
                     ",\"resources\":" + json_array(args) + ",\"token\":" + json_string(token) +
@@ -44,9 +44,11 @@ int run_release(std::vector<std::string> args, const Globals& g) {
 
 void setup_release(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<std::vector<std::string>>();
+  auto read = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand("release", "Release a lock: compare-and-delete on every node");
   sub->add_option("resource_and_token", *args, "RESOURCE [RESOURCE...] TOKEN")->required();
-  sub->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_release(*args, ctx.globals); }; });
+  sub->add_flag("--read", *read, "The token is a read lock's (acquire --read)");
+  sub->callback([args, read, &ctx] { ctx.action = [args, read, &ctx] { return run_release(*args, *read, ctx.globals); }; });
 }
 
 }  // namespace redlock::cli

@@ -34,6 +34,9 @@ struct RunArgs {
   std::string wait;
   std::string grace = "5s";
   bool fence = false;
+  bool read = false;
+  bool write = false;
+  bool fair = false;
 };
 
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
@@ -96,6 +99,12 @@ int run_run(const RunArgs& a, const Globals& g) {
   const Millis grace = duration_arg("--grace", a.grace);
   lo.hold.auto_extend = true;
   lo.acquire.fence = a.fence;
+  lo.acquire.mode = lock_mode(a.read, a.write);
+  lo.acquire.fair = a.fair;
+  if (a.fair && (lo.acquire.mode != LockMode::exclusive || a.fence)) {
+    throw UsageError("--fair goes without --read/--write/--fence");
+  }
+  if (lo.acquire.mode != LockMode::exclusive && a.fence) throw UsageError("--fence goes with exclusive locks only");
 
   sigset_t mask, old_mask;
   sigemptyset(&mask);
@@ -194,6 +203,9 @@ void setup_run(CLI::App& app, Context& ctx) {
   sub->add_option("--wait", a->wait, "Keep retrying the acquisition this long (default 0)");
   sub->add_option("--grace", a->grace, "After a loss: SIGTERM, then SIGKILL after this long (default 5s)");
   sub->add_flag("--fence", a->fence, "Take a fencing token and export it as REDLOCK_FENCE");
+  sub->add_flag("--fair", a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)");
+  sub->add_flag("--read", a->read, "Hold a shared read lock");
+  sub->add_flag("--write", a->write, "Hold a write lock (excludes readers)");
   sub->footer("Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere, 2 usage,\n"
               "3 no quorum, 4 the lock was lost while COMMAND ran.\n"
               "COMMAND sees REDLOCK_RESOURCE and REDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its\nenvironment.");

@@ -46,12 +46,16 @@ class Lock {
   [[nodiscard]] int votes() const noexcept { return votes_; }
   [[nodiscard]] int node_count() const noexcept { return node_count_; }
   [[nodiscard]] std::optional<std::uint64_t> fence() const noexcept { return fence_; }
+  [[nodiscard]] LockMode mode() const noexcept { return mode_; }
+  // Fair locks: the ticket that fixed this holder's place in the queue.
+  [[nodiscard]] std::optional<std::uint64_t> ticket() const noexcept { return ticket_; }
   [[nodiscard]] const std::vector<NodeOutcome>& nodes() const noexcept { return nodes_; }
 
   // Rebuilds a lock from a token handed over from another process (the CLI's
   // `release RESOURCE TOKEN`). Its local deadline is unknown, so `deadline()` is the far future
   // and only the nodes decide whether an extend or release succeeds.
-  [[nodiscard]] static Lock from_token(std::vector<std::string> resources, std::string token);
+  [[nodiscard]] static Lock from_token(std::vector<std::string> resources, std::string token,
+                                       LockMode mode = LockMode::exclusive);
 
  private:
   friend class LockBuilder;
@@ -63,6 +67,8 @@ class Lock {
   int votes_ = 0;
   int node_count_ = 0;
   std::optional<std::uint64_t> fence_;
+  LockMode mode_ = LockMode::exclusive;
+  std::optional<std::uint64_t> ticket_;
   std::vector<NodeOutcome> nodes_;
 };
 

@@ -83,6 +83,13 @@ struct Options {
   Logger logger;  // silent when empty
 };
 
+// What kind of lock to take on a resource.
+enum class LockMode {
+  exclusive,  // the plain Redlock: one holder (interoperable with other Redlock clients)
+  read,       // shared with other readers; excludes writers (and plain locks)
+  write,      // one writer, no readers; a waiting writer stops new readers from entering
+};
+
 // Per-call settings of an acquisition.
 struct AcquireOptions {
   Millis ttl{30000};
@@ -93,6 +100,14 @@ struct AcquireOptions {
   // Fencing (see fencing.hpp): the lock gets a fence() that grows strictly with every successful
   // acquisition of the resource. Costs one more round trip. One resource per lock.
   bool fence = false;
+  // Read-write locks (see README, "Key layout"): read and write take one resource.
+  LockMode mode = LockMode::exclusive;
+  // Fair (FIFO) lock: waiters are served in the order of a ticket taken from the quorum, also
+  // across processes. Waiting polls with a short backoff (5 ms doubling to 100 ms) and keeps a
+  // heartbeat, so a waiter that dies loses its place after `heartbeat_ttl`. Without `wait`,
+  // a fair acquire waits retry_count * retry_delay. Exclusive mode, one resource.
+  bool fair = false;
+  Millis heartbeat_ttl{2000};
 };
 
 }  // namespace redlock
