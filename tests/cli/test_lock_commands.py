@@ -190,6 +190,25 @@ class LockCommands(unittest.TestCase):
             self.assertIn(b"node", r.stderr)
         self.assertEqual(self.c.count_with("t-badaddr"), 0)
 
+    def test_read_write_and_fair(self):
+        r1 = self.cli("acquire", "rw-doc", "--read")
+        r2 = self.cli("acquire", "rw-doc", "--read")
+        self.assertEqual((r1.returncode, r2.returncode), (0, 0))
+        w = self.cli("acquire", "rw-doc", "--write", "--retry-count", "0")
+        self.assertEqual(w.returncode, 1)
+        for r in (r1, r2):
+            self.assertEqual(self.cli("release", "--read", "rw-doc", r.stdout.decode().strip()).returncode, 0)
+        w = self.cli("acquire", "rw-doc", "--write")
+        self.assertEqual(w.returncode, 0, w.stderr)
+        self.assertEqual(self.cli("acquire", "rw-doc", "--read", "--retry-count", "0").returncode, 1)
+        self.assertEqual(self.cli("release", "rw-doc", w.stdout.decode().strip()).returncode, 0)
+        f = self.cli("acquire", "fair-doc", "--fair", "--wait", "2s")
+        self.assertEqual(f.returncode, 0, f.stderr)
+        self.assertEqual(self.cli("acquire", "fair-doc", "--fair", "--wait", "300ms").returncode, 1)
+        for bad in (["--read", "--write"], ["--fair", "--read"], ["--fence", "--write"]):
+            r = self.cli("acquire", "rw-bad", *bad)
+            self.assertEqual(r.returncode, 2, bad)
+
     def test_help_and_version(self):
         for args in (["--help"], ["acquire", "--help"], ["release", "--help"], ["status", "--help"],
                      ["extend", "--help"], ["--version"]):
