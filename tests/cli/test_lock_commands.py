@@ -209,6 +209,14 @@ class LockCommands(unittest.TestCase):
             r = self.cli("acquire", "rw-bad", *bad)
             self.assertEqual(r.returncode, 2, bad)
 
+    def test_default_nodes_are_the_local_cluster(self):
+        # Without -n and REDLOCK_NODES the five `cluster up` nodes are used. Point at them with a
+        # tiny timeout: whether or not they run here, the per-node record names exactly them.
+        r = run("--connect-timeout", "50ms", "acquire", "t-default", "--ttl", "1s", "--json", "--retry-count", "0")
+        obj = json.loads(r.stdout)
+        self.assertEqual([n["node"] for n in obj["per_node"]],
+                         ["127.0.0.1:%d" % p for p in range(7001, 7006)])
+
     def test_help_and_version(self):
         for args in (["--help"], ["acquire", "--help"], ["release", "--help"], ["status", "--help"],
                      ["extend", "--help"], ["--version"]):

@@ -254,3 +254,29 @@ TEST_CASE("retries: a fresh token per attempt, and a wait deadline that bounds t
   CHECK(took >= 300);
   CHECK(took < 1500);
 }
+
+TEST_CASE("unix socket and IPv6 addresses reach real servers") {
+  redlock::test::ServerConfig cfg;
+  cfg.unix_socket = true;
+  RedisServer s(cfg);
+  {
+    Client client(options_for("unix://" + s.unix_path()));
+    auto r = client.try_acquire({"via-unix"}, ttl_opts(5s));
+    REQUIRE_MESSAGE(r, r.message);
+    CHECK(s.get("via-unix") == r.lock.token());
+  }
+  // IPv6 loopback, when this machine has it.
+  redlock::test::ServerConfig v6;
+  v6.extra_args = {"--bind", "127.0.0.1 ::1"};
+  std::unique_ptr<RedisServer> s6;
+  try {
+    s6 = std::make_unique<RedisServer>(v6);
+  } catch (const std::exception& e) {
+    MESSAGE("no IPv6 loopback here, skipped: ", e.what());
+    return;
+  }
+  Client client(options_for("redis://[::1]:" + std::to_string(s6->port())));
+  auto r = client.try_acquire({"via-v6"}, ttl_opts(5s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(s6->get("via-v6") == r.lock.token());
+}
