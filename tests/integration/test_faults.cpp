@@ -1,4 +1,5 @@
 // Node failures: every one of them is "no vote" with a reason in the per-node record.
+#include <mutex>
 #include <thread>
 
 #include "common.hpp"
@@ -205,4 +206,23 @@ TEST_CASE("AUTH with an ACL user, with a password alone, and SELECT of a databas
   Client client(options_for("redis://s3cret@127.0.0.1:" + port));
   auto r = client.try_acquire({"authed"}, ttl_opts(5s));
   CHECK_MESSAGE(r, r.message);
+}
+
+TEST_CASE("an eviction policy that can drop lock keys is warned about at connect") {
+  redlock::test::ServerConfig cfg;
+  cfg.extra_args = {"--maxmemory-policy", "allkeys-lru"};
+  RedisServer s(cfg);
+  Options o = options_for(s.address());
+  auto warnings = std::make_shared<std::vector<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  o.logger = [warnings, mu](LogLevel level, std::string_view m) {
+    std::lock_guard<std::mutex> g(*mu);
+    if (level == LogLevel::warning) warnings->emplace_back(m);
+  };
+  Client client(o);
+  REQUIRE(client.try_acquire({"evictable"}, ttl_opts(5s)));
+  std::lock_guard<std::mutex> g(*mu);
+  bool found = false;
+  for (const auto& w : *warnings) found |= w.find("allkeys-lru") != std::string::npos;
+  CHECK(found);
 }

@@ -227,3 +227,52 @@ TEST_CASE("invalid hold options are refused before anything is sent") {
   CHECK(ec == Errc::invalid_argument);
   CHECK(c.count_with_key("bad-hold") == 0);
 }
+
+TEST_CASE("hold limits: after max_extensions the watchdog stops and the loss is reported at the deadline") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  std::atomic<int> lost{0};
+  auto o = held(300ms);
+  o.hold.max_extensions = 2;
+  o.hold.on_lost = [&](const LossInfo& l) {
+    CHECK(l.reason == Errc::expired);
+    ++lost;
+  };
+  Guard g = client.lock({"limited"}, o);
+  REQUIRE(eventually([&] { return lost.load() == 1; }, 3000ms));
+  CHECK(g.extensions() == 2);
+  CHECK_FALSE(g.owns());
+  std::this_thread::sleep_for(300ms);
+  CHECK(lost == 1);
+  CHECK(c.count_with_key("limited") == 0);  // it expired on the nodes too
+
+  auto o2 = held(300ms);
+  o2.hold.max_hold = 500ms;
+  Guard g2 = client.lock({"limited2"}, o2);
+  std::this_thread::sleep_for(1200ms);
+  CHECK_FALSE(g2.owns());
+  REQUIRE(g2.lost());
+  CHECK(g2.extensions() <= 5);
+}
+
+TEST_CASE("the watchdog and the guard work for read locks and fair locks") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto o = held(300ms);
+  o.acquire.mode = LockMode::read;
+  Guard reader = client.lock({"rw-held"}, o);
+  auto o2 = held(300ms);
+  o2.acquire.fair = true;
+  o2.acquire.wait = 2s;
+  Guard fair = client.lock({"fair-held"}, o2);
+  std::this_thread::sleep_for(1000ms);
+  CHECK(reader.owns());
+  CHECK(fair.owns());
+  CHECK(reader.extensions() >= 5);
+  CHECK(fair.extensions() >= 5);
+  CHECK(c[0].command({"ZSCORE", "rw-held:readers", reader.lock().token()}).type != redlock::test::Reply::Type::nil);
+  reader.release();
+  fair.release();
+  CHECK(c[0].command({"ZCARD", "rw-held:readers"}).integer == 0);
+  CHECK(c.count_with_key("fair-held") == 0);
+}
