@@ -121,6 +121,10 @@ Client::~Client() {
 }
 
 void Client::acquire_async(std::vector<std::string> resources, AcquireOptions options, Engine::AcquireCallback cb) {
+  if (impl_->on_io_thread()) {  // chained from a callback: no queue, no wake-up needed
+    impl_->engine().acquire(std::move(resources), options, std::move(cb));
+    return;
+  }
   auto shared_cb = std::make_shared<Engine::AcquireCallback>(std::move(cb));
   if (!impl_->post([impl = impl_.get(), resources = std::move(resources), options, shared_cb]() mutable {
         impl->engine().acquire(std::move(resources), options, std::move(*shared_cb));
@@ -130,6 +134,10 @@ void Client::acquire_async(std::vector<std::string> resources, AcquireOptions op
 }
 
 void Client::extend_async(Lock lock, Millis ttl, Engine::ExtendCallback cb) {
+  if (impl_->on_io_thread()) {
+    impl_->engine().extend(lock, ttl, std::move(cb));
+    return;
+  }
   auto shared_cb = std::make_shared<Engine::ExtendCallback>(std::move(cb));
   if (!impl_->post([impl = impl_.get(), lock = std::move(lock), ttl, shared_cb]() mutable {
         impl->engine().extend(lock, ttl, std::move(*shared_cb));
@@ -139,6 +147,10 @@ void Client::extend_async(Lock lock, Millis ttl, Engine::ExtendCallback cb) {
 }
 
 void Client::release_async(Lock lock, Engine::ReleaseCallback cb) {
+  if (impl_->on_io_thread()) {
+    impl_->engine().release(lock, std::move(cb));
+    return;
+  }
   auto shared_cb = std::make_shared<Engine::ReleaseCallback>(std::move(cb));
   if (!impl_->post([impl = impl_.get(), lock = std::move(lock), shared_cb]() mutable {
         impl->engine().release(lock, std::move(*shared_cb));

@@ -206,6 +206,12 @@ class Engine::Impl final : public detail::NodeHost {
 
   void note_ttl(Millis ttl) { max_ttl_used_ = std::max(max_ttl_used_, ttl); }
 
+  // A uniform value in [0, span].
+  Millis jitter(Millis span) {
+    std::uniform_int_distribution<long long> dist(0, std::max<long long>(0, span.count()));
+    return Millis{dist(rng_)};
+  }
+
   Millis retry_sleep() {
     auto d = options_.retry_delay.count();
     auto j = options_.retry_jitter.count();
@@ -1102,7 +1108,8 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
     if (r) {
       lock_ = std::move(r.lock);
       ++extensions_;
-      next_extend_ = BootClock::now() + period_;
+      // About +-10 % so locks taken together do not all extend in the same loop iteration.
+      next_extend_ = BootClock::now() + period_ - period_ / 10 + e_.jitter(period_ / 5);
       if (on_extended_) on_extended_(lock_);
     } else if (r.error == Errc::not_held) {
       // The nodes no longer have our token: extending again would never succeed, and

@@ -9,24 +9,30 @@ namespace {
 struct Events {
   redisAsyncContext* context;
   uv_poll_t handle;
-  int events;
+  int events;  // what hiredis wants
+  int active;  // what the poll handle is started with
 };
 
 void on_poll(uv_poll_t* handle, int status, int events) {
   auto* p = static_cast<Events*>(handle->data);
   // On an error status libuv has stopped the handle; let hiredis try the operations it waits
   // for, so it sees the socket error and fails the connection (and its callbacks) at once.
+  if (status != 0) p->active = 0;  // libuv stopped the handle
   const int ready = status != 0 ? p->events : events;
   if (p->context != nullptr && (ready & UV_READABLE)) redisAsyncHandleRead(p->context);
   if (p->context != nullptr && (ready & UV_WRITABLE)) redisAsyncHandleWrite(p->context);
 }
 
+// hiredis asks for read/write interest after every read and for every command; each
+// uv_poll_start costs epoll_ctl calls even when nothing changes, so only real changes go through.
 void update(Events* p) {
+  if (p->events == p->active) return;
   if (p->events != 0) {
     uv_poll_start(&p->handle, p->events, &on_poll);
   } else {
     uv_poll_stop(&p->handle);
   }
+  p->active = p->events;
 }
 
 void add_read(void* data) {
@@ -64,7 +70,7 @@ void cleanup(void* data) {
 
 bool attach_to_loop(redisAsyncContext* ac, uv_loop_s* loop) {
   if (ac->ev.data != nullptr) return false;
-  auto* p = new Events{ac, {}, 0};
+  auto* p = new Events{ac, {}, 0, 0};
   if (uv_poll_init(loop, &p->handle, ac->c.fd) != 0) {
     delete p;
     return false;
