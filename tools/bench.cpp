@@ -4,10 +4,13 @@
 // A benchmark, not a test (docs: testing.md, "Benchmarks, not timed tests"): it prints figures
 // and the limit they are compared with, measured in the same run, and never fails on speed.
 //
-// Phases (each bounded by --seconds; the fan-out probe writes one SET to every node at once):
-//   sequential  try_acquire + try_release through redlock::Client, one after the other, each
-//               cycle paired with one plain SET to the first node over a raw synchronous hiredis
-//               connection: that SET's round trip is the floor no lock cycle can beat;
+// Phases (each bounded by --seconds):
+//   sequential  try_acquire + try_release through redlock::Client, one after the other. Each
+//               cycle is paired with two raw probes over synchronous hiredis connections, so
+//               floor and cycle share the load of this (shared, noisy) machine:
+//                 rtt      one plain SET to the first node: the round trip no cycle can beat;
+//                 fan-out  one SET written to every node at once, timed to the quorum-th and to
+//                          the last answer: what the machine itself allows for N nodes;
 //   C=...       `C` locks in flight on distinct resources, each slot chaining acquire_async ->
 //               release_async -> acquire_async ... from the callbacks.
 // --hold N keeps N locks with auto-extension for --soak seconds and samples the RSS instead.
@@ -91,7 +94,9 @@ Stats stats_of(std::vector<double> v) {
 double cpu_us() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
+  auto us = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec);
+  };
   return us(ru.ru_utime) + us(ru.ru_stime);
 }
 
@@ -177,7 +182,8 @@ class RawConnection {
     }
     redisSetTimeout(c_, tv);  // a paused node must not hang the benchmark
     if (!a.password.empty()) {
-      auto r = a.user.empty() ? command({"AUTH", a.password}) : command({"AUTH", a.user, a.password});
+      auto r =
+          a.user.empty() ? command({"AUTH", a.password}) : command({"AUTH", a.user, a.password});
       if (!r || r->type == REDIS_REPLY_ERROR) {
         error_ = "AUTH failed";
         return;
@@ -245,7 +251,8 @@ void finish_phase(PhaseResult& p, const std::vector<double>& us, Clock::time_poi
   p.cycle = stats_of(us);
   p.elapsed_s = std::chrono::duration<double>(end - start).count();
   p.per_s = p.elapsed_s > 0 ? static_cast<double>(p.cycle.count) / p.elapsed_s : 0;
-  p.cpu_us_per_op = p.cycle.count ? (cpu_us() - cpu_before) / static_cast<double>(p.cycle.count) : 0;
+  p.cpu_us_per_op =
+      p.cycle.count ? (cpu_us() - cpu_before) / static_cast<double>(p.cycle.count) : 0;
 }
 
 double thread_cpu_us() {
@@ -258,7 +265,9 @@ double thread_cpu_us() {
 class RttProbe {
  public:
   RttProbe(const NodeAddress& node, std::string key, Millis ttl)
-      : node_(node.to_string()), conn_(node, Millis{1000}), key_(std::move(key)),
+      : node_(node.to_string()),
+        conn_(node, Millis{1000}),
+        key_(std::move(key)),
         value_(40, 'x'),  // the size of a token: the same shape as the lock's SET, without NX
         px_(std::to_string(ttl.count())) {
     if (!conn_.ok()) note_error(conn_.error());
@@ -317,8 +326,13 @@ class RttProbe {
 // servers cannot answer in parallel, and this is where it shows, without the library.
 class FanoutProbe {
  public:
-  FanoutProbe(const std::vector<NodeAddress>& nodes, const std::string& key, Millis ttl, Millis timeout)
-      : nodes_(nodes.size()), quorum_(static_cast<int>(nodes.size()) / 2 + 1), timeout_(timeout), key_(key), value_(40, 'x'),
+  FanoutProbe(const std::vector<NodeAddress>& nodes, const std::string& key, Millis ttl,
+              Millis timeout)
+      : nodes_(nodes.size()),
+        quorum_(static_cast<int>(nodes.size()) / 2 + 1),
+        timeout_(timeout),
+        key_(key),
+        value_(40, 'x'),
         px_(std::to_string(ttl.count())) {
     for (const auto& n : nodes) {
       auto c = std::make_unique<RawConnection>(n, Millis{1000});
@@ -396,7 +410,8 @@ class FanoutProbe {
     for (std::size_t i = conns_.size(); i-- > 0;) {
       if (!dead[i]) continue;
       all = false;
-      if (errors_++ == 0) first_error_ = "a node did not answer within " + std::to_string(timeout_.count()) + " ms";
+      if (errors_++ == 0)
+        first_error_ = "a node did not answer within " + std::to_string(timeout_.count()) + " ms";
       conns_.erase(conns_.begin() + static_cast<std::ptrdiff_t>(i));
     }
     if (t_quorum) quorum_us_.push_back(us_between(t0, *t_quorum));
@@ -428,11 +443,12 @@ class FanoutProbe {
 };
 
 // One acquire + release after the other, through the blocking Client calls. Each cycle is
-// paired with one SET of the probe, so the floor and the cycle are measured under the same load
-// of this (shared, noisy) machine and their ratio is fair.
+// paired with one sample of each probe, so the floors and the cycle are measured under the same
+// load of this (shared, noisy) machine and their ratios are fair. The probes' time and CPU are
+// left out of the cycles' rate and CPU figures.
 PhaseResult measure_sequential(Client& client, RttProbe& probe, FanoutProbe& fanout,
-                               const std::string& resource, const AcquireOptions& opts, double seconds,
-                               Progress& progress) {
+                               const std::string& resource, const AcquireOptions& opts,
+                               double seconds, Progress& progress) {
   PhaseResult p;
   p.name = "cycle sequential";
   p.concurrency = 1;
@@ -466,8 +482,8 @@ PhaseResult measure_sequential(Client& client, RttProbe& probe, FanoutProbe& fan
       acq.push_back(us_between(t0, t1));
       rel.push_back(us_between(t1, t2));
     }
-    progress.show("bench: " + p.name + "  " + fmt(us_between(start, t2) / 1e6) + "/" + fmt(seconds) +
-                  " s  " + std::to_string(cycle.size()) + " cycles");
+    progress.show("bench: " + p.name + "  " + fmt(us_between(start, t2) / 1e6) + "/" +
+                  fmt(seconds) + " s  " + std::to_string(cycle.size()) + " cycles");
   }
   const auto end = Clock::now();
   p.cycle = stats_of(cycle);
@@ -482,7 +498,8 @@ PhaseResult measure_sequential(Client& client, RttProbe& probe, FanoutProbe& fan
 
 PhaseResult fanout_result(const FanoutProbe& probe, bool all, std::size_t nodes) {
   PhaseResult p;
-  p.name = std::string("SET fan-out, ") + (all ? "all " : "quorum ") + "(" + std::to_string(nodes) + ")";
+  p.name =
+      std::string("SET fan-out, ") + (all ? "all " : "quorum ") + "(" + std::to_string(nodes) + ")";
   p.concurrency = 1;
   p.cycle = stats_of(all ? probe.all_samples() : probe.quorum_samples());
   p.per_s = -1;
@@ -498,7 +515,9 @@ PhaseResult rtt_result(const RttProbe& probe) {
   p.concurrency = 1;
   p.cycle = stats_of(probe.samples());
   p.per_s = -1;  // interleaved with the cycles: a rate would mean nothing
-  p.cpu_us_per_op = probe.samples().empty() ? -1 : probe.cpu_us_spent() / static_cast<double>(probe.samples().size());
+  p.cpu_us_per_op = probe.samples().empty()
+                        ? -1
+                        : probe.cpu_us_spent() / static_cast<double>(probe.samples().size());
   p.errors = probe.errors();
   p.first_error = probe.first_error();
   return p;
@@ -532,8 +551,9 @@ class Load {
       while (active_ > 0) {
         cv_.wait_for(g, std::chrono::milliseconds(100));
         if (active_ > 0) {
-          progress.show("bench: " + p.name + "  " + fmt(us_between(start_, Clock::now()) / 1e6) + "/" +
-                        fmt(seconds) + " s  " + std::to_string(completed_.load()) + " cycles");
+          progress.show("bench: " + p.name + "  " + fmt(us_between(start_, Clock::now()) / 1e6) +
+                        "/" + fmt(seconds) + " s  " + std::to_string(completed_.load()) +
+                        " cycles");
         }
       }
     }
@@ -546,23 +566,23 @@ class Load {
  private:
   void start_cycle(int slot) {
     const auto t0 = Clock::now();
-    client_.acquire_async({resources_[static_cast<std::size_t>(slot)]}, opts_,
-                          [this, slot, t0](AcquireResult a) {
-                            if (!a) {
-                              note_error("acquire: " + error_name(a.error) + ": " + a.message);
-                              next(slot);
-                              return;
-                            }
-                            client_.release_async(std::move(a.lock), [this, slot, t0](ReleaseResult r) {
-                              if (r) {
-                                us_.push_back(us_between(t0, Clock::now()));
-                                completed_.fetch_add(1, std::memory_order_relaxed);
-                              } else {
-                                note_error("release: " + error_name(r.error) + ": " + r.message);
-                              }
-                              next(slot);
-                            });
-                          });
+    client_.acquire_async(
+        {resources_[static_cast<std::size_t>(slot)]}, opts_, [this, slot, t0](AcquireResult a) {
+          if (!a) {
+            note_error("acquire: " + error_name(a.error) + ": " + a.message);
+            next(slot);
+            return;
+          }
+          client_.release_async(std::move(a.lock), [this, slot, t0](ReleaseResult r) {
+            if (r) {
+              us_.push_back(us_between(t0, Clock::now()));
+              completed_.fetch_add(1, std::memory_order_relaxed);
+            } else {
+              note_error("release: " + error_name(r.error) + ": " + r.message);
+            }
+            next(slot);
+          });
+        });
   }
 
   void next(int slot) {
@@ -629,28 +649,29 @@ Sweep sweep(const std::vector<NodeAddress>& nodes, const std::string& prefix) {
 }
 
 std::string json_stats(const std::string& name, const Stats& s) {
-  return "\"" + name + "_us_p50\":" + fmt(s.p50) + ",\"" + name + "_us_p99\":" + fmt(s.p99) + ",\"" + name +
-         "_us_p999\":" + fmt(s.p999);
+  return "\"" + name + "_us_p50\":" + fmt(s.p50) + ",\"" + name + "_us_p99\":" + fmt(s.p99) +
+         ",\"" + name + "_us_p999\":" + fmt(s.p999);
 }
 
 void print_table(std::ostream& out, const std::vector<PhaseResult>& phases) {
   char line[256];
-  std::snprintf(line, sizeof line, "%-24s %9s %9s %9s %9s %11s %12s %7s\n", "phase", "ops", "p50 us",
-                "p99 us", "p99.9 us", "ops/s", "cpu us/op", "errors");
+  std::snprintf(line, sizeof line, "%-24s %9s %9s %9s %9s %11s %12s %7s\n", "phase", "ops",
+                "p50 us", "p99 us", "p99.9 us", "ops/s", "cpu us/op", "errors");
   out << line;
   for (const auto& p : phases) {
     // A negative figure is one that does not apply to the phase.
     const std::string per_s = p.per_s < 0 ? "-" : fmt(p.per_s, 0);
     const std::string cpu = p.cpu_us_per_op < 0 ? "-" : fmt(p.cpu_us_per_op);
-    std::snprintf(line, sizeof line, "%-24s %9zu %9.1f %9.1f %9.1f %11s %12s %7ld\n", p.name.c_str(),
-                  p.cycle.count, p.cycle.p50, p.cycle.p99, p.cycle.p999, per_s.c_str(), cpu.c_str(), p.errors);
+    std::snprintf(line, sizeof line, "%-24s %9zu %9.1f %9.1f %9.1f %11s %12s %7ld\n",
+                  p.name.c_str(), p.cycle.count, p.cycle.p50, p.cycle.p99, p.cycle.p999,
+                  per_s.c_str(), cpu.c_str(), p.errors);
     out << line;
     if (p.acquire.count) {
-      std::snprintf(line, sizeof line, "%-24s %9s %9.1f %9.1f %9.1f\n", "  acquire", "", p.acquire.p50,
-                    p.acquire.p99, p.acquire.p999);
+      std::snprintf(line, sizeof line, "%-24s %9s %9.1f %9.1f %9.1f\n", "  acquire", "",
+                    p.acquire.p50, p.acquire.p99, p.acquire.p999);
       out << line;
-      std::snprintf(line, sizeof line, "%-24s %9s %9.1f %9.1f %9.1f\n", "  release", "", p.release.p50,
-                    p.release.p99, p.release.p999);
+      std::snprintf(line, sizeof line, "%-24s %9s %9.1f %9.1f %9.1f\n", "  release", "",
+                    p.release.p50, p.release.p99, p.release.p999);
       out << line;
     }
   }
@@ -672,7 +693,8 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
   Options options = make_options(g);
   const auto nodes = options.nodes;
   const std::string prefix = random_prefix();
-  const std::vector<int> levels = a.concurrency ? std::vector<int>{*a.concurrency} : std::vector<int>{1, 16, 64, 256};
+  const std::vector<int> levels =
+      a.concurrency ? std::vector<int>{*a.concurrency} : std::vector<int>{1, 16, 64, 256};
   Progress progress(!g.quiet);
 
   std::vector<PhaseResult> phases;
@@ -696,7 +718,8 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
     }
     probe.clear();
     fanout.clear();
-    PhaseResult seq = measure_sequential(client, probe, fanout, prefix + "seq", opts, a.seconds, progress);
+    PhaseResult seq =
+        measure_sequential(client, probe, fanout, prefix + "seq", opts, a.seconds, progress);
     phases.push_back(rtt_result(probe));
     phases.push_back(fanout_result(fanout, false, nodes.size()));
     phases.push_back(fanout_result(fanout, true, nodes.size()));
@@ -754,9 +777,10 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
     for (std::size_t i = first_level; i < phases.size(); ++i) {
       const auto& p = phases[i];
       if (i > first_level) s += ",";
-      s += "{\"concurrency\":" + std::to_string(p.concurrency) + ",\"cycles_per_s\":" + fmt(p.per_s) +
-           ",\"cycles\":" + std::to_string(p.cycle.count) + "," + json_stats("cycle", p.cycle) +
-           ",\"cpu_us_per_cycle\":" + fmt(p.cpu_us_per_op) + ",\"errors\":" + std::to_string(p.errors) + "}";
+      s += "{\"concurrency\":" + std::to_string(p.concurrency) +
+           ",\"cycles_per_s\":" + fmt(p.per_s) + ",\"cycles\":" + std::to_string(p.cycle.count) +
+           "," + json_stats("cycle", p.cycle) + ",\"cpu_us_per_cycle\":" + fmt(p.cpu_us_per_op) +
+           ",\"errors\":" + std::to_string(p.errors) + "}";
     }
     s += "]";
     s += ",\"errors\":" + std::to_string(errors);
@@ -778,7 +802,8 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
               << nodes.front().to_string() << "\n";
     print_table(std::cout, phases);
     if (rtt.cycle.p50 > 0 && seq.cycle.count) {
-      std::cout << "sequential cycle p50 = " << fmt(seq.cycle.p50 / rtt.cycle.p50, 2) << " x rtt p50";
+      std::cout << "sequential cycle p50 = " << fmt(seq.cycle.p50 / rtt.cycle.p50, 2)
+                << " x rtt p50";
       if (fan_q.cycle.count && fan_all.cycle.count) {
         std::cout << " = " << fmt(seq.cycle.p50 / (fan_q.cycle.p50 + fan_all.cycle.p50), 2)
                   << " x fan-out floor (quorum + all)";
@@ -786,13 +811,14 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
       std::cout << "\n";
     }
     std::cout << "keys left: " << left.keys_left;
-    if (left.unchecked) std::cout << " (" << left.unchecked << " node(s) not reachable, not checked)";
+    if (left.unchecked)
+      std::cout << " (" << left.unchecked << " node(s) not reachable, not checked)";
     std::cout << "\n";
   }
   for (const auto& p : phases) {
     if (!p.first_error.empty() && !g.quiet) {
-      std::cerr << "redlock-cli: bench: " << p.name << ": " << p.errors << " error(s), first: " << p.first_error
-                << "\n";
+      std::cerr << "redlock-cli: bench: " << p.name << ": " << p.errors
+                << " error(s), first: " << p.first_error << "\n";
     }
   }
   if (seq.cycle.count == 0) {
@@ -806,7 +832,8 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
 // lock, and whether the watchdog leaks while it keeps extending.
 int run_hold(const BenchArgs& a, const Globals& g) {
   const int count = *a.hold;
-  if (count < 1 || count > 1000000) throw UsageError("--hold: must be in 1..1000000, got " + std::to_string(count));
+  if (count < 1 || count > 1000000)
+    throw UsageError("--hold: must be in 1..1000000, got " + std::to_string(count));
   if (!(a.soak >= 0 && a.soak <= 86400)) throw UsageError("--soak: must be in [0, 86400] seconds");
   const Millis ttl = ttl_arg(a.ttl);
   Options options = make_options(g);
@@ -821,7 +848,7 @@ int run_hold(const BenchArgs& a, const Globals& g) {
     long heap_kb;
   };
   std::vector<Sample> samples;
-  long kb_start = 0, kb_locked = 0, failed = 0, extensions = 0, lost = 0;
+  long kb_start = 0, kb_locked = 0, kb_trimmed = 0, failed = 0, extensions = 0, lost = 0;
   std::string first_error;
   double take_s = 0, release_s = 0;
   {
@@ -833,7 +860,8 @@ int run_hold(const BenchArgs& a, const Globals& g) {
     std::vector<Guard> guards;
     guards.reserve(static_cast<std::size_t>(count));
     // Connect first (not measured), so the start figure is a client ready to work.
-    if (auto w = client.try_acquire({prefix + "warmup"}, lo.acquire)) (void)client.try_release(w.lock);
+    if (auto w = client.try_acquire({prefix + "warmup"}, lo.acquire))
+      (void)client.try_release(w.lock);
     kb_start = rss_kb();
     const auto t0 = Clock::now();
     for (int i = 0; i < count; ++i) {
@@ -853,16 +881,23 @@ int run_hold(const BenchArgs& a, const Globals& g) {
     const auto end = t1 + seconds_of(a.soak);
     auto next_sample = t1 + std::chrono::seconds(10);
     for (auto now = Clock::now(); now < end; now = Clock::now()) {
-      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(200), end - now));
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(std::chrono::milliseconds(200), end - now));
       now = Clock::now();
       if (now >= next_sample || now >= end) {
         samples.push_back({std::chrono::duration<double>(now - t1).count(), rss_kb(), heap_kb()});
         next_sample += std::chrono::seconds(10);
       }
       progress.show("bench: holding " + std::to_string(guards.size()) + " locks  " +
-                    fmt(std::chrono::duration<double>(now - t1).count()) + "/" + fmt(a.soak) + " s  rss " +
-                    fmt(mb(samples.back().kb)) + " MB");
+                    fmt(std::chrono::duration<double>(now - t1).count()) + "/" + fmt(a.soak) +
+                    " s  rss " + fmt(mb(samples.back().kb)) + " MB");
     }
+    // What the allocator could give back: RSS growth with a flat heap is free memory it keeps,
+    // which malloc_trim returns (glibc also releases free pages in the middle of its arenas).
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+    kb_trimmed = rss_kb();
     for (const auto& gd : guards) {
       extensions += gd.extensions();
       if (!gd.owns()) ++lost;
@@ -876,8 +911,9 @@ int run_hold(const BenchArgs& a, const Globals& g) {
   const long kb_end = samples.back().kb;
   long kb_peak = 0;
   for (const auto& s : samples) kb_peak = std::max(kb_peak, s.kb);
-  const double per_lock_b =
-      count > failed ? static_cast<double>(kb_locked - kb_start) * 1024.0 / static_cast<double>(count - failed) : 0;
+  const double per_lock_b = count > failed ? static_cast<double>(kb_locked - kb_start) * 1024.0 /
+                                                 static_cast<double>(count - failed)
+                                           : 0;
 
   if (g.json) {
     std::string s = "{\"mode\":\"hold\"";
@@ -893,6 +929,7 @@ int run_hold(const BenchArgs& a, const Globals& g) {
     s += ",\"rss_mb_end\":" + fmt(mb(kb_end), 2);
     s += ",\"rss_mb_peak\":" + fmt(mb(kb_peak), 2);
     s += ",\"rss_growth_mb\":" + fmt(mb(kb_end - kb_locked), 2);
+    s += ",\"rss_mb_end_trimmed\":" + fmt(mb(kb_trimmed), 2);
     s += ",\"heap_mb_locked\":" + fmt(mb(samples.front().heap_kb), 2);
     s += ",\"heap_mb_end\":" + fmt(mb(samples.back().heap_kb), 2);
     s += ",\"bytes_per_lock\":" + fmt(per_lock_b, 0);
@@ -911,23 +948,27 @@ int run_hold(const BenchArgs& a, const Globals& g) {
     s += "}";
     std::cout << s << "\n";
   } else if (!g.quiet) {
-    std::cout << "redlock-cli bench --hold: " << (count - failed) << " locks held (ttl " << ttl.count()
-              << " ms, auto-extend) on " << nodes.size() << " nodes for " << fmt(a.soak) << " s\n";
+    std::cout << "redlock-cli bench --hold: " << (count - failed) << " locks held (ttl "
+              << ttl.count() << " ms, auto-extend) on " << nodes.size() << " nodes for "
+              << fmt(a.soak) << " s\n";
     std::cout << "taken in " << fmt(take_s, 2) << " s, released in " << fmt(release_s, 2) << " s, "
               << extensions << " extensions, " << lost << " lost, " << failed << " failed\n";
-    std::cout << "rss at start " << fmt(mb(kb_start)) << " MB, with the locks " << fmt(mb(kb_locked)) << " MB ("
-              << fmt(per_lock_b, 0) << " B/lock), end " << fmt(mb(kb_end)) << " MB, growth "
-              << fmt(mb(kb_end - kb_locked), 2) << " MB\n";
+    std::cout << "rss at start " << fmt(mb(kb_start)) << " MB, with the locks "
+              << fmt(mb(kb_locked)) << " MB (" << fmt(per_lock_b, 0) << " B/lock), end "
+              << fmt(mb(kb_end)) << " MB, growth " << fmt(mb(kb_end - kb_locked), 2) << " MB, "
+              << fmt(mb(kb_trimmed)) << " MB after malloc_trim\n";
     std::cout << "t (s)    rss (MB)   heap in use (MB)\n";
     for (const auto& smp : samples) {
       char line[64];
-      std::snprintf(line, sizeof line, "%6.1f %10.2f %18.2f\n", smp.t_s, mb(smp.kb), mb(smp.heap_kb));
+      std::snprintf(line, sizeof line, "%6.1f %10.2f %18.2f\n", smp.t_s, mb(smp.kb),
+                    mb(smp.heap_kb));
       std::cout << line;
     }
     std::cout << "keys left: " << left.keys_left << "\n";
   }
   if (!first_error.empty() && !g.quiet) {
-    std::cerr << "redlock-cli: bench: " << failed << " lock(s) not taken, first: " << first_error << "\n";
+    std::cerr << "redlock-cli: bench: " << failed << " lock(s) not taken, first: " << first_error
+              << "\n";
   }
   return failed == count ? exit_no_quorum : exit_ok;
 }
@@ -937,24 +978,30 @@ int run_hold(const BenchArgs& a, const Globals& g) {
 void setup_bench(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<BenchArgs>();
   auto* sub = app.add_subcommand(
-      "bench", "Measure lock cycle latency and throughput against the nodes, with the raw SET round trip "
-               "as the floor (or, with --hold, the memory of many held locks)");
-  sub->add_option("--seconds", a->seconds, "Length of each phase in seconds (default 3)")->type_name("S");
+      "bench",
+      "Measure lock cycle latency and throughput against the nodes, with the raw SET round trip "
+      "as the floor (or, with --hold, the memory of many held locks)");
+  sub->add_option("--seconds", a->seconds, "Length of each phase in seconds (default 3)")
+      ->type_name("S");
   sub->add_option("--concurrency", a->concurrency,
                   "Locks in flight on distinct resources (default: runs 1, 16, 64 and 256)")
       ->type_name("C");
   sub->add_option("--ttl", a->ttl, "ttl of the benchmark's locks (default 10s)")->type_name("DUR");
-  auto* hold = sub->add_option("--hold", a->hold, "Instead: hold N locks with auto-extension and sample the RSS")
+  auto* hold = sub->add_option("--hold", a->hold,
+                               "Instead: hold N locks with auto-extension and sample the RSS")
                    ->type_name("N");
   sub->add_option("--soak", a->soak, "With --hold: how long to hold them, in seconds (default 60)")
       ->type_name("S")
       ->needs(hold);
   hold->excludes("--concurrency");
-  sub->footer("Figures only: a benchmark never fails on speed. Keys use a random prefix and are released "
-              "(what is left is reported as keys_left, then deleted). Progress goes to stderr when it is a "
-              "terminal.");
+  sub->footer(
+      "Figures only: a benchmark never fails on speed. Keys use a random prefix and are released "
+      "(what is left is reported as keys_left, then deleted). Progress goes to stderr when it is a "
+      "terminal.");
   sub->callback([a, &ctx] {
-    ctx.action = [a, &ctx] { return a->hold ? run_hold(*a, ctx.globals) : run_cycles(*a, ctx.globals); };
+    ctx.action = [a, &ctx] {
+      return a->hold ? run_hold(*a, ctx.globals) : run_cycles(*a, ctx.globals);
+    };
   });
 }
 

@@ -1,0 +1,379 @@
+#!/usr/bin/env bash
+# The benchmark driver: starts its own local nodes, runs every scenario with `redlock-cli bench`,
+# measures the machine's ceiling with redis-benchmark in the same run, and writes a report.
+#
+#   scripts/bench.sh [--quick] [--out DIR] [--soak S]
+#
+#   --quick   1 s phases, 10 s soak, shorter redis-benchmark: a smoke test of the whole pipeline.
+#             Writes to build/perf/ unless --out is given, so it never replaces the recorded report.
+#   --out     where results.md, results.json and bench.png go (default docs/perf/).
+#   --soak S  length of the held-locks soak in seconds (default 60; 10 with --quick).
+#
+# Environment: REDLOCK_CLI (default build/tools/redlock-cli, rebuilt with ninja when it is that),
+# BENCH_BASE_PORT (default: a free range picked at random).
+#
+# Figures only: a target that is missed prints MISS with the ratio, and the script still exits 0.
+# It fails only when it cannot run (no binary, nodes that do not start, a bench that cannot run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+out=""
+soak_arg=""
+while (($#)); do
+  case "$1" in
+    --quick) quick=1 ;;
+    --out) out=${2:?--out needs a directory}; shift ;;
+    --soak) soak_arg=${2:?--soak needs seconds}; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if ((quick)); then
+  seconds=1; soak=10; bench_requests=50000; out=${out:-build/perf}
+else
+  seconds=3; soak=60; bench_requests=200000; out=${out:-docs/perf}
+fi
+soak=${soak_arg:-$soak}
+hold_locks=10000
+max_nodes=9
+
+cli=${REDLOCK_CLI:-build/tools/redlock-cli}
+if [[ -z ${REDLOCK_CLI:-} ]]; then
+  if [[ -f build/build.ninja ]]; then
+    ninja -C build tools/redlock-cli >/dev/null
+  else
+    scripts/setup.sh build
+  fi
+fi
+[[ -x $cli ]] || { echo "bench.sh: $cli is not executable" >&2; exit 1; }
+for tool in redis-server redis-benchmark python3; do
+  command -v "$tool" >/dev/null || { echo "bench.sh: $tool is missing (Debian: redis-server, redis-tools, python3)" >&2; exit 1; }
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-bench.XXXXXX")
+cluster_dir="$work/cluster"
+bench_pids=()
+cleanup() {
+  local rc=$?
+  for p in "${bench_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # `down` resumes a paused node before stopping it.
+  "$cli" -q cluster down --dir "$cluster_dir" >/dev/null 2>&1 || true
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A free range of ports: random, checked, and `cluster up` refuses a taken port anyway.
+start_cluster() {
+  local base p taken
+  for _ in 1 2 3 4 5 6 7 8; do
+    base=${BENCH_BASE_PORT:-$((20000 + RANDOM % 30000))}
+    taken=0
+    for ((p = base; p < base + max_nodes; p++)); do
+      if port_taken "$p"; then taken=1; break; fi
+    done
+    if ((!taken)) && "$cli" -q cluster up --count "$max_nodes" --base-port "$base" --dir "$cluster_dir"; then
+      base_port=$base
+      return 0
+    fi
+    "$cli" -q cluster down --dir "$cluster_dir" >/dev/null 2>&1 || true
+    [[ -n ${BENCH_BASE_PORT:-} ]] && break
+  done
+  echo "bench.sh: could not start $max_nodes nodes" >&2
+  return 1
+}
+
+# The first N nodes of the cluster as a --nodes list.
+nodes() {
+  local n=$1 i list=""
+  for ((i = 0; i < n; i++)); do list+="${list:+,}127.0.0.1:$((base_port + i))"; done
+  echo "$list"
+}
+
+bench() {  # bench NAME NODE_COUNT [bench flags...]
+  local name=$1 n=$2
+  shift 2
+  echo "bench.sh: $name ..." >&2
+  "$cli" -n "$(nodes "$n")" bench --json "$@" >"$work/$name.json"
+}
+
+start_cluster
+echo "bench.sh: $max_nodes nodes on 127.0.0.1:$base_port-$((base_port + max_nodes - 1)), ${seconds} s phases" >&2
+
+# 1. Healthy: 5 nodes, every concurrency level.
+bench healthy 5 --seconds "$seconds"
+
+# 2. One node paused (SIGSTOP: a partitioned node to its clients). The early decision should
+#    hide it: a quorum answers without it.
+"$cli" -q cluster stop 3 --dir "$cluster_dir"
+bench paused 5 --seconds "$seconds" --concurrency 256
+"$cli" -q cluster cont 3 --dir "$cluster_dir"
+
+# 3. Fan-out: latency should barely depend on N, since every node is asked at once.
+for n in 1 3 5 7 9; do
+  bench "nodes-$n" "$n" --seconds "$seconds" --concurrency 256
+done
+
+# 4. The ceiling of this machine, measured now: pipelined SETs on the 5 nodes at once, one
+#    redis-benchmark per node in parallel.
+echo "bench.sh: redis-benchmark ceiling ..." >&2
+for ((i = 0; i < 5; i++)); do
+  redis-benchmark -h 127.0.0.1 -p $((base_port + i)) -t set -P 16 -n "$bench_requests" -q \
+    >"$work/redis-benchmark-$i.txt" 2>&1 &
+  bench_pids+=($!)
+done
+for p in "${bench_pids[@]}"; do wait "$p"; done
+bench_pids=()
+# redis-benchmark rewrites its progress line with \r; the last record is the final figure.
+for ((i = 0; i < 5; i++)); do
+  tr '\r' '\n' <"$work/redis-benchmark-$i.txt" | grep -Eo 'SET: [0-9.]+ requests per second' | tail -1 \
+    | awk '{print $2}' >"$work/rps-$i.txt"
+  [[ -s $work/rps-$i.txt ]] || { echo "bench.sh: redis-benchmark on node $((i + 1)) gave no figure:" >&2; cat "$work/redis-benchmark-$i.txt" >&2; exit 1; }
+done
+
+# 5. Memory: many held locks with auto-extension, over a soak.
+bench hold 5 --hold "$hold_locks" --soak "$soak"
+
+keys_after=$("$cli" cluster status --dir "$cluster_dir" --json)
+
+# The report. Machine facts are read here, so the figures and the machine travel together.
+mkdir -p "$out"
+export BENCH_WORK=$work BENCH_OUT=$out BENCH_QUICK=$quick BENCH_SECONDS=$seconds BENCH_SOAK=$soak
+export BENCH_REQUESTS=$bench_requests BENCH_KEYS_AFTER=$keys_after
+BENCH_CPU=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+BENCH_NPROC=$(nproc)
+BENCH_KERNEL=$(uname -r)
+BENCH_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+BENCH_REDIS=$(redis-server --version | grep -Eo 'v=[^ ]+' | cut -d= -f2)
+BENCH_REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)
+export BENCH_CPU BENCH_NPROC BENCH_KERNEL BENCH_LOAD BENCH_REDIS BENCH_REV
+python3 - <<'PY'
+import json, os, datetime
+
+w, out = os.environ["BENCH_WORK"], os.environ["BENCH_OUT"]
+def load(name):
+    with open(os.path.join(w, name + ".json")) as f:
+        return json.load(f)
+
+healthy, paused, hold = load("healthy"), load("paused"), load("hold")
+sweep = {n: load("nodes-%d" % n) for n in (1, 3, 5, 7, 9)}
+rps = [float(open(os.path.join(w, "rps-%d.txt" % i)).read()) for i in range(5)]
+ceiling_ops = sum(rps)
+ceiling_cycles = ceiling_ops / 10.0  # 5 SET + 5 release scripts per cycle on 5 nodes
+by_c = {t["concurrency"]: t for t in healthy["throughput"]}
+top = by_c[max(by_c)]
+keys_after = sum(n["keys"] or 0 for n in json.loads(os.environ["BENCH_KEYS_AFTER"])["nodes"])
+
+def ratio(a, b):
+    return a / b if b else float("inf")
+
+samples = hold["samples"]
+# Growth over the soak, from the first sample after one full extension round (10 s) when the
+# soak is long enough: the first round allocates the extend operations' steady-state memory.
+base = samples[1] if len(samples) > 2 else samples[0]
+steady_growth = hold["rss_mb_end"] - base["rss_mb"]
+
+def floor(j):  # the raw fan-out floor of one cycle: an acquire decides at the quorum, a release waits for all
+    return j["fanout_quorum_us_p50"] + j["fanout_all_us_p50"]
+
+# (name, value, unit, pass?, what the same comparison gives for the raw floor measured alongside)
+targets = [
+    ("sequential cycle p50 <= 2.5 x SET rtt p50",
+     ratio(healthy["cycle_us_p50"], healthy["rtt_us_p50"]), "x rtt", lambda r: r <= 2.5,
+     "raw fan-out floor (quorum + all) = %.2f x rtt; cycle = %.2f x that floor" % (
+         ratio(floor(healthy), healthy["rtt_us_p50"]), ratio(healthy["cycle_us_p50"], floor(healthy)))),
+    ("throughput at C=256 >= 50% of the ceiling",
+     ratio(top["cycles_per_s"], ceiling_cycles) * 100, "% of ceiling", lambda r: r >= 50,
+     "ceiling %.0f cycles/s" % ceiling_cycles),
+    ("one node paused: cycle p50 <= 1.3 x healthy",
+     ratio(paused["cycle_us_p50"], healthy["cycle_us_p50"]), "x healthy", lambda r: r <= 1.3,
+     "mean %.2f x healthy, p99 %.2f x, sequential cycles/s %.2f x" % (
+         ratio(paused["cycle_us_mean"], healthy["cycle_us_mean"]),
+         ratio(paused["cycle_us_p99"], healthy["cycle_us_p99"]),
+         ratio(paused["sequential_cycles_per_s"], healthy["sequential_cycles_per_s"]))),
+    ("9 nodes: cycle p50 <= 1.5 x 3 nodes",
+     ratio(sweep[9]["cycle_us_p50"], sweep[3]["cycle_us_p50"]), "x 3 nodes", lambda r: r <= 1.5,
+     "raw fan-out floor: 9 nodes = %.2f x 3 nodes (%s CPUs for the nodes and the client)" % (
+         ratio(floor(sweep[9]), floor(sweep[3])), os.environ["BENCH_NPROC"])),
+    ("%d held locks: RSS <= 32 MB" % hold["locks"], hold["rss_mb_peak"], "MB peak", lambda r: r <= 32,
+     "%d bytes per lock" % int(hold["bytes_per_lock"])),
+    ("%d held locks: no RSS growth over the soak (<= 1 MB)" % hold["locks"], steady_growth, "MB growth",
+     lambda r: r <= 1.0, "heap in use %.2f -> %.2f MB; RSS after malloc_trim(0) %.2f MB" % (
+         hold["heap_mb_locked"], hold["heap_mb_end"], hold["rss_mb_end_trimmed"])),
+]
+
+L = []
+L.append("# redlock benchmark results")
+L.append("")
+L.append("Written by `scripts/bench.sh%s`; every limit below was measured in the same run. "
+         "A benchmark, not a test: a MISS is a figure to look at, not a failure." %
+         (" --quick" if os.environ["BENCH_QUICK"] == "1" else ""))
+L.append("")
+L.append("| | |")
+L.append("|---|---|")
+L.append("| date | %s |" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"))
+L.append("| machine | %s CPUs (`nproc`), %s |" % (os.environ["BENCH_NPROC"], os.environ["BENCH_CPU"]))
+L.append("| kernel | %s |" % os.environ["BENCH_KERNEL"])
+L.append("| load average at the end | %s (a shared machine: other work runs beside the benchmark) |" % os.environ["BENCH_LOAD"])
+L.append("| redis-server | %s, local, `--save \"\" --appendonly no` |" % os.environ["BENCH_REDIS"])
+L.append("| revision | %s |" % os.environ["BENCH_REV"])
+L.append("| phases | %s s each; soak %s s; client and nodes on the same machine (127.0.0.1) |" %
+         (os.environ["BENCH_SECONDS"], os.environ["BENCH_SOAK"]))
+L.append("")
+L.append("## Targets")
+L.append("")
+L.append("| target | measured | result | context measured in the same run |")
+L.append("|---|---|---|---|")
+for name, value, unit, ok, context in targets:
+    L.append("| %s | %.2f %s | %s | %s |" % (name, value, unit, "PASS" if ok(value) else "MISS", context))
+L.append("")
+L.append("## Latency (one acquire + release at a time, 5 nodes)")
+L.append("")
+L.append("Each cycle is paired with one raw SET to node 1 (rtt) and one raw SET written to all 5 nodes at "
+         "once (fan-out: time to the quorum-th and to the last answer), so floors and cycles share the "
+         "machine's load.")
+L.append("")
+L.append("| scenario | SET rtt p50 (µs) | fan-out quorum p50 | fan-out all p50 | cycle p50 | p99 | p99.9 | mean | acquire p50 | release p50 | cycles/s | CPU µs/cycle | errors |")
+L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+def lat_row(name, j):
+    return "| %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.1f | %d |" % (
+        name, j["rtt_us_p50"], j["fanout_quorum_us_p50"],
+        "%.1f" % j["fanout_all_us_p50"] if j["fanout_all_us_p50"] > 0 else "- (a node is silent)",
+        j["cycle_us_p50"], j["cycle_us_p99"], j["cycle_us_p999"], j["cycle_us_mean"],
+        j["acquire_us_p50"], j["release_us_p50"], j["sequential_cycles_per_s"], j["sequential_cpu_us_per_cycle"],
+        j["sequential_errors"])
+L.append(lat_row("healthy", healthy))
+L.append(lat_row("node 3 paused (SIGSTOP)", paused))
+L.append("")
+L.append("Paused / healthy: cycle p50 **%.2f**, acquire p50 %.2f, release p50 %.2f; cycle mean %.2f, "
+         "release p99 %.2f. The p50 counts cycles, and fast cycles are many: the mean and the p99 show the "
+         "cycles that waited for the paused node." % (
+    ratio(paused["cycle_us_p50"], healthy["cycle_us_p50"]),
+    ratio(paused["acquire_us_p50"], healthy["acquire_us_p50"]),
+    ratio(paused["release_us_p50"], healthy["release_us_p50"]),
+    ratio(paused["cycle_us_mean"], healthy["cycle_us_mean"]),
+    ratio(paused["release_us_p99"], healthy["release_us_p99"])))
+L.append("")
+L.append("## Throughput (healthy 5 nodes, C locks in flight on distinct resources)")
+L.append("")
+L.append("Ceiling: redis-benchmark `-t set -P 16 -n %s` on the 5 nodes at once: %.0f SET/s in total "
+         "(%s), / 10 operations per cycle = **%.0f cycles/s**." % (
+             os.environ["BENCH_REQUESTS"], ceiling_ops, " + ".join("%.0f" % r for r in rps), ceiling_cycles))
+L.append("")
+L.append("| C | cycles/s | % of ceiling | cycle p50 (µs) | p99 | p99.9 | CPU µs/cycle | errors |")
+L.append("|---|---|---|---|---|---|---|---|")
+for c in sorted(by_c):
+    t = by_c[c]
+    L.append("| %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %d |" % (
+        c, t["cycles_per_s"], ratio(t["cycles_per_s"], ceiling_cycles) * 100, t["cycle_us_p50"],
+        t["cycle_us_p99"], t["cycle_us_p999"], t["cpu_us_per_cycle"], t["errors"]))
+L.append("| 256, node 3 paused | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %d |" % (
+    paused["cycles_per_s"], ratio(paused["cycles_per_s"], ceiling_cycles) * 100, paused["throughput"][0]["cycle_us_p50"],
+    paused["throughput"][0]["cycle_us_p99"], paused["throughput"][0]["cycle_us_p999"], paused["cpu_us_per_cycle"],
+    paused["throughput"][0]["errors"]))
+L.append("")
+L.append("## Fan-out: N nodes")
+L.append("")
+L.append("| N | quorum | SET rtt p50 (µs) | fan-out quorum p50 | fan-out all p50 | cycle p50 | p99 | cycle / rtt | cycle / fan-out floor | cycles/s at C=256 | CPU µs/cycle (C=256) |")
+L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+for n, j in sweep.items():
+    L.append("| %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %.1f |" % (
+        n, j["quorum"], j["rtt_us_p50"], j["fanout_quorum_us_p50"], j["fanout_all_us_p50"], j["cycle_us_p50"],
+        j["cycle_us_p99"], ratio(j["cycle_us_p50"], j["rtt_us_p50"]), ratio(j["cycle_us_p50"], floor(j)),
+        j["cycles_per_s"], j["cpu_us_per_cycle"]))
+L.append("")
+L.append("9 vs 3 nodes, cycle p50: **%.2f**; the raw fan-out floor: %.2f (with %s CPUs, the N servers "
+         "cannot all answer at once)." % (ratio(sweep[9]["cycle_us_p50"], sweep[3]["cycle_us_p50"]),
+                                          ratio(floor(sweep[9]), floor(sweep[3])), os.environ["BENCH_NPROC"]))
+L.append("")
+L.append("## Memory: %d locks held with auto-extension (ttl %d ms)" % (hold["locks"], hold["ttl_ms"]))
+L.append("")
+L.append("RSS at start %.2f MB, with the locks %.2f MB (%s bytes per lock), peak %.2f MB, end %.2f MB; "
+         "growth over the soak %.2f MB from the locks taken, %.2f MB from t=%.0f s; %.2f MB after malloc_trim(0) at the end. "
+         "%d extensions, %d lost, %d failed; taken in %.2f s, released in %.2f s." % (
+             hold["rss_mb_start"], hold["rss_mb_locked"], int(hold["bytes_per_lock"]), hold["rss_mb_peak"],
+             hold["rss_mb_end"], hold["rss_growth_mb"], steady_growth, base["t_s"], hold["rss_mb_end_trimmed"], hold["extensions"],
+             hold["lost"], hold["failed"], hold["take_s"], hold["release_s"]))
+L.append("")
+L.append("| t (s) | RSS (MB) | heap in use (MB, mallinfo2) |")
+L.append("|---|---|---|")
+for s in samples:
+    L.append("| %.1f | %.2f | %.2f |" % (s["t_s"], s["rss_mb"], s["heap_mb"]))
+L.append("")
+L.append("Heap in use over the soak: %.2f MB -> %.2f MB (live allocations; RSS growth with a flat heap is "
+         "pages the allocator keeps, not a leak)." % (hold["heap_mb_locked"], hold["heap_mb_end"]))
+L.append("")
+left = sum(j["keys_left"] for j in [healthy, paused, hold] + list(sweep.values()))
+L.append("Keys left by the benchmark runs on reachable nodes: %d. Keys on the nodes at the end "
+         "(redis-benchmark's one key per node included, plus any late write to the node that was "
+         "paused; lock keys expire after their ttl): %d." % (left, keys_after))
+L.append("")
+
+with open(os.path.join(out, "results.md"), "w") as f:
+    f.write("\n".join(L))
+with open(os.path.join(out, "results.json"), "w") as f:
+    json.dump({"healthy": healthy, "paused": paused, "nodes": sweep, "hold": hold,
+               "ceiling": {"set_per_s": rps, "cycles_per_s": ceiling_cycles}}, f, indent=1)
+# Data for the plot.
+with open(os.path.join(w, "nodes.dat"), "w") as f:
+    for n, j in sweep.items():
+        f.write("%d %f %f %f %f\n" % (n, j["cycle_us_p50"], j["cycle_us_p99"], j["rtt_us_p50"], floor(j)))
+with open(os.path.join(w, "throughput.dat"), "w") as f:
+    for c in sorted(by_c):
+        f.write("%d %f %f\n" % (c, by_c[c]["cycles_per_s"], ceiling_cycles))
+for name, value, unit, ok, context in targets:
+    print("%-4s %-55s %.2f %s" % ("PASS" if ok(value) else "MISS", name, value, unit))
+PY
+
+# The plot: gnuplot from Debian, installed when missing and we are root; skipped otherwise.
+if ! command -v gnuplot >/dev/null; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "bench.sh: installing gnuplot-nox for the plot" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive \
+           apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null 2>&1; } || true
+  fi
+fi
+if command -v gnuplot >/dev/null; then
+  term="pngcairo size 1100,450 font ',10'"
+  gnuplot -e "set terminal pngcairo" >/dev/null 2>&1 || term="png size 1100,450"
+  gnuplot <<EOF
+set terminal $term
+set output '$out/bench.png'
+set multiplot layout 1,2 title 'redlock-cli bench ($(date +%F), $(nproc) CPUs)'
+set title 'Sequential acquire+release latency vs nodes'
+set xlabel 'nodes (N)'
+set ylabel 'microseconds (log scale)'
+set logscale y
+set xtics (1,3,5,7,9)
+set key top left
+plot '$work/nodes.dat' using 1:2 with linespoints lw 2 title 'cycle p50', \
+     '' using 1:3 with linespoints lw 2 title 'cycle p99', \
+     '' using 1:5 with linespoints dt 3 title 'raw fan-out floor p50 (quorum + all)', \
+     '' using 1:4 with linespoints dt 2 title 'SET rtt p50 (1 node)'
+set title 'Throughput, 5 nodes'
+set xlabel 'locks in flight (C)'
+set ylabel 'cycles per second'
+unset logscale y
+set yrange [0:*]
+set logscale x 2
+set xrange [0.8:320]
+set xtics (1,16,64,256)
+set key bottom right
+plot '$work/throughput.dat' using 1:2 with linespoints lw 2 title 'acquire+release cycles/s', \
+     '' using 1:3 with lines dt 2 title 'ceiling (redis-benchmark / 10)'
+unset multiplot
+EOF
+  # The report was written before the plot existed: add the image line now.
+  printf '![latency and throughput](bench.png)\n' >>"$out/results.md"
+  echo "bench.sh: wrote $out/results.md, $out/results.json, $out/bench.png" >&2
+else
+  echo "bench.sh: gnuplot is not installed (and not root to install it): no plot" >&2
+  echo "bench.sh: wrote $out/results.md, $out/results.json" >&2
+fi
