@@ -191,12 +191,18 @@ class Engine::Impl final : public detail::NodeHost {
   }
 
   // Restart guard and duplicate detection: why node i's grant must not count, or nullopt.
-  std::optional<std::string> vote_exclusion(int i, BootClock::time_point now) const {
+  // `outcomes`, when given, is the operation's record so far: a server reached through two
+  // addresses votes once, for whichever address answered first (its twin's run_id may not even
+  // be known yet at that moment); with both known, the lower index votes.
+  std::optional<std::string> vote_exclusion(int i, BootClock::time_point now,
+                                            const std::vector<NodeOutcome>* outcomes = nullptr) const {
     if (auto why = nodes_[i]->vote_exclusion(now)) return why;
     const auto& id = nodes_[i]->run_id();
     if (!id.empty()) {
-      for (int j = 0; j < i; ++j) {
-        if (nodes_[j]->run_id() == id) {
+      for (int j = 0; j < n(); ++j) {
+        if (j == i || nodes_[j]->run_id() != id) continue;
+        const bool twin_voted = outcomes != nullptr && (*outcomes)[static_cast<std::size_t>(j)].state == NodeState::ok;
+        if (j < i || twin_voted) {
           return "same server as " + nodes_[j]->name() + " (equal run_id): one vote per server";
         }
       }
@@ -446,7 +452,7 @@ class AcquireOp final : public Operation {
       }
       if (granted) {
         s = NodeState::ok;
-        if (auto why = e_.vote_exclusion(node, BootClock::now())) {
+        if (auto why = e_.vote_exclusion(node, BootClock::now(), &outcomes_)) {
           s = NodeState::excluded;
           detail = *why;
         } else if (opts_.fence) {
@@ -790,7 +796,7 @@ class ExtendOp final : public Operation {
       const redisReply* rep = r.reply;
       if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
         s = NodeState::ok;
-        if (auto why = e_.vote_exclusion(node, BootClock::now())) {
+        if (auto why = e_.vote_exclusion(node, BootClock::now(), &outcomes_)) {
           s = NodeState::excluded;
           detail = *why;
         }

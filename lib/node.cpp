@@ -253,6 +253,10 @@ bool Node::write(std::string_view resp, Sink& sink, std::uint32_t tag, int scrip
       REDIS_OK) {
     return false;
   }
+  // A node whose oldest command already timed out is stalled (paused, partitioned, overloaded):
+  // this command still goes out (a delete must reach it if it ever resumes), but its caller is
+  // told "timeout" on the next loop turn instead of waiting node_timeout once more.
+  if (!delivered && !inflight_.empty() && inflight_.front().timed_out) deadline_ms = uv_now(loop_);
   inflight_.push_back(InFlight{&sink, tag, delivered, retried, script_id, sent, deadline_ms,
                                std::move(tail), tail_argc});
   // Re-arm when this deadline is earlier than what the timer waits for (e.g. a stall check).
@@ -347,6 +351,7 @@ void Node::expire_commands() {
   for (std::size_t i = 0; i < n && i < inflight_.size(); ++i) {
     InFlight& f = inflight_[i];
     if (!f.delivered && f.deadline_ms <= now) {
+      f.timed_out = true;
       deliver(f, NodeResult{NodeResult::Kind::timeout, nullptr, {}, since(f.sent)});
     }
   }

@@ -116,6 +116,7 @@ class Node {
     std::uint64_t deadline_ms;  // uv loop time
     std::string tail;           // scripts only: numkeys + keys + args, RESP-encoded
     int tail_argc;
+    bool timed_out = false;  // its caller was told "timeout"; the answer is still awaited
   };
 
   static void on_connect(const redisAsyncContext* ac, int status);
