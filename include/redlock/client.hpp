@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "redlock/engine.hpp"
+#include "redlock/export.hpp"
 #include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock {
 
-class Client {
+class REDLOCK_API Client {
  public:
   // Starts the I/O thread and begins connecting. Throws std::invalid_argument on bad options.
   explicit Client(Options options);
@@ -70,7 +71,7 @@ class Client {
 
  private:
   friend class Guard;
-  class Impl;
+  class REDLOCK_HIDDEN Impl;
   std::shared_ptr<Impl> impl_;
 };
 

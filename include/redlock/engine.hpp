@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "redlock/export.hpp"
 #include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/metrics.hpp"
@@ -20,7 +21,7 @@ struct uv_loop_s;
 
 namespace redlock {
 
-class Engine {
+class REDLOCK_API Engine {
  public:
   using AcquireCallback = std::function<void(AcquireResult)>;
   using ExtendCallback = std::function<void(ExtendResult)>;
@@ -69,7 +70,7 @@ class Engine {
   // A snapshot of the counters and histograms (see metrics.hpp and to_prometheus()).
   [[nodiscard]] Metrics metrics() const;
 
-  class Impl;
+  class REDLOCK_HIDDEN Impl;
 
  private:
   Impl* impl_;  // owned; frees itself once its handles are closed

@@ -7,6 +7,8 @@
 #include <system_error>
 #include <vector>
 
+#include "redlock/export.hpp"
+
 namespace redlock {
 
 enum class Errc {
@@ -19,8 +21,8 @@ enum class Errc {
   shutdown,          // the client/engine was closed before the operation finished
 };
 
-[[nodiscard]] const std::error_category& category() noexcept;
-[[nodiscard]] std::error_code make_error_code(Errc e) noexcept;
+[[nodiscard]] REDLOCK_API const std::error_category& category() noexcept;
+[[nodiscard]] REDLOCK_API std::error_code make_error_code(Errc e) noexcept;
 
 // What one node said during one operation.
 enum class NodeState {
@@ -34,7 +36,7 @@ enum class NodeState {
   pending,        // had not answered when the outcome was decided (its answer is still handled)
 };
 
-[[nodiscard]] const char* to_string(NodeState s) noexcept;
+[[nodiscard]] REDLOCK_API const char* to_string(NodeState s) noexcept;
 
 struct NodeOutcome {
   std::string node;  // display address, never with a password
@@ -44,7 +46,7 @@ struct NodeOutcome {
 };
 
 // Thrown by the throwing overloads. Carries the same per-node record as the result types.
-class Error : public std::system_error {
+class REDLOCK_API Error : public std::system_error {
  public:
   Error(std::error_code ec, const std::string& what, std::vector<NodeOutcome> nodes)
       : std::system_error(ec, what), nodes_(std::move(nodes)) {}

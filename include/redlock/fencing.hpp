@@ -10,6 +10,8 @@
 
 #include <string_view>
 
+#include "redlock/export.hpp"
+
 namespace redlock {
 
 // Suffix of the fence counter key, next to the lock key.
@@ -18,6 +20,6 @@ inline constexpr std::string_view fence_key_suffix = ":fence";
 // The resource-side check for data kept in Redis (also shipped as scripts/lua/fenced-set.lua for
 // redis-cli): KEYS[1] data key, KEYS[2] its highest-fence key, ARGV[1] fence, ARGV[2] value.
 // Returns 1 when written, 0 when the fence is older than one already seen.
-[[nodiscard]] std::string_view fenced_write_script() noexcept;
+[[nodiscard]] REDLOCK_API std::string_view fenced_write_script() noexcept;
 
 }  // namespace redlock

@@ -7,6 +7,7 @@
 #include <string>
 #include <system_error>
 
+#include "redlock/export.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
@@ -45,7 +46,7 @@ class Client;
 
 // Move-only owner of a held lock. Its destructor releases it (bounded by node_timeout, nodes down
 // included) and never throws. Thread-safe: any thread may query or release.
-class Guard {
+class REDLOCK_API Guard {
  public:
   Guard() noexcept;
   Guard(Guard&&) noexcept;
@@ -71,7 +72,7 @@ class Guard {
   // does). Idempotent; never throws. Returns what the nodes said (empty when nothing was sent).
   ReleaseResult release() noexcept;
 
-  class State;
+  class REDLOCK_HIDDEN State;
 
  private:
   friend class Client;

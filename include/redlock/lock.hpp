@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "redlock/error.hpp"
+#include "redlock/export.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock {
 
 // A monotonic clock that keeps counting while the machine is suspended (CLOCK_BOOTTIME on Linux).
 // Validity is always computed on this clock: never wall time, never a per-loop cached time.
-struct BootClock {
+struct REDLOCK_API BootClock {
   using rep = std::int64_t;
   using period = std::nano;
   using duration = std::chrono::nanoseconds;
@@ -26,7 +27,7 @@ struct BootClock {
 
 // A held (or once held) lock. A plain value: copying it does not copy ownership on the nodes,
 // and destroying it releases nothing (use Guard for that). Thread-compatible.
-class Lock {
+class REDLOCK_API Lock {
  public:
   Lock() = default;
 

@@ -7,10 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "redlock/export.hpp"
+
 namespace redlock {
 
 // Cumulative histogram with fixed bucket bounds (seconds, Prometheus style).
-struct Histogram {
+struct REDLOCK_API Histogram {
   static constexpr std::array<double, 13> bounds = {0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                     0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
   std::array<std::uint64_t, bounds.size() + 1> buckets{};  // last: above every bound (+Inf)
@@ -46,6 +48,6 @@ struct Metrics {
 };
 
 // The Prometheus text exposition format (version 0.0.4), metric names prefixed with `prefix`.
-[[nodiscard]] std::string to_prometheus(const Metrics& m, std::string_view prefix = "redlock");
+[[nodiscard]] REDLOCK_API std::string to_prometheus(const Metrics& m, std::string_view prefix = "redlock");
 
 }  // namespace redlock

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "redlock/export.hpp"
+
 namespace redlock {
 
 using Millis = std::chrono::milliseconds;
@@ -17,7 +19,7 @@ using Millis = std::chrono::milliseconds;
 // One independent Redis master.
 // Accepted forms (see docs/cli.md): `redis://[[user]:password@]host[:port][/db]`,
 // `unix:///path/to/socket[?db=N]`, `host:port`, `host`, and IPv6 as `redis://[::1]:7001`.
-struct NodeAddress {
+struct REDLOCK_API NodeAddress {
   enum class Transport { tcp, unix_socket };
 
   Transport transport = Transport::tcp;
@@ -40,12 +42,12 @@ struct NodeAddress {
 
 // Parses a comma-separated list of addresses ("a:1,b:2"). Empty items are errors.
 // Duplicates (the same server twice) are refused: they would count twice towards a quorum.
-[[nodiscard]] std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text,
-                                                                      std::string& error);
+[[nodiscard]] REDLOCK_API std::optional<std::vector<NodeAddress>> parse_node_list(
+    std::string_view text, std::string& error);
 
 // Parses `250ms`, `10s`, `2m`, `1h`, or a bare integer meaning milliseconds.
 // Rejects negative values, unknown units, overflow and empty text with a message naming the value.
-[[nodiscard]] std::optional<Millis> parse_duration(std::string_view text, std::string& error);
+[[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text, std::string& error);
 
 enum class LogLevel { debug, info, warning, error };
 

@@ -3,6 +3,7 @@
 #include "redlock/client.hpp"
 #include "redlock/engine.hpp"
 #include "redlock/error.hpp"
+#include "redlock/export.hpp"
 #include "redlock/fencing.hpp"
 #include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
@@ -10,5 +11,5 @@
 #include "redlock/options.hpp"
 
 namespace redlock {
-[[nodiscard]] const char* version() noexcept;
+[[nodiscard]] REDLOCK_API const char* version() noexcept;
 }

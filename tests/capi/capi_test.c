@@ -1,0 +1,752 @@
+/* The C API (redlock/redlock.h) from plain C11, against real redis-server processes that this
+ * program starts itself (fork/exec on free ports) and kills at exit.
+ *
+ * Covers: acquire / contended / extend / release, the per-node record (including a node that is
+ * down), handles that are NULL, freed, forged or of the wrong kind, a resource with NUL bytes
+ * (checked on the servers), fencing, auto-extension with the loss callback (exactly once, and
+ * blocking calls refused inside it). Exit status 0 only if every check passed. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "redlock/redlock.h"
+
+/* ---- checks --------------------------------------------------------------------------------*/
+
+static int checks;
+static int failures;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    ++checks;                                                                  \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                              \
+    }                                                                          \
+  } while (0)
+
+/* A return code: prints both codes' names when it differs. */
+#define CHECK_RC(expr, want)                                                                     \
+  do {                                                                                           \
+    int rc_ = (expr);                                                                            \
+    ++checks;                                                                                    \
+    if (rc_ != (want)) {                                                                         \
+      fprintf(stderr, "%s:%d: %s returned %d (%s), wanted %d (%s)\n", __FILE__, __LINE__, #expr, \
+              rc_, redlock_strerror(rc_), (want), redlock_strerror(want));                       \
+      ++failures;                                                                                \
+    }                                                                                            \
+  } while (0)
+
+/* Stops the program when later checks would only cascade. */
+#define REQUIRE(cond)                                                            \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond); \
+      exit(1);                                                                   \
+    }                                                                            \
+  } while (0)
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+/* ---- real redis-server processes -----------------------------------------------------------*/
+
+#define NSERVERS 3
+
+static pid_t server_pid[NSERVERS];
+static int server_port[NSERVERS];
+static char server_dir[NSERVERS][64];
+
+static int free_port(void) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(s >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(s, (struct sockaddr*)&a, sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(getsockname(s, (struct sockaddr*)&a, &len) == 0);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+/* Sends one command (binary-safe arguments) and reads the first line of the reply into `out`
+ * ("+OK", ":1", "$-1", ...). Returns 0 on success. */
+static int redis_cmd(int port, int argc, const char* const* argv, const size_t* lens, char* out,
+                     size_t cap) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) return -1;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(s, (struct sockaddr*)&a, sizeof a) != 0) {
+    close(s);
+    return -1;
+  }
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf, "*%d\r\n", argc);
+  for (int i = 0; i < argc; ++i) {
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "$%zu\r\n", lens[i]);
+    memcpy(buf + n, argv[i], lens[i]);
+    n += (int)lens[i];
+    memcpy(buf + n, "\r\n", 2);
+    n += 2;
+  }
+  int rc = -1;
+  if (send(s, buf, (size_t)n, MSG_NOSIGNAL) == n) {
+    size_t got = 0;
+    while (got + 1 < cap) {
+      ssize_t r = recv(s, out + got, 1, 0);
+      if (r <= 0) break;
+      if (out[got] == '\n') {
+        out[got > 0 ? got - 1 : 0] = '\0'; /* drop "\r\n" */
+        rc = 0;
+        break;
+      }
+      ++got;
+    }
+  }
+  close(s);
+  return rc;
+}
+
+/* EXISTS on one server for a binary key: 1, 0, or -1 when the server did not answer. */
+static int redis_exists(int port, const char* key, size_t len) {
+  const char* argv[2] = {"EXISTS", key};
+  size_t lens[2] = {6, len};
+  char reply[64];
+  if (redis_cmd(port, 2, argv, lens, reply, sizeof reply) != 0) return -1;
+  return strcmp(reply, ":1") == 0 ? 1 : strcmp(reply, ":0") == 0 ? 0 : -1;
+}
+
+static int exists_on_all(const char* key, size_t len) {
+  int n = 0;
+  for (int i = 0; i < NSERVERS; ++i) n += redis_exists(server_port[i], key, len) == 1;
+  return n;
+}
+
+/* The outcome is decided on the first answers that agree; the rest of the nodes get their command
+ * a moment later. Polls (up to 2 s) until `want` servers have the key; returns the last count. */
+static int wait_exists(const char* key, size_t len, int want) {
+  int n = exists_on_all(key, len);
+  for (int i = 0; i < 200 && n != want; ++i) {
+    sleep_ms(10);
+    n = exists_on_all(key, len);
+  }
+  return n;
+}
+
+static void redis_del_everywhere(const char* key, size_t len) {
+  const char* argv[2] = {"DEL", key};
+  size_t lens[2] = {3, len};
+  char reply[64];
+  for (int i = 0; i < NSERVERS; ++i) redis_cmd(server_port[i], 2, argv, lens, reply, sizeof reply);
+}
+
+/* Starts redis-server on a free port. Another test may take that port between our probe and the
+ * server's bind; PING would then reach its server, so a start only counts when our process is
+ * still alive after answering. Returns 0 on success. */
+static int try_start_server(int i) {
+  server_port[i] = free_port();
+  char port[16];
+  snprintf(port, sizeof port, "%d", server_port[i]);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    /* Dies with this test even when the test is killed (meson's timeout): no stray servers. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* No persistence and nothing written: the directory stays empty. */
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
+    execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+           "--appendonly", "no", "--dir", server_dir[i], "--daemonize", "no", (char*)NULL);
+    _exit(127);
+  }
+  server_pid[i] = pid;
+  const char* ping[1] = {"PING"};
+  size_t ping_len[1] = {4};
+  char reply[64];
+  for (int tries = 0; tries < 250; ++tries) { /* up to 5 s */
+    if (redis_cmd(server_port[i], 1, ping, ping_len, reply, sizeof reply) == 0 &&
+        strcmp(reply, "+PONG") == 0) {
+      sleep_ms(50);
+      if (waitpid(pid, NULL, WNOHANG) == 0) return 0;
+      break;
+    }
+    if (waitpid(pid, NULL, WNOHANG) == pid) break;
+    sleep_ms(20);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  server_pid[i] = 0;
+  return -1;
+}
+
+static void start_server(int i) {
+  snprintf(server_dir[i], sizeof server_dir[i], "/tmp/redlock-capi-XXXXXX");
+  REQUIRE(mkdtemp(server_dir[i]) != NULL);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (try_start_server(i) == 0) return;
+  }
+  rmdir(server_dir[i]);
+  fprintf(stderr, "redis-server did not start (is redis-server installed?)\n");
+  exit(1);
+}
+
+static void stop_servers(void) {
+  for (int i = 0; i < NSERVERS; ++i) {
+    if (server_pid[i] > 0) {
+      kill(server_pid[i], SIGKILL);
+      waitpid(server_pid[i], NULL, 0);
+      server_pid[i] = 0;
+    }
+    if (server_dir[i][0]) rmdir(server_dir[i]);
+  }
+}
+
+/* ---- helpers over the API ------------------------------------------------------------------*/
+
+static int dead_port;
+static char node_list[256];      /* the three live servers */
+static char node_list_dead[256]; /* the same plus one address where nothing listens */
+
+static size_t count_state(const redlock_result* r, const char* state) {
+  size_t n = 0;
+  for (size_t i = 0; i < redlock_result_node_count(r); ++i) {
+    const char* s = redlock_result_node_state(r, i);
+    n += s && strcmp(s, state) == 0;
+  }
+  return n;
+}
+
+/* With three nodes the outcome is decided by the first two answers that agree; the third may
+ * still be "pending" then. `state` on at least two nodes, and nothing but `state` or pending. */
+static int decided_by(const redlock_result* r, const char* state) {
+  return redlock_result_node_count(r) == 3 && count_state(r, state) >= 2 &&
+         count_state(r, state) + count_state(r, "pending") == 3;
+}
+
+static redlock_client* make_client_for(const char* nodes) {
+  redlock_options* o = NULL;
+  REQUIRE(redlock_options_new(&o) == REDLOCK_OK);
+  REQUIRE(redlock_options_set_nodes(o, nodes, strlen(nodes), NULL) == REDLOCK_OK);
+  REQUIRE(redlock_options_set_retry(o, 0, 50, 10) == REDLOCK_OK);
+  /* Generous: other test suites may run at the same time on a small machine. */
+  REQUIRE(redlock_options_set_node_timeout_ms(o, 250) == REDLOCK_OK);
+  redlock_client* c = NULL;
+  REQUIRE(redlock_client_new(o, &c, NULL) == REDLOCK_OK);
+  CHECK_RC(redlock_options_free(o), REDLOCK_OK); /* the client copied them */
+  return c;
+}
+
+static redlock_client* make_client(void) { return make_client_for(node_list); }
+
+static int acquire_once(redlock_client* c, const char* res, size_t len, uint64_t ttl,
+                        redlock_lock** out, redlock_result* detail) {
+  redlock_acquire_options* ao = NULL;
+  REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
+  REQUIRE(redlock_acquire_options_set_ttl_ms(ao, ttl) == REDLOCK_OK);
+  REQUIRE(redlock_acquire_options_set_retry_count(ao, 0) == REDLOCK_OK);
+  int rc = redlock_acquire_ex(c, &res, &len, 1, ao, out, detail);
+  redlock_acquire_options_free(ao);
+  return rc;
+}
+
+/* ---- the tests -----------------------------------------------------------------------------*/
+
+static void test_library(void) {
+  CHECK(strlen(redlock_version()) > 0);
+  CHECK(redlock_c_api_version() == REDLOCK_C_API_VERSION);
+  CHECK(strcmp(redlock_strerror(REDLOCK_OK), "ok") == 0);
+  CHECK(strstr(redlock_strerror(REDLOCK_E_CONTENDED), "held") != NULL);
+  CHECK(strstr(redlock_strerror(REDLOCK_E_NO_QUORUM), "quorum") != NULL);
+  CHECK(strcmp(redlock_strerror(12345), "unknown redlock error code") == 0);
+  /* Every code has its own message. */
+  for (int a = REDLOCK_OK; a <= REDLOCK_E_INTERNAL; ++a)
+    for (int b = a + 1; b <= REDLOCK_E_INTERNAL; ++b)
+      CHECK(strcmp(redlock_strerror(a), redlock_strerror(b)) != 0);
+}
+
+static void test_null_and_forged_handles(void) {
+  redlock_lock* l = (redlock_lock*)(uintptr_t)0x1; /* must be reset to NULL */
+  CHECK_RC(redlock_acquire(NULL, "x", 1, 1000, &l, NULL), REDLOCK_E_INVALID);
+  CHECK(l == NULL);
+  CHECK_RC(redlock_acquire_ex(NULL, NULL, NULL, 0, NULL, &l, NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_extend(NULL, 1000, NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_release(NULL, NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_lock_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_lock_check(NULL, NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_client_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire_options_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_result_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_nodes(NULL, "a:1", 3, NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_node_timeout_ms(NULL, 50), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire_options_set_ttl_ms(NULL, 50), REDLOCK_E_INVALID);
+  redlock_client* c = (redlock_client*)(uintptr_t)0x1;
+  CHECK_RC(redlock_client_new(NULL, &c, NULL), REDLOCK_E_INVALID);
+  CHECK(c == NULL);
+  int q = 0;
+  CHECK_RC(redlock_client_quorum(NULL, &q), REDLOCK_E_INVALID);
+  const char* data = NULL;
+  size_t len = 0;
+  uint64_t u = 0;
+  CHECK_RC(redlock_lock_token(NULL, &data, &len), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_lock_fence(NULL, &u), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_lock_remaining_ms(NULL, &u), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_result_new(NULL), REDLOCK_E_INVALID);
+
+  /* Accessors of a result: their sentinels. */
+  CHECK(redlock_result_code(NULL) == REDLOCK_E_INVALID);
+  CHECK(redlock_result_message(NULL) == NULL);
+  CHECK(redlock_result_node_count(NULL) == 0);
+  CHECK(redlock_result_node_name(NULL, 0) == NULL);
+  CHECK(redlock_result_node_state(NULL, 0) == NULL);
+  CHECK(redlock_result_node_detail(NULL, 0) == NULL);
+  CHECK(redlock_result_node_latency_us(NULL, 0) == -1);
+
+  /* Forged handles: a real address that was never a handle, and a made-up value. Neither is
+   * dereferenced (this would crash or corrupt memory if it were). */
+  long stack_object[4] = {0, 0, 0, 0};
+  CHECK_RC(redlock_acquire((redlock_client*)(void*)stack_object, "x", 1, 1000, &l, NULL),
+           REDLOCK_E_INVALID);
+  CHECK_RC(redlock_client_free((redlock_client*)(uintptr_t)0xdeadbeef), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_lock_free((redlock_lock*)(void*)stack_object), REDLOCK_E_INVALID);
+  CHECK(stack_object[0] == 0 && stack_object[3] == 0);
+
+  /* A handle of the wrong kind: a result passed as a client. The detail says what was wrong. */
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+  CHECK(redlock_result_code(r) == REDLOCK_OK);
+  CHECK(strcmp(redlock_result_message(r), "") == 0);
+  CHECK_RC(redlock_acquire((redlock_client*)(void*)r, "x", 1, 1000, &l, r), REDLOCK_E_INVALID);
+  CHECK(redlock_result_code(r) == REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "invalid client handle") != NULL);
+  CHECK(redlock_result_node_count(r) == 0);
+  CHECK(redlock_result_node_name(r, 0) == NULL); /* index out of range */
+  CHECK_RC(redlock_result_free(r), REDLOCK_OK);
+}
+
+static void test_options(void) {
+  redlock_options* o = NULL;
+  redlock_result* r = NULL;
+  REQUIRE(redlock_options_new(&o) == REDLOCK_OK);
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+
+  const char* bad = "127.0.0.1:7001,127.0.0.1:99999";
+  CHECK_RC(redlock_options_set_nodes(o, bad, strlen(bad), r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "99999") != NULL); /* names the bad address */
+  const char* dup = "127.0.0.1:7001,127.0.0.1:7001";
+  CHECK_RC(redlock_options_set_nodes(o, dup, strlen(dup), r), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_node_timeout_ms(o, 0), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_node_timeout_ms(o, UINT64_MAX), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_drift_factor(o, 0.7), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_retry(o, -1, 10, 10), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_key_prefix(o, NULL, 3), REDLOCK_E_INVALID);
+
+  /* No nodes set (the bad lists above changed nothing): the client refuses, saying why. */
+  redlock_client* c = NULL;
+  CHECK_RC(redlock_client_new(o, &c, r), REDLOCK_E_INVALID);
+  CHECK(c == NULL);
+  CHECK(strstr(redlock_result_message(r), "no nodes") != NULL);
+
+  redlock_acquire_options* ao = NULL;
+  REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_ttl_ms(ao, 0), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire_options_set_ttl_ms(ao, 366ULL * 24 * 3600 * 1000), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire_options_set_retry_count(ao, -2), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire_options_free(ao), REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_free(ao), REDLOCK_E_INVALID);
+
+  CHECK_RC(redlock_options_free(o), REDLOCK_OK);
+  CHECK_RC(redlock_options_free(o), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_node_timeout_ms(o, 50), REDLOCK_E_INVALID); /* freed */
+  CHECK_RC(redlock_client_new(o, &c, r), REDLOCK_E_INVALID);
+  redlock_result_free(r);
+}
+
+static void test_acquire_contend_extend_release(redlock_client* c) {
+  int q = 0;
+  CHECK_RC(redlock_client_quorum(c, &q), REDLOCK_OK);
+  CHECK(q == 2); /* 3 nodes */
+
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+  static const char res[] = "capi-basic";
+  redlock_lock* l = NULL;
+  CHECK_RC(redlock_acquire(c, res, strlen(res), 10000, &l, r), REDLOCK_OK);
+  REQUIRE(l != NULL);
+  CHECK(redlock_result_code(r) == REDLOCK_OK);
+  CHECK(redlock_result_attempts(r) == 1);
+
+  /* The per-node record: every configured node, in order. */
+  REQUIRE(redlock_result_node_count(r) == 3);
+  CHECK(decided_by(r, "ok"));
+  for (size_t i = 0; i < NSERVERS; ++i) {
+    char want[32];
+    snprintf(want, sizeof want, "127.0.0.1:%d", server_port[i]);
+    CHECK(strcmp(redlock_result_node_name(r, i), want) == 0);
+    CHECK(redlock_result_node_latency_us(r, i) >= 0);
+    CHECK(redlock_result_node_detail(r, i) != NULL);
+  }
+  CHECK(redlock_result_node_name(r, 3) == NULL);
+
+  const char* tok = NULL;
+  size_t tok_len = 0;
+  CHECK_RC(redlock_lock_token(l, &tok, &tok_len), REDLOCK_OK);
+  CHECK(tok_len == 40);
+  CHECK(strspn(tok, "0123456789abcdef") >= 40);
+  CHECK(wait_exists(res, strlen(res), 3) == 3);
+  int votes = 0;
+  CHECK_RC(redlock_lock_votes(l, &votes), REDLOCK_OK);
+  CHECK(votes >= 2);
+  uint64_t validity = 0, left = 0;
+  CHECK_RC(redlock_lock_validity_ms(l, &validity), REDLOCK_OK);
+  CHECK(validity > 9000 && validity <= 10000);
+  CHECK_RC(redlock_lock_remaining_ms(l, &left), REDLOCK_OK);
+  CHECK(left > 9000 && left <= 10000);
+  CHECK_RC(redlock_lock_check(l, NULL), REDLOCK_OK);
+  uint64_t fence = 0;
+  CHECK_RC(redlock_lock_fence(l, &fence), REDLOCK_E_INVALID); /* not requested */
+
+  /* Contended: a second acquisition of the same resource, through the same client. */
+  redlock_lock* l2 = (redlock_lock*)(uintptr_t)0x1;
+  CHECK_RC(acquire_once(c, res, strlen(res), 10000, &l2, r), REDLOCK_E_CONTENDED);
+  CHECK(l2 == NULL);
+  CHECK(redlock_result_code(r) == REDLOCK_E_CONTENDED);
+  CHECK(decided_by(r, "held-by-other"));
+  CHECK(strlen(redlock_result_message(r)) > 0);
+
+  /* Extend: the local deadline moves past the first ttl. */
+  CHECK_RC(redlock_extend(l, 20000, r), REDLOCK_OK);
+  CHECK(decided_by(r, "ok"));
+  CHECK_RC(redlock_lock_remaining_ms(l, &left), REDLOCK_OK);
+  CHECK(left > 15000);
+  int ext = 0;
+  CHECK_RC(redlock_lock_extensions(l, &ext), REDLOCK_OK);
+  CHECK(ext == 1);
+  CHECK_RC(redlock_extend(l, 0, r), REDLOCK_E_INVALID); /* ttl must be positive */
+
+  /* Release: gone from every node; idempotent; the handle still answers. */
+  CHECK_RC(redlock_release(l, r), REDLOCK_OK);
+  CHECK(count_state(r, "ok") >= 1);
+  CHECK(wait_exists(res, strlen(res), 0) == 0);
+  CHECK_RC(redlock_release(l, r), REDLOCK_OK);
+  CHECK(redlock_result_node_count(r) == 0); /* nothing sent the second time */
+  CHECK_RC(redlock_lock_check(l, r), REDLOCK_E_NOT_HELD);
+  CHECK_RC(redlock_lock_remaining_ms(l, &left), REDLOCK_OK);
+  CHECK(left == 0);
+  CHECK_RC(redlock_extend(l, 1000, r), REDLOCK_E_NOT_HELD);
+  CHECK_RC(redlock_lock_token(l, &tok, &tok_len), REDLOCK_OK);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+
+  /* Freeing a held lock releases it on the nodes. */
+  CHECK_RC(acquire_once(c, res, strlen(res), 10000, &l, r), REDLOCK_OK);
+  CHECK(wait_exists(res, strlen(res), 3) == 3);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+  CHECK(wait_exists(res, strlen(res), 0) == 0);
+  CHECK_RC(acquire_once(c, res, strlen(res), 10000, &l, r), REDLOCK_OK);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+
+  /* A lost token: extend reports it and check remembers it. */
+  CHECK_RC(acquire_once(c, res, strlen(res), 10000, &l, r), REDLOCK_OK);
+  redis_del_everywhere(res, strlen(res));
+  CHECK_RC(redlock_extend(l, 10000, r), REDLOCK_E_NOT_HELD);
+  CHECK(decided_by(r, "not-held"));
+  CHECK_RC(redlock_lock_check(l, r), REDLOCK_E_NOT_HELD);
+  CHECK(redlock_result_node_count(r) == 3);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+
+  /* Empty and NULL resources are refused before anything is sent. */
+  CHECK_RC(redlock_acquire(c, "", 0, 1000, &l, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "empty") != NULL);
+  CHECK_RC(redlock_acquire(c, NULL, 4, 1000, &l, r), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire(c, "x", 1, 0, &l, r), REDLOCK_E_INVALID);
+  CHECK(l == NULL);
+  redlock_result_free(r);
+}
+
+/* A node that is down: still acquired (3 of 4), and the record says which node did not vote. */
+static void test_down_node(void) {
+  redlock_client* c = make_client_for(node_list_dead);
+  int q = 0;
+  CHECK_RC(redlock_client_quorum(c, &q), REDLOCK_OK);
+  CHECK(q == 3);
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+  redlock_lock* l = NULL;
+  CHECK_RC(redlock_acquire(c, "capi-down", 9, 10000, &l, r), REDLOCK_OK);
+  REQUIRE(redlock_result_node_count(r) == 4);
+  CHECK(count_state(r, "ok") == 3);
+  char dead[32];
+  snprintf(dead, sizeof dead, "127.0.0.1:%d", dead_port);
+  CHECK(strcmp(redlock_result_node_name(r, 3), dead) == 0);
+  CHECK(strcmp(redlock_result_node_state(r, 3), "down") == 0);
+  CHECK(strlen(redlock_result_node_detail(r, 3)) > 0); /* why: e.g. "Connection refused" */
+  CHECK(redlock_result_node_latency_us(r, 3) >= 0);
+  CHECK(redlock_result_node_name(r, 4) == NULL);
+  int votes = 0;
+  CHECK_RC(redlock_lock_votes(l, &votes), REDLOCK_OK);
+  CHECK(votes == 3);
+  CHECK_RC(redlock_release(l, r), REDLOCK_OK);
+  CHECK(count_state(r, "ok") >= 1);
+  CHECK(wait_exists("capi-down", 9, 0) == 0);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+  redlock_result_free(r);
+  CHECK_RC(redlock_client_free(c), REDLOCK_OK);
+}
+
+static void test_nul_bytes(redlock_client* c) {
+  static const char a[] = {'n', 'u', 'l', '\0', 'a'};
+  static const char b[] = {'n', 'u', 'l', '\0', 'b'};
+  redlock_lock *la = NULL, *lb = NULL, *lp = NULL, *again = NULL;
+  CHECK_RC(acquire_once(c, a, sizeof a, 10000, &la, NULL), REDLOCK_OK);
+  /* The key on the servers is all five bytes, not "nul". */
+  CHECK(wait_exists(a, sizeof a, 3) == 3);
+  CHECK(wait_exists("nul", 3, 0) == 0);
+  /* Distinct names stay distinct; the same name is contended. */
+  CHECK_RC(acquire_once(c, b, sizeof b, 10000, &lb, NULL), REDLOCK_OK);
+  CHECK_RC(acquire_once(c, "nul", 3, 10000, &lp, NULL), REDLOCK_OK);
+  CHECK_RC(acquire_once(c, a, sizeof a, 10000, &again, NULL), REDLOCK_E_CONTENDED);
+  size_t n = 0;
+  const char* data = NULL;
+  size_t len = 0;
+  CHECK_RC(redlock_lock_resource_count(la, &n), REDLOCK_OK);
+  CHECK(n == 1);
+  CHECK_RC(redlock_lock_resource(la, 0, &data, &len), REDLOCK_OK);
+  CHECK(len == sizeof a && memcmp(data, a, len) == 0);
+  CHECK_RC(redlock_lock_resource(la, 1, &data, &len), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_release(la, NULL), REDLOCK_OK);
+  CHECK(wait_exists(a, sizeof a, 0) == 0);
+  CHECK(wait_exists(b, sizeof b, 3) == 3); /* releasing one did not touch the other */
+  redlock_lock_free(la);
+  redlock_lock_free(lb);
+  redlock_lock_free(lp);
+}
+
+static void test_fence(redlock_client* c) {
+  redlock_acquire_options* ao = NULL;
+  REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_fence(ao, 1), REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_retry_count(ao, 0), REDLOCK_OK);
+  const char* res = "capi-fence";
+  size_t len = strlen(res);
+  uint64_t f1 = 0, f2 = 0;
+  redlock_lock* l = NULL;
+  CHECK_RC(redlock_acquire_ex(c, &res, &len, 1, ao, &l, NULL), REDLOCK_OK);
+  CHECK_RC(redlock_lock_fence(l, &f1), REDLOCK_OK);
+  CHECK(f1 >= 1);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+  CHECK_RC(redlock_acquire_ex(c, &res, &len, 1, ao, &l, NULL), REDLOCK_OK);
+  CHECK_RC(redlock_lock_fence(l, &f2), REDLOCK_OK);
+  CHECK(f2 > f1); /* strictly grows with every acquisition */
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+
+  /* Fencing takes one resource per lock: refused with a reason, nothing held. */
+  const char* two[2] = {"capi-fence-a", "capi-fence-b"};
+  size_t lens[2] = {12, 12};
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+  CHECK_RC(redlock_acquire_ex(c, two, lens, 2, ao, &l, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "one resource") != NULL);
+  /* Without fencing, two resources make one lock. */
+  CHECK_RC(redlock_acquire_ex(c, two, lens, 2, NULL, &l, r), REDLOCK_OK);
+  size_t n = 0;
+  CHECK_RC(redlock_lock_resource_count(l, &n), REDLOCK_OK);
+  CHECK(n == 2);
+  CHECK(wait_exists(two[0], lens[0], 3) == 3 && wait_exists(two[1], lens[1], 3) == 3);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+  CHECK(wait_exists(two[0], lens[0], 0) == 0 && wait_exists(two[1], lens[1], 0) == 0);
+  redlock_result_free(r);
+  redlock_acquire_options_free(ao);
+}
+
+/* What the loss callback saw. Written on the client's I/O thread, read on the main thread. */
+struct loss_state {
+  atomic_int calls;
+  atomic_int reason;
+  char message[256];
+  redlock_client* client;
+  atomic_int free_rc;    /* redlock_client_free from inside the callback */
+  atomic_int acquire_rc; /* redlock_acquire from inside the callback */
+  redlock_lock* lock;
+  atomic_int check_rc; /* an accessor from inside the callback */
+};
+
+static void on_lost(void* user, int reason, const char* message) {
+  struct loss_state* st = user;
+  snprintf(st->message, sizeof st->message, "%s", message ? message : "(null)");
+  atomic_store(&st->reason, reason);
+  redlock_lock* l = NULL;
+  atomic_store(&st->acquire_rc, redlock_acquire(st->client, "capi-cb", 7, 1000, &l, NULL));
+  atomic_store(&st->free_rc, redlock_client_free(st->client));
+  atomic_store(&st->check_rc, redlock_lock_check(st->lock, NULL));
+  atomic_fetch_add(&st->calls, 1); /* last: the main thread reads the rest after seeing this */
+}
+
+static void test_auto_extend_and_loss(redlock_client* c) {
+  static struct loss_state st;
+  st.client = c;
+  atomic_store(&st.calls, 0);
+  atomic_store(&st.check_rc, -1);
+  redlock_acquire_options* ao = NULL;
+  REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
+  /* Short enough to see several extensions, long enough not to be lost on a busy machine. */
+  CHECK_RC(redlock_acquire_options_set_ttl_ms(ao, 1200), REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_auto_extend(ao, 1, 200, on_lost, &st), REDLOCK_OK);
+  const char* res = "capi-watch";
+  size_t len = strlen(res);
+  redlock_lock* l = NULL;
+  REQUIRE(redlock_acquire_ex(c, &res, &len, 1, ao, &l, NULL) == REDLOCK_OK);
+  st.lock = l;
+
+  /* Held well past its ttl: the watchdog extends it. */
+  sleep_ms(1600);
+  CHECK_RC(redlock_lock_check(l, NULL), REDLOCK_OK);
+  int ext = 0;
+  CHECK_RC(redlock_lock_extensions(l, &ext), REDLOCK_OK);
+  CHECK(ext >= 3);
+  uint64_t left = 0;
+  CHECK_RC(redlock_lock_remaining_ms(l, &left), REDLOCK_OK);
+  CHECK(left > 0 && left <= 1200);
+  CHECK(wait_exists(res, len, 3) == 3);
+  CHECK(atomic_load(&st.calls) == 0);
+  CHECK_RC(redlock_extend(l, 1000, NULL), REDLOCK_E_INVALID); /* the watchdog's job */
+
+  /* The token disappears from the nodes: the next extension finds it gone. */
+  redis_del_everywhere(res, len);
+  for (int i = 0; i < 300 && atomic_load(&st.calls) == 0; ++i) sleep_ms(10);
+  CHECK(atomic_load(&st.calls) == 1);
+  CHECK(atomic_load(&st.reason) == REDLOCK_E_NOT_HELD);
+  CHECK(strlen(st.message) > 0);
+  /* Inside the callback: blocking calls refused, accessors fine. */
+  CHECK(atomic_load(&st.acquire_rc) == REDLOCK_E_INVALID);
+  CHECK(atomic_load(&st.free_rc) == REDLOCK_E_INVALID);
+  CHECK(atomic_load(&st.check_rc) == REDLOCK_E_NOT_HELD);
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+  CHECK_RC(redlock_lock_check(l, r), REDLOCK_E_NOT_HELD);
+  CHECK(strcmp(redlock_result_message(r), st.message) == 0);
+  CHECK_RC(redlock_lock_remaining_ms(l, &left), REDLOCK_OK);
+  CHECK(left == 0);
+  sleep_ms(400);
+  CHECK(atomic_load(&st.calls) == 1); /* exactly once */
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+
+  /* The client survived the refused free inside the callback. */
+  redlock_lock* l2 = NULL;
+  CHECK_RC(redlock_acquire(c, "capi-after-cb", 13, 5000, &l2, NULL), REDLOCK_OK);
+  redlock_lock_free(l2);
+
+  /* Released before anything went wrong: no callback, ever. */
+  atomic_store(&st.calls, 0);
+  REQUIRE(redlock_acquire_ex(c, &res, &len, 1, ao, &l, NULL) == REDLOCK_OK);
+  st.lock = l;
+  sleep_ms(300);
+  CHECK_RC(redlock_release(l, NULL), REDLOCK_OK);
+  CHECK(wait_exists(res, len, 0) == 0);
+  sleep_ms(1400); /* past the ttl: the watchdog is stopped, the local deadline passed */
+  CHECK(atomic_load(&st.calls) == 0);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+
+  /* extend_every must be below the ttl. */
+  CHECK_RC(redlock_acquire_options_set_auto_extend(ao, 1, 1200, NULL, NULL), REDLOCK_OK);
+  CHECK_RC(redlock_acquire_ex(c, &res, &len, 1, ao, &l, r), REDLOCK_E_INVALID);
+  CHECK(l == NULL);
+  redlock_result_free(r);
+  redlock_acquire_options_free(ao);
+}
+
+static void test_freed_handles(void) {
+  redlock_client* c = make_client();
+  redlock_lock* l = NULL;
+  static const char res[] = "capi-freed";
+  CHECK_RC(redlock_acquire(c, res, strlen(res), 10000, &l, NULL), REDLOCK_OK);
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+
+  CHECK_RC(redlock_client_free(c), REDLOCK_OK);
+  CHECK_RC(redlock_client_free(c), REDLOCK_E_INVALID); /* double free: detected */
+  redlock_lock* l2 = NULL;
+  CHECK_RC(redlock_acquire(c, "x", 1, 1000, &l2, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "invalid client handle") != NULL);
+  int q = 0;
+  CHECK_RC(redlock_client_quorum(c, &q), REDLOCK_E_INVALID);
+
+  /* A lock of a freed client: its handle still answers, operations say the client is gone, and
+   * (as documented) freeing the client did not release it. */
+  const char* tok = NULL;
+  size_t tok_len = 0;
+  CHECK_RC(redlock_lock_token(l, &tok, &tok_len), REDLOCK_OK);
+  CHECK_RC(redlock_extend(l, 1000, r), REDLOCK_E_SHUTDOWN);
+  CHECK_RC(redlock_release(l, r), REDLOCK_E_SHUTDOWN);
+  CHECK(wait_exists(res, strlen(res), 3) == 3);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_OK);
+  CHECK_RC(redlock_lock_free(l), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_lock_token(l, &tok, &tok_len), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_release(l, r), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_lock_check(l, r), REDLOCK_E_INVALID);
+  redis_del_everywhere(res, strlen(res));
+
+  /* A freed result is refused as detail, and the operation is not carried out. */
+  CHECK_RC(redlock_result_free(r), REDLOCK_OK);
+  CHECK_RC(redlock_result_free(r), REDLOCK_E_INVALID);
+  CHECK(redlock_result_code(r) == REDLOCK_E_INVALID);
+  CHECK(redlock_result_message(r) == NULL);
+  redlock_client* c2 = make_client();
+  CHECK_RC(redlock_acquire(c2, res, strlen(res), 10000, &l, r), REDLOCK_E_INVALID);
+  CHECK(l == NULL);
+  CHECK(wait_exists(res, strlen(res), 0) == 0);
+
+  /* New handles never reuse a freed one's value. */
+  redlock_client* c3 = make_client();
+  CHECK(c3 != c && c2 != c);
+  CHECK_RC(redlock_client_free(c3), REDLOCK_OK);
+  CHECK_RC(redlock_client_free(c2), REDLOCK_OK);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  atexit(stop_servers);
+  for (int i = 0; i < NSERVERS; ++i) start_server(i);
+  dead_port = free_port(); /* nothing listens there: a node that is down */
+  snprintf(node_list_dead, sizeof node_list_dead,
+           "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", server_port[0], server_port[1],
+           server_port[2], dead_port);
+  snprintf(node_list, sizeof node_list, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", server_port[0],
+           server_port[1], server_port[2]);
+
+  test_library();
+  test_null_and_forged_handles();
+  test_options();
+  redlock_client* c = make_client();
+  test_acquire_contend_extend_release(c);
+  test_down_node();
+  test_nul_bytes(c);
+  test_fence(c);
+  test_auto_extend_and_loss(c);
+  CHECK_RC(redlock_client_free(c), REDLOCK_OK);
+  test_freed_handles();
+
+  printf("capi_test: %d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
