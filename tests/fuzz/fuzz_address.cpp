@@ -1,0 +1,127 @@
+// Fuzz target: node addresses (NodeAddress::parse, parse_node_list, NodeAddress::to_string).
+//
+// Invariants checked on every input:
+// - a parsed address is well-formed (port 1-65535, db >= 0, absolute unix path of <= 107 bytes, a
+//   user only with a password);
+// - to_string() is exactly the display form built from transport/host/port/db/path, so it never
+//   contains the user or the password, and it parses back to the same host/port/db/path with no
+//   credentials;
+// - an error message is set on failure, names the value, and carries no raw control bytes;
+// - parse_node_list accepts exactly the lists whose items all parse and name distinct servers
+//   (host+port or socket path), and returns the same addresses as parsing each item alone.
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fuzz_check.hpp"
+#include "redlock/options.hpp"
+
+using redlock::NodeAddress;
+
+namespace {
+
+std::string expected_display(const NodeAddress& a) {
+  if (a.transport == NodeAddress::Transport::unix_socket) {
+    return "unix://" + a.path + (a.db != 0 ? "?db=" + std::to_string(a.db) : "");
+  }
+  const std::string h = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+  return h + ":" + std::to_string(a.port) + (a.db != 0 ? "/" + std::to_string(a.db) : "");
+}
+
+std::string identity(const NodeAddress& a) {
+  return a.transport == NodeAddress::Transport::unix_socket ? "unix|" + a.path
+                                                              : "tcp|" + a.host + "|" + std::to_string(a.port);
+}
+
+void check_error(std::string_view input, const std::string& error, std::string_view prefix) {
+  FUZZ_CHECK(!error.empty(), "no error message for " + fuzz::show(input));
+  FUZZ_CHECK(error.rfind(prefix, 0) == 0, "error " + fuzz::show(error) + " for " + fuzz::show(input));
+  for (unsigned char c : error) {
+    FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in error " + fuzz::show(error));
+  }
+}
+
+void check_address(std::string_view input, const NodeAddress& a) {
+  const std::string in = fuzz::show(input);
+  FUZZ_CHECK(a.db >= 0, in);
+  FUZZ_CHECK(a.user.empty() || !a.password.empty(), "a user without a password from " + in);
+  if (a.transport == NodeAddress::Transport::unix_socket) {
+    FUZZ_CHECK(!a.path.empty() && a.path.front() == '/' && a.path.size() <= 107, in);
+  } else {
+    FUZZ_CHECK(a.port >= 1, in);
+    FUZZ_CHECK(!a.host.empty() && a.host.size() <= 253, in);
+    FUZZ_CHECK(a.path.empty(), in);
+  }
+  const std::string display = a.to_string();
+  FUZZ_CHECK(display == expected_display(a),
+             "to_string " + fuzz::show(display) + " != " + fuzz::show(expected_display(a)) + " for " + in);
+  if (!a.user.empty() || !a.password.empty()) {
+    FUZZ_CHECK(display.find('@') == std::string::npos || a.transport == NodeAddress::Transport::unix_socket,
+               "credentials shown in " + fuzz::show(display));
+  }
+
+  // The display form parses back to the same server. A tcp address with a database displays as
+  // "host:port/db", which only parses with the scheme in front (redis://host:port/db).
+  std::string err;
+  auto back = NodeAddress::parse(display, err);
+  if (!back && a.transport == NodeAddress::Transport::tcp && a.db != 0) {
+    back = NodeAddress::parse("redis://" + display, err);
+  }
+  FUZZ_CHECK(back.has_value(), "to_string " + fuzz::show(display) + " of " + in + " does not parse: " + err);
+  FUZZ_CHECK(back->transport == a.transport && back->db == a.db,
+             fuzz::show(display) + " re-parses differently");
+  if (a.transport == NodeAddress::Transport::tcp) {
+    FUZZ_CHECK(back->host == a.host && back->port == a.port, fuzz::show(display) + " re-parses differently");
+  } else {
+    FUZZ_CHECK(back->path == a.path, fuzz::show(display) + " re-parses differently");
+  }
+  FUZZ_CHECK(back->user.empty() && back->password.empty(), "credentials came back from " + fuzz::show(display));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+
+  std::string err;
+  auto one = NodeAddress::parse(text, err);
+  if (one) {
+    check_address(text, *one);
+  } else {
+    check_error(text, err, "bad node address '");
+  }
+
+  // The list: split on ',' independently and compare.
+  std::vector<std::string_view> items;
+  for (std::size_t start = 0;;) {
+    auto comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  std::vector<NodeAddress> expect;
+  std::set<std::string> seen;
+  bool valid = !text.empty();
+  for (auto item : items) {
+    std::string e;
+    auto a = NodeAddress::parse(item, e);
+    if (!a || !seen.insert(identity(*a)).second) {
+      valid = false;
+      break;
+    }
+    expect.push_back(std::move(*a));
+  }
+  std::string list_err;
+  auto list = redlock::parse_node_list(text, list_err);
+  FUZZ_CHECK(list.has_value() == valid, "parse_node_list " + std::string(list ? "accepted " : "refused ") +
+                                            fuzz::show(text) + (list ? "" : ": " + list_err));
+  if (list) {
+    FUZZ_CHECK(*list == expect, "parse_node_list differs from item-wise parsing for " + fuzz::show(text));
+    for (std::size_t i = 0; i < list->size(); ++i) check_address(items[i], (*list)[i]);
+  } else if (!text.empty()) {
+    check_error(text, list_err, list_err.rfind("node '", 0) == 0 ? "node '" : "bad node address '");
+  }
+  return 0;
+}

@@ -1,0 +1,57 @@
+// Fuzz target: parse_duration.
+//
+// Invariants checked on every input:
+// - it accepts exactly `<digits>` or `<digits>(ms|s|m|h)` whose value times the unit fits in a
+//   signed 64-bit count of milliseconds (checked against 128-bit arithmetic here), and the result
+//   is that product: the multiplication never overflows and the result is never negative;
+// - printing the result in ms and parsing it again gives the same duration (bare and with "ms");
+// - on failure the message is set, names the value and carries no raw control bytes.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "fuzz_check.hpp"
+#include "redlock/options.hpp"
+
+__extension__ typedef __int128 i128;  // (an extension: -Wpedantic)
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const std::string in = fuzz::show(text);
+
+  // Independent oracle.
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit = text.substr(digits);
+  i128 mult = 0;
+  if (unit.empty() || unit == "ms") mult = 1;
+  else if (unit == "s") mult = 1000;
+  else if (unit == "m") mult = 60'000;
+  else if (unit == "h") mult = 3'600'000;
+  const i128 limit = std::numeric_limits<long long>::max();
+  i128 value = 0;
+  bool fits = digits > 0 && mult != 0;
+  for (std::size_t i = 0; fits && i < digits; ++i) {
+    value = value * 10 + (text[i] - '0');
+    if (value * mult > limit) fits = false;
+  }
+
+  std::string err;
+  auto d = redlock::parse_duration(text, err);
+  FUZZ_CHECK(d.has_value() == fits, std::string(d ? "accepted " : "refused ") + in + (d ? "" : ": " + err));
+  if (d) {
+    FUZZ_CHECK(d->count() >= 0, in);
+    FUZZ_CHECK(static_cast<i128>(d->count()) == value * mult, "wrong value for " + in);
+    const std::string printed = std::to_string(d->count());
+    for (const std::string& again : {printed, printed + "ms"}) {
+      std::string e2;
+      auto d2 = redlock::parse_duration(again, e2);
+      FUZZ_CHECK(d2 && *d2 == *d, "re-parse of " + again + " (from " + in + ") gives something else: " + e2);
+    }
+  } else {
+    FUZZ_CHECK(!err.empty() && err.rfind("bad duration '", 0) == 0, "error " + fuzz::show(err) + " for " + in);
+    for (unsigned char c : err) FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in " + fuzz::show(err));
+  }
+  return 0;
+}

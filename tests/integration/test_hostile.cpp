@@ -1,0 +1,544 @@
+// Hostile input and odd servers: malformed, huge and surprising replies, slow nodes, redirections,
+// and one server reached through two addresses. Each of them must be "no vote" (with the reason in
+// the per-node record), never a crash, and must end in bounded time and memory.
+// (OOM, READONLY, a wrong password, garbage and a FIN mid-reply are in test_faults.cpp.)
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include "common.hpp"
+
+extern char** environ;
+
+using namespace itest;
+using namespace redlock;
+using redlock::test::FakeNode;
+using redlock::test::free_port;
+
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_cmd(const std::vector<std::string>& argv, std::string_view name) {
+  return !argv.empty() && upper(argv[0]) == name;
+}
+
+bool is_script(const std::vector<std::string>& argv) {
+  return is_cmd(argv, "EVALSHA") || is_cmd(argv, "EVAL");
+}
+
+// A minimal Redis (FakeNode::redis_like) whose lock commands get `reply` instead: SET when
+// `set` is true, EVAL/EVALSHA (every script call, including rollbacks) when `scripts` is true.
+FakeNode::Responder answering(std::string reply, bool set, bool scripts) {
+  auto base = FakeNode::redis_like();
+  return [base, reply, set, scripts](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if ((set && is_cmd(argv, "SET")) || (scripts && is_script(argv))) return reply;
+    return base(argv);
+  };
+}
+
+// Resident set size of this process, in MB.
+long rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10) / 1024;
+  }
+  return 0;
+}
+
+Options opts(const std::string& csv, Millis node_timeout) {
+  Options o = options_for(csv);
+  o.node_timeout = node_timeout;
+  o.reconnect_min = 10ms;
+  o.reconnect_max = 50ms;
+  return o;
+}
+
+// A connected client: one plain acquire through the (still well-behaved) node first, so later
+// commands do not also wait for the connect and the handshake.
+void warm_up(Client& c) {
+  auto r = c.try_acquire({"warm-up"}, ttl_opts(1s));
+  REQUIRE_MESSAGE(r, r.message);
+  (void)c.try_release(r.lock);
+}
+
+std::string nested_arrays(int depth, const std::string& leaf) {
+  std::string s;
+  for (int i = 0; i < depth; ++i) s += "*1\r\n";
+  return s + leaf;
+}
+
+}  // namespace
+
+TEST_CASE("hostile: a bulk header claiming 1 GB, then nothing: a timeout, no vote, nothing reserved") {
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 50ms));
+  warm_up(client);
+  const long before = rss_mb();
+  f.set_responder(answering("$1073741824\r\n", true, false));
+  auto start = Clock::now();
+  auto r = client.try_acquire({"gig"}, ttl_opts(10s));
+  CHECK(r.error == Errc::no_quorum);
+  REQUIRE(r.nodes.size() == 1);
+  CHECK(r.nodes[0].state == NodeState::timeout);
+  CHECK(ms_since(start) < 50 + 500);
+  CHECK(rss_mb() - before < 64);  // the claimed length is never allocated up front
+  // Later replies on that connection would be swallowed as the rest of the 1 GB string: the
+  // stalled connection must be dropped and re-made, after which the node votes again.
+  f.set_responder(FakeNode::redis_like());
+  CHECK(eventually([&] { return bool(client.try_acquire({"gig-after" + std::to_string(rand())}, ttl_opts(10s))); },
+                   5000ms));
+  CHECK(f.connections_accepted() >= 2);
+}
+
+TEST_CASE("hostile: a bulk header claiming 1 GB, then the connection closes: down at once") {
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 2000ms));
+  warm_up(client);
+  f.set_responder(answering(FakeNode::close_after("$1073741824\r\nabc"), true, false));
+  auto start = Clock::now();
+  auto r = client.try_acquire({"gig-fin"}, ttl_opts(10s));
+  CHECK(r.error == Errc::no_quorum);
+  REQUIRE(r.nodes.size() == 1);
+  CHECK(r.nodes[0].state == NodeState::down);
+  CHECK(ms_since(start) < 1000);  // the EOF ends it, not the 2 s node_timeout
+}
+
+TEST_CASE("hostile: a huge multi-bulk count: no vote, bounded memory") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // hiredis 0.14 callocs count * 8 bytes (here 2 GB of untouched pages) as soon as it reads the
+  // header; the sanitizers' allocators abort on that instead of returning lazily mapped memory.
+  MESSAGE("skipped under sanitizers");
+  return;
+#endif
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 50ms));
+  warm_up(client);
+  const long before = rss_mb();
+  // 2^28 elements: 2 GB of untouched virtual memory (the largest count, 2^31, is the next test;
+  // freeing it costs seconds, see there).
+  f.set_responder(answering("*268435456\r\n:1\r\n", true, false));
+  auto r = client.try_acquire({"many"}, ttl_opts(10s));
+  CHECK(r.error == Errc::no_quorum);
+  REQUIRE(r.nodes.size() == 1);
+  CHECK(r.nodes[0].state != NodeState::ok);
+  CHECK(rss_mb() - before < 64);
+}
+
+// KNOWN PROBLEM (may_fail until guarded): hiredis 0.14 callocs count * 8 bytes for the header
+// and, when the half-read reply is freed (the stalled connection is dropped), walks all `count`
+// slots: ~7 s here with the client's loop blocked, from a 13-byte reply. A guard would be a
+// reader whose createArray refuses absurd counts (redisReader::fn of the connection).
+TEST_CASE("hostile: a huge multi-bulk count does not stall the client" * doctest::may_fail()) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  MESSAGE("skipped under sanitizers");
+  return;
+#endif
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 50ms));
+  warm_up(client);
+  f.set_responder(answering("*2147483647\r\n", true, false));
+  CHECK_FALSE(client.try_acquire({"stall"}, ttl_opts(10s)));
+  f.set_responder(FakeNode::redis_like());
+  const auto start = Clock::now();
+  CHECK(eventually([&] { return bool(client.try_acquire({"stall-after" + std::to_string(rand())}, ttl_opts(10s))); },
+                   30000ms));
+  CHECK(ms_since(start) < 3000);  // the stall limit (1 s) plus a reconnect, not seconds more
+}
+
+TEST_CASE("hostile: a valid 10 MB bulk reply to SET: no vote, memory given back") {
+  const std::string big = "$" + std::to_string(10 << 20) + "\r\n" + std::string(10 << 20, 'x') + "\r\n";
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 5000ms));
+  warm_up(client);
+  const long before = rss_mb();
+  f.set_responder(answering(big, true, false));
+  auto start = Clock::now();
+  auto r = client.try_acquire({"big"}, ttl_opts(10s));
+  CHECK(r.error == Errc::no_quorum);
+  REQUIRE(r.nodes.size() == 1);
+  CHECK(r.nodes[0].state == NodeState::error);
+  CHECK(r.nodes[0].detail.find("unexpected reply") != std::string::npos);
+  CHECK(ms_since(start) < 4000);
+  CHECK(rss_mb() - before < 200);
+  // The connection is still in sync: the next answer is the next command's.
+  f.set_responder(FakeNode::redis_like());
+  auto ok = client.try_acquire({"big-after"}, ttl_opts(10s));
+  CHECK_MESSAGE(ok, ok.message);
+  CHECK(f.connections_accepted() == 1);
+}
+
+TEST_CASE("hostile: nested arrays: an array is no vote; nesting past the reader's limit is down") {
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 2000ms));
+  warm_up(client);
+  SUBCASE("depth 5 array ending in +OK, to SET and to a script") {
+    f.set_responder(answering(nested_arrays(5, "+OK\r\n"), true, true));
+    auto r = client.try_acquire({"nest"}, ttl_opts(10s));
+    CHECK(r.error == Errc::no_quorum);
+    REQUIRE(r.nodes.size() == 1);
+    CHECK(r.nodes[0].state == NodeState::error);
+    auto m = client.try_acquire({"nest-a", "nest-b"}, ttl_opts(10s));
+    CHECK(m.error == Errc::no_quorum);
+    CHECK(m.nodes[0].state == NodeState::error);
+    f.set_responder(answering(nested_arrays(5, ":1\r\n"), false, true));
+    auto e = client.try_extend(Lock::from_token({"nest"}, std::string(40, 'a')), 10s);
+    CHECK(e.error == Errc::no_quorum);
+    CHECK(e.nodes[0].state == NodeState::error);
+    auto st = client.status("nest");
+    REQUIRE(st.nodes.size() == 1);
+    CHECK(st.nodes[0].detail == "unexpected reply");
+    CHECK_FALSE(st.nodes[0].value.has_value());
+  }
+  SUBCASE("depth 1000: a protocol error, the connection is dropped and re-made") {
+    f.set_responder(answering(nested_arrays(1000, ":1\r\n"), true, true));
+    auto start = Clock::now();
+    auto r = client.try_acquire({"deep"}, ttl_opts(10s));
+    CHECK(r.error == Errc::no_quorum);
+    REQUIRE(r.nodes.size() == 1);
+    CHECK(r.nodes[0].state == NodeState::down);
+    CHECK(ms_since(start) < 1000);
+    f.set_responder(FakeNode::redis_like());
+    CHECK(eventually([&] { return bool(client.try_acquire({"deep-after" + std::to_string(rand())}, ttl_opts(10s))); }));
+    CHECK(f.connections_accepted() >= 2);
+  }
+  SUBCASE("a status reply of three nested arrays") {
+    f.set_responder(answering("*3\r\n" + nested_arrays(3, ":1\r\n") + "*0\r\n*-1\r\n", false, true));
+    auto st = client.status("nest3");
+    REQUIRE(st.nodes.size() == 1);
+    CHECK(st.nodes[0].up);
+    CHECK(st.nodes[0].type.empty());
+    CHECK_FALSE(st.nodes[0].value.has_value());
+    CHECK_FALSE(st.nodes[0].pttl.has_value());
+  }
+}
+
+TEST_CASE("hostile: only a status OK grants a plain SET") {
+  // Anything but "+OK" (an integer, a bulk "OK", a longer status) is no vote.
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 2000ms));
+  warm_up(client);
+  for (const char* reply : {":1\r\n", "$2\r\nOK\r\n", "+OKAY\r\n", "+ok\r\n", "*1\r\n+OK\r\n", ":-1\r\n"}) {
+    CAPTURE(reply);
+    f.set_responder(answering(reply, true, false));
+    auto r = client.try_acquire({"strict"}, ttl_opts(10s));
+    CHECK(r.error == Errc::no_quorum);
+    REQUIRE(r.nodes.size() == 1);
+    CHECK(r.nodes[0].state == NodeState::error);
+    CHECK(r.nodes[0].detail.find("unexpected reply type") == 0);
+  }
+  // And $-1 (nil) is "held by someone else", not a vote.
+  f.set_responder(answering("$-1\r\n", true, false));
+  auto r = client.try_acquire({"strict"}, ttl_opts(10s));
+  CHECK(r.error == Errc::contended);
+  CHECK(r.nodes[0].state == NodeState::held_by_other);
+}
+
+TEST_CASE("hostile: +OK (or another non-1 answer) to a script call is no vote") {
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 2000ms));
+  warm_up(client);
+  const Lock lock = Lock::from_token({"scripted"}, std::string(40, 'a'));
+  for (const char* reply : {"+OK\r\n", ":2\r\n", "$1\r\n1\r\n", "*1\r\n:1\r\n"}) {
+    CAPTURE(reply);
+    f.set_responder(answering(reply, false, true));
+    auto m = client.try_acquire({"s-a", "s-b"}, ttl_opts(10s));  // multi-key acquire: a script
+    CHECK(m.error == Errc::no_quorum);
+    REQUIRE(m.nodes.size() == 1);
+    CHECK(m.nodes[0].state == NodeState::error);
+    AcquireOptions rd = ttl_opts(10s);
+    rd.mode = LockMode::read;
+    auto rl = client.try_acquire({"s-read"}, rd);
+    CHECK(rl.error == Errc::no_quorum);
+    CHECK(rl.nodes[0].state == NodeState::error);
+    auto e = client.try_extend(lock, 10s);
+    CHECK(e.error == Errc::no_quorum);
+    CHECK(e.nodes[0].state == NodeState::error);
+    if (reply[0] != ':') {  // release counts any positive integer as keys deleted
+      auto rel = client.try_release(lock);
+      CHECK(rel.deleted == 0);
+      CHECK(rel.unreachable == 1);
+    }
+  }
+  // A fenced acquire takes any positive integer as the fence; +OK is not one.
+  f.set_responder(answering("+OK\r\n", false, true));
+  AcquireOptions fenced = ttl_opts(10s);
+  fenced.fence = true;
+  auto fr = client.try_acquire({"s-fenced"}, fenced);
+  CHECK(fr.error == Errc::no_quorum);
+  CHECK(fr.nodes[0].state == NodeState::error);
+}
+
+TEST_CASE("hostile: a connection reset mid-reply is down, and the node is used again afterwards") {
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 2000ms));
+  warm_up(client);
+  f.set_responder(answering(FakeNode::reset_after("$40\r\n0123456789"), true, true));
+  auto start = Clock::now();
+  auto r = client.try_acquire({"rst"}, ttl_opts(10s));
+  CHECK(r.error == Errc::no_quorum);
+  REQUIRE(r.nodes.size() == 1);
+  CHECK(r.nodes[0].state == NodeState::down);
+  CHECK(ms_since(start) < 1000);  // the RST ends it, not the 2 s node_timeout
+
+  // Reconnected; then a reset in the middle of a script's array reply (status): the row says
+  // the node is down, no value is made up from the half that arrived.
+  f.set_responder(FakeNode::redis_like());
+  REQUIRE(eventually([&] { return bool(client.try_acquire({"rst-x" + std::to_string(rand())}, ttl_opts(10s))); }));
+  f.set_responder(answering(FakeNode::reset_after("*3\r\n$6\r\nstring\r\n$40\r\nabc"), false, true));
+  auto st = client.status("rst");
+  REQUIRE(st.nodes.size() == 1);
+  CHECK_FALSE(st.nodes[0].up);
+  CHECK_FALSE(st.nodes[0].value.has_value());
+  CHECK(st.nodes[0].type.empty());
+  CHECK_FALSE(st.nodes[0].detail.empty());
+
+  f.set_responder(FakeNode::redis_like());
+  CHECK(eventually([&] { return bool(client.try_acquire({"rst-after" + std::to_string(rand())}, ttl_opts(10s))); }));
+  CHECK(f.connections_accepted() >= 2);
+}
+
+TEST_CASE("hostile: a slow node just under node_timeout counts; just over it does not, late or not") {
+  RedisServer real;
+  FakeNode slow(FakeNode::redis_like());
+  Options o = opts(real.address() + "," + slow.address(), 50ms);  // quorum 2: both must vote
+  o.retry_delay = 0ms;
+  o.retry_jitter = 0ms;
+  Client client(o);
+  warm_up(client);
+
+  slow.set_delay(30ms);
+  auto start = Clock::now();
+  auto r = client.try_acquire({"slow-under"}, ttl_opts(10s, {}, 0));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(ms_since(start) >= 30);
+  CHECK(r.nodes[1].state == NodeState::ok);
+  CHECK(r.nodes[1].latency >= 30ms);
+  CHECK(r.lock.votes() == 2);
+  REQUIRE(client.try_release(r.lock));
+
+  // 80 ms: the first attempt times out at 50 ms; the second attempt starts at once, and the
+  // first attempt's "+OK" arrives at 80 ms, before the second's own deadline: that late answer
+  // belongs to the first attempt and must not count for the second. (The second attempt's SET
+  // waits behind a timed-out command, so the node may also be given up on at once.)
+  slow.set_delay(80ms);
+  start = Clock::now();
+  auto f = client.try_acquire({"slow-over"}, ttl_opts(10s, {}, 1));
+  CHECK(f.error == Errc::no_quorum);
+  CHECK(f.attempts == 2);
+  REQUIRE(f.nodes.size() == 2);
+  CHECK(f.nodes[1].state == NodeState::timeout);
+  CHECK(ms_since(start) >= 40);  // about node_timeout (libuv timers use a coarse clock)
+  std::this_thread::sleep_for(100ms);  // the late answers have arrived: nothing changes
+  CHECK(slow.commands_seen() >= 2);
+  // Both attempts were rolled back on the real node (and on the slow one, behind its SETs).
+  CHECK(eventually([&] { return !real.exists("slow-over"); }));
+  slow.set_delay(0ms);
+}
+
+TEST_CASE("hostile: BUSY, LOADING, MOVED and ASK are no vote, with the error text per node") {
+  RedisServer real;
+  const std::vector<std::string> errors = {
+      "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+      "LOADING Redis is loading the dataset in memory",
+      "MOVED 3999 127.0.0.1:6381",
+      "ASK 3999 127.0.0.1:6381",
+  };
+  for (const auto& err : errors) {
+    CAPTURE(err);
+    // Two of three nodes answer the error to the lock commands (SET and scripts).
+    FakeNode a(answering("-" + err + "\r\n", true, true));
+    FakeNode b(answering("-" + err + "\r\n", true, true));
+    Client client(opts(real.address() + "," + a.address() + "," + b.address(), 2000ms));
+    // Each fake answered the error, or had not answered when the outcome was already decided.
+    auto check = [&](const std::vector<NodeOutcome>& nodes) {
+      REQUIRE(nodes.size() == 3);
+      CHECK(count_state(nodes, NodeState::error) >= 1);
+      for (int i : {1, 2}) {
+        CHECK((nodes[i].state == NodeState::error || nodes[i].state == NodeState::pending));
+        if (nodes[i].state == NodeState::error) CHECK(nodes[i].detail == err);
+      }
+    };
+    auto r = client.try_acquire({"busy"}, ttl_opts(10s));
+    CHECK(r.error == Errc::no_quorum);
+    check(r.nodes);
+    CHECK(count_state(r.nodes, NodeState::error) == 2);  // the real node granted: both needed
+    auto m = client.try_acquire({"busy-a", "busy-b"}, ttl_opts(10s));
+    CHECK(m.error == Errc::no_quorum);
+    check(m.nodes);
+    auto e = client.try_extend(Lock::from_token({"busy"}, std::string(40, 'c')), 10s);
+    CHECK(e.error != std::error_code{});
+    check(e.nodes);
+    // Nothing was followed: the redirections named a port where nothing of ours listens, and
+    // the nodes saw only what the client sends (handshake + lock commands).
+    for (const auto& cmd : a.commands()) CHECK_FALSE(is_cmd(cmd, "ASKING"));
+    CHECK(eventually([&] { return !real.exists("busy") && !real.exists("busy-a"); }));
+  }
+}
+
+TEST_CASE("hostile: parse_node_list refuses the same node twice") {
+  std::string err;
+  CHECK_FALSE(parse_node_list("127.0.0.1:7001,127.0.0.1:7001", err));
+  CHECK(err.find("appears twice") != std::string::npos);
+  err.clear();
+  CHECK_FALSE(parse_node_list("127.0.0.1:7001,redis://127.0.0.1:7001", err));  // same after parsing
+  CHECK(err.find("appears twice") != std::string::npos);
+  err.clear();
+  CHECK_FALSE(parse_node_list("127.0.0.1:7001/1,127.0.0.1:7001/2", err));  // two dbs, one process
+  CHECK_FALSE(parse_node_list("h:7001,h2:7002,redis://user:pw@h:7001/3", err));
+  CHECK_FALSE(parse_node_list("unix:///tmp/r.sock,unix:///tmp/r.sock?db=2", err));
+  CHECK_FALSE(parse_node_list("localhost,localhost:6379", err));  // the default port made explicit
+  // Spelled differently, the same server cannot be seen by parsing: the engine checks run_id.
+  auto two = parse_node_list("127.0.0.1:7001,localhost:7001", err);
+  REQUIRE(two);
+  CHECK(two->size() == 2);
+  // Options built by hand get the same check from the engine.
+  Options o;
+  o.nodes = {*NodeAddress::parse("127.0.0.1:7001", err), *NodeAddress::parse("redis://127.0.0.1:7001/4", err)};
+  CHECK_THROWS_AS(Client{o}, std::invalid_argument);
+}
+
+TEST_CASE("hostile: 127.0.0.1:P and localhost:P are one server: the second is excluded") {
+  // A plain SET NX cannot succeed twice on one server, but an extend (same token) or a read lock
+  // (a member of the readers set) can: those must still count one vote per server.
+  RedisServer s;
+  const std::string p = std::to_string(s.port());
+  const std::string token(40, 'd');
+  AcquireOptions read = ttl_opts(10s);
+  read.mode = LockMode::read;
+  {
+    Client client(opts("127.0.0.1:" + p + ",localhost:" + p, 2000ms));
+    // First contact: both handshakes (INFO tells the run_id) are done after it. Quorum 2 of 2, so
+    // it fails whatever the order of the answers.
+    auto first = client.try_acquire({"twice-warm"}, ttl_opts(10s));
+    CHECK_FALSE(first);
+    if (first) (void)client.try_release(first.lock);
+
+    s.set("twice", token);
+    auto e = client.try_extend(Lock::from_token({"twice"}, token), 10s);
+    CHECK(e.error == Errc::no_quorum);
+    REQUIRE(e.nodes.size() == 2);
+    CHECK((e.nodes[0].state == NodeState::ok || e.nodes[0].state == NodeState::pending));
+    CHECK(e.nodes[1].state == NodeState::excluded);
+    CHECK(e.nodes[1].detail.find("same server") != std::string::npos);
+    CHECK(e.nodes[1].detail.find("127.0.0.1:" + p) != std::string::npos);
+
+    auto r = client.try_acquire({"twice-read"}, read);
+    CHECK(r.error == Errc::no_quorum);
+    REQUIRE(r.nodes.size() == 2);
+    // (the exclusion may arrive first and decide: then the other is still pending)
+    CHECK((r.nodes[0].state == NodeState::ok || r.nodes[0].state == NodeState::pending));
+    CHECK(r.nodes[1].state == NodeState::excluded);
+    CHECK(r.nodes[1].detail.find("same server") != std::string::npos);
+    if (r) (void)client.try_release(r.lock);
+  }
+  // Two addresses of one server plus a dead node: 2 of 3 answer OK, one server: no quorum (once
+  // the client knows both run_ids; the first contact is the next test).
+  const std::string csv = "127.0.0.1:" + p + ",localhost:" + p + ",127.0.0.1:" + std::to_string(free_port());
+  Client client(opts(csv, 2000ms));
+  auto first = client.try_acquire({"twice3-warm"}, ttl_opts(10s));
+  CHECK_FALSE(first);  // SET NX: the second address sees the first's key (held_by_other)
+  if (first) (void)client.try_release(first.lock);
+  for (int i = 0; i < 5; ++i) {
+    auto r = client.try_acquire({"twice3"}, read);
+    CHECK(r.error == Errc::no_quorum);
+    CHECK(count_state(r.nodes, NodeState::excluded) == 1);
+    if (r) (void)client.try_release(r.lock);
+    auto e = client.try_extend(Lock::from_token({"twice"}, token), 10s);
+    CHECK(e.error == Errc::no_quorum);
+    CHECK(count_state(e.nodes, NodeState::excluded) == 1);
+  }
+}
+
+// On a fresh client the grants can arrive before the INFO replies that reveal the run_ids.
+TEST_CASE("hostile: one server behind two addresses, first contact: still one vote") {
+  RedisServer s;
+  const std::string p = std::to_string(s.port());
+  const std::string csv = "127.0.0.1:" + p + ",localhost:" + p + ",127.0.0.1:" + std::to_string(free_port());
+  AcquireOptions read = ttl_opts(10s);
+  read.mode = LockMode::read;
+  for (int i = 0; i < 10; ++i) {
+    CAPTURE(i);
+    Client client(opts(csv, 2000ms));
+    auto r = client.try_acquire({"first-contact-" + std::to_string(i)}, read);
+    CHECK(r.error == Errc::no_quorum);
+    if (r) (void)client.try_release(r.lock);
+  }
+}
+
+// The same race made deterministic.
+TEST_CASE("hostile: one server behind two addresses, the lower one slow to say who it is") {
+  // Two fake nodes sharing one responder share its run_id: to the client they are one server. The
+  // first address answers 100 ms late, so the second's grant arrives before the first's INFO:
+  // whichever order the answers come in, the server gives one vote.
+  auto same = FakeNode::redis_like();
+  FakeNode slow(same, 100ms);
+  FakeNode fast(same);
+  const std::string csv = slow.address() + "," + fast.address() + ",127.0.0.1:" + std::to_string(free_port());
+  Client client(opts(csv, 2000ms));
+  auto r = client.try_acquire({"one-server"}, ttl_opts(10s));
+  CHECK(r.error == Errc::no_quorum);
+  CHECK(count_state(r.nodes, NodeState::ok) <= 1);
+  CHECK(count_state(r.nodes, NodeState::excluded) == 1);
+}
+
+// The child half of the next test: runs only when the parent spawns this binary for it.
+TEST_CASE("hostile-child: unsolicited extra reply" * doctest::skip(std::getenv("REDLOCK_HOSTILE_CHILD") == nullptr)) {
+  FakeNode f(FakeNode::redis_like());
+  Client client(opts(f.address(), 2000ms));
+  warm_up(client);
+  // Two replies to one command: the second has no command waiting for it.
+  f.set_responder(answering("+OK\r\n+OK\r\n", true, false));
+  auto r = client.try_acquire({"extra"}, ttl_opts(10s));
+  (void)r;
+  std::this_thread::sleep_for(200ms);  // let the extra reply be read
+  f.set_responder(FakeNode::redis_like());
+  (void)client.try_acquire({"extra-after"}, ttl_opts(10s));
+}
+
+// KNOWN BUG (may_fail until fixed; hiredis 0.14 behaviour the library does not guard against).
+TEST_CASE("hostile: a node sending an extra, unsolicited reply does not crash the client" *
+          doctest::may_fail()) {
+  // hiredis 0.14 asserts (abort) when a reply arrives with no command waiting for it on a
+  // connection that is not subscribed. Run the client in a child process to see the outcome.
+  if (std::getenv("REDLOCK_HOSTILE_CHILD") != nullptr) return;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  REQUIRE(n > 0);
+  exe[n] = '\0';
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
+  env_s.emplace_back("REDLOCK_HOSTILE_CHILD=1");
+  std::vector<char*> envp;
+  for (auto& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string a0 = exe, a1 = "--test-case=hostile-child: unsolicited extra reply", a2 = "--no-version";
+  char* argv[] = {a0.data(), a1.data(), a2.data(), nullptr};
+  // The child's own report would read like a failure of this run: keep it out of the log.
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, exe, &fa, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  REQUIRE(rc == 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  // Today: SIGABRT from hiredis, "async.c: redisProcessCallbacks: Assertion
+  // `(c->flags & REDIS_SUBSCRIBED || c->flags & REDIS_MONITORING)' failed".
+  INFO("child status " << status);
+  CHECK_FALSE(WIFSIGNALED(status));
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
