@@ -1,0 +1,454 @@
+// chaos-driver: the safety harness (docs: tests/chaos/README.md, spec: design/testing.md).
+//
+// For each fault mix: start N redis-server nodes (tests/support fixture), the oracle (in this
+// process, never faulted), W chaos-worker processes, and the nemesis (this process's main thread);
+// run for a while; heal; stop the workers; check what the oracle saw. Prints one table row per
+// mix and exits non-zero if a "must be zero" mix shows a violation or the harness misbehaved.
+//
+//   chaos-driver --short [--seed S]            the run of `meson test --suite chaos` (~2 min)
+//   chaos-driver --minutes N [--seed S]        soak: N minutes split over the mixes
+//   chaos-driver --mix a,b --seconds 20        some mixes, each for 20 s
+// Other options: --workers W (4) --nodes N (5) --resources R (2) --ttl-ms T (1500)
+//   --report FILE (append the table as markdown) --verbose (nemesis events as they happen)
+//   --keep-logs --no-netns --list
+//   --strict (every mix counts as must-be-zero: the lease-breaking ones then fail the run, which
+//   shows the checker catches what they do)
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "checker.hpp"
+#include "common.hpp"
+#include "nemesis.hpp"
+#include "oracle.hpp"
+#include "partition.hpp"
+#include "redis_fixture.hpp"
+#include "workers.hpp"
+
+namespace fs = std::filesystem;
+using namespace chaos;
+
+namespace {
+
+// mixed: even worker slots take fenced locks, odd ones plain SET NX locks, on the same resources,
+// so both acquire paths are checked (the oracle checks the fences it gets).
+enum class Fencing { off, on, mixed };
+
+struct Mix {
+  std::string name;
+  bool must_be_zero = true;
+  std::vector<Fault> faults;
+  bool aof = false;              // nodes: appendonly yes + appendfsync always
+  bool durable = false;          // clients: durable_nodes = true
+  long min_node_uptime_ms = 0;   // clients' restart guard
+  long restart_quarantine_ms = -2;  // -1: library default; -2: 2 x ttl
+  Fencing fence = Fencing::mixed;
+  bool faketime = false;
+  bool partition = false;
+  long cs_min_ms = 5, cs_max_ms = 50;
+  double short_seconds = 8;
+  double weight = 3;  // share of a --minutes run
+  std::string about;
+};
+
+std::vector<Mix> all_mixes() {
+  using F = Fault;
+  std::vector<Mix> m;
+  m.push_back({.name = "baseline", .faults = {}, .short_seconds = 4, .weight = 1, .about = "no faults"});
+  m.push_back({.name = "node-kill-delayed", .faults = {F::node_kill_delayed}, .short_seconds = 10,
+               .about = "kill -9 of up to N-Q nodes, restarted empty after more than one ttl"});
+  m.push_back({.name = "node-kill-aof", .faults = {F::node_kill_aof}, .aof = true, .durable = true,
+               .about = "kill -9 of up to N-Q nodes with appendfsync always, restarted at once; clients durable_nodes"});
+  m.push_back({.name = "node-pause", .faults = {F::node_pause},
+               .about = "SIGSTOP of 1..N-Q+1 nodes for 50 ms .. 2 ttl"});
+  m.push_back({.name = "client-pause-acquire", .faults = {F::client_pause_acquire},
+               .about = "SIGSTOP of a worker while it acquires, 20 ms .. 2 ttl"});
+  m.push_back({.name = "client-kill", .faults = {F::client_kill},
+               .about = "kill -9 of a worker (half of them inside the critical section), respawned"});
+  m.push_back({.name = "clock-jump", .faults = {F::clock_jump}, .faketime = true,
+               .about = "the workers' wall clock jumps by -1 d .. +1 y (libfaketime)"});
+  m.push_back({.name = "partition", .faults = {F::partition}, .partition = true,
+               .about = "nftables drops between some workers and some nodes (root, private netns)"});
+  m.push_back({.name = "all-safe",
+               .faults = {F::node_kill_delayed, F::node_pause, F::client_pause_acquire, F::client_kill, F::clock_jump,
+                          F::partition},
+               .faketime = true, .partition = true, .short_seconds = 10, .weight = 4,
+               .about = "every must-be-zero fault together"});
+  m.push_back({.name = "holder-pause", .must_be_zero = false, .faults = {F::holder_pause}, .fence = Fencing::off,
+               .short_seconds = 6, .weight = 1,
+               .about = "SIGSTOP of a holder inside its critical section for ttl+0.2 .. ttl+1 s"});
+  m.push_back({.name = "holder-pause-fenced", .must_be_zero = false, .faults = {F::holder_pause},
+               .fence = Fencing::on, .short_seconds = 6, .weight = 1, .about = "the same, with fencing"});
+  m.push_back({.name = "restart-empty", .must_be_zero = false, .faults = {F::restart_empty},
+               .min_node_uptime_ms = 0, .restart_quarantine_ms = 0, .fence = Fencing::off, .cs_min_ms = 100,
+               .cs_max_ms = 300, .short_seconds = 6, .weight = 1,
+               .about = "kill -9 of a majority restarted at once without data; restart guard off"});
+  m.push_back({.name = "restart-empty-fenced", .must_be_zero = false, .faults = {F::restart_empty},
+               .min_node_uptime_ms = 0, .restart_quarantine_ms = 0, .fence = Fencing::on, .cs_min_ms = 100,
+               .cs_max_ms = 300,
+               .short_seconds = 6, .weight = 1, .about = "the same, with fencing"});
+  return m;
+}
+
+struct Settings {
+  std::string worker_exe;
+  std::uint64_t seed = 0;
+  bool seed_given = false;
+  bool short_mode = false;
+  double minutes = 0;
+  double seconds = 0;
+  std::vector<std::string> only;
+  int workers = 4;
+  int nodes = 5;
+  int resources = 2;
+  long ttl_ms = 1500;
+  std::string report;
+  bool verbose = false;
+  bool keep_logs = false;
+  bool netns = true;
+  bool list = false;
+  bool strict = false;  // every mix must be zero (a check that the checker can fail)
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "chaos-driver: %s\n(see the comment at the top of tests/chaos/driver.cpp)\n", why.c_str());
+  std::exit(2);
+}
+
+Settings parse(int argc, char** argv) {
+  Settings s;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value for " + k);
+      return argv[++i];
+    };
+    try {
+      if (k == "--short") s.short_mode = true;
+      else if (k == "--minutes") s.minutes = std::stod(val());
+      else if (k == "--seconds") s.seconds = std::stod(val());
+      else if (k == "--seed") { s.seed = std::stoull(val()); s.seed_given = true; }
+      else if (k == "--mix") s.only = split_csv(val());
+      else if (k == "--workers") s.workers = std::stoi(val());
+      else if (k == "--nodes") s.nodes = std::stoi(val());
+      else if (k == "--resources") s.resources = std::stoi(val());
+      else if (k == "--ttl-ms") s.ttl_ms = std::stol(val());
+      else if (k == "--worker") s.worker_exe = val();
+      else if (k == "--report") s.report = val();
+      else if (k == "--verbose") s.verbose = true;
+      else if (k == "--keep-logs") s.keep_logs = true;
+      else if (k == "--no-netns") s.netns = false;
+      else if (k == "--list") s.list = true;
+      else if (k == "--strict") s.strict = true;
+      else usage("unknown option " + k);
+    } catch (const std::logic_error&) {
+      usage("bad value for " + k);
+    }
+  }
+  if (s.workers < 2 || s.nodes < 3 || s.resources < 1 || s.ttl_ms < 500) usage("need >= 2 workers, >= 3 nodes, ttl >= 500 ms");
+  if (!s.short_mode && s.minutes <= 0 && s.seconds <= 0 && !s.list) s.short_mode = true;
+  if (s.worker_exe.empty()) {
+    s.worker_exe = (fs::read_symlink("/proc/self/exe").parent_path() / "chaos-worker").string();
+  }
+  if (!s.seed_given) s.seed = std::random_device{}() % 1000000000ULL;
+  return s;
+}
+
+std::uint64_t mix_seed(std::uint64_t seed, const std::string& name) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a of the name, so a mix replays alone too
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return seed ^ h;
+}
+
+std::string find_faketime() {
+  if (const char* e = std::getenv("CHAOS_FAKETIME_LIB"); e != nullptr && *e != 0) {
+    return fs::exists(e) ? e : "";
+  }
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",
+                          "/usr/lib/faketime", "/usr/local/lib/faketime"}) {
+    for (const char* lib : {"libfaketimeMT.so.1", "libfaketime.so.1"}) {
+      fs::path p = fs::path(dir) / lib;
+      if (fs::exists(p)) return p.string();
+    }
+  }
+  return "";
+}
+
+bool port_free(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// N consecutive free ports below the ephemeral range, so a restarted node finds its port free
+// (a client's outgoing connection can never sit on it).
+std::uint16_t pick_base_port(int n, std::mt19937_64& rng) {
+  for (int tries = 0; tries < 200; ++tries) {
+    const auto base = static_cast<std::uint16_t>(std::uniform_int_distribution<int>(20000, 30000 - n)(rng));
+    bool ok = true;
+    for (int i = 0; i < n && ok; ++i) ok = port_free(static_cast<std::uint16_t>(base + i));
+    if (ok) return base;
+  }
+  throw std::runtime_error("no free port range found in 20000..30000");
+}
+
+struct Env {
+  std::string faketime_lib;
+  bool in_netns = false;
+  std::optional<std::string> no_partition;
+};
+
+MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seconds) {
+  MixResult r;
+  r.name = mix.name;
+  r.must_be_zero = mix.must_be_zero || s.strict;
+  r.fencing = mix.fence == Fencing::on ? "on" : mix.fence == Fencing::off ? "off" : "half";
+  r.seed = mix_seed(s.seed, mix.name);
+  r.seconds = seconds;
+  if (mix.faketime && env.faketime_lib.empty()) {
+    if (mix.name == "clock-jump") {
+      r.skipped = true;
+      r.skip_reason = "libfaketime not installed (apt-get install libfaketime)";
+      return r;
+    }
+  }
+  if (mix.partition && env.no_partition && mix.name == "partition") {
+    r.skipped = true;
+    r.skip_reason = "no partitions: " + *env.no_partition;
+    return r;
+  }
+
+  std::mt19937_64 rng(r.seed);
+  char tmpl[] = "/tmp/redlock-chaos-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  const std::string dir = tmpl;
+  ::chmod(dir.c_str(), 0755);  // workers may run under other uids (partition)
+
+  std::vector<Fault> faults;
+  for (Fault f : mix.faults) {
+    if (f == Fault::clock_jump && env.faketime_lib.empty()) continue;
+    if (f == Fault::partition && env.no_partition) continue;
+    faults.push_back(f);
+  }
+  const bool use_faketime = mix.faketime && !env.faketime_lib.empty();
+  const bool use_partition = mix.partition && !env.no_partition;
+
+  redlock::test::ServerConfig cfg;
+  cfg.aof_always = mix.aof;
+  cfg.port = pick_base_port(s.nodes, rng);
+  {
+    redlock::test::RedisCluster cluster(s.nodes, cfg);
+    std::vector<std::uint16_t> ports;
+    for (std::size_t i = 0; i < cluster.size(); ++i) ports.push_back(cluster[i].port());
+
+    std::unique_ptr<Partitioner> partitioner;
+    if (use_partition) {
+      partitioner = std::make_unique<Partitioner>(ports);
+      if (!partitioner->ok()) r.harness_errors.push_back(partitioner->error());
+    }
+
+    Oracle oracle(dir + "/oracle.sock", s.resources, mix.fence != Fencing::off);
+    ::chmod(oracle.socket_path().c_str(), 0777);
+
+    WorkerSettings ws;
+    ws.exe = s.worker_exe;
+    ws.socket_path = oracle.socket_path();
+    ws.nodes_csv = cluster.nodes_csv();
+    for (int i = 0; i < s.resources; ++i) ws.resources.push_back("chaos:r" + std::to_string(i));
+    ws.ttl_ms = s.ttl_ms;
+    ws.cs_min_ms = mix.cs_min_ms;
+    ws.cs_max_ms = mix.cs_max_ms;
+    ws.fence = mix.fence != Fencing::off;
+    ws.fence_even_slots_only = mix.fence == Fencing::mixed;
+    ws.durable = mix.durable;
+    ws.min_node_uptime_ms = mix.min_node_uptime_ms;
+    ws.restart_quarantine_ms = mix.restart_quarantine_ms == -2 ? 2 * s.ttl_ms : mix.restart_quarantine_ms;
+    if (use_faketime) {
+      ws.faketime_lib = env.faketime_lib;
+      ws.faketime_file = dir + "/faketime";
+      std::ofstream(ws.faketime_file) << "+0\n";
+      ::chmod(ws.faketime_file.c_str(), 0644);
+    }
+    if (use_partition) ws.run_as_uid_base = Partitioner::base_uid;
+    ws.log_path = dir + "/workers.log";
+    ws.seed = r.seed;
+
+    {
+      WorkerPool pool(ws, s.workers);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (oracle.connected() < static_cast<std::size_t>(s.workers) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (oracle.connected() < static_cast<std::size_t>(s.workers)) {
+        r.harness_errors.push_back("workers did not connect to the oracle (see " + ws.log_path + ")");
+      }
+
+      NemesisSettings ns;
+      ns.faults = faults;
+      ns.ttl_ms = s.ttl_ms;
+      ns.faketime_file = ws.faketime_file;
+      ns.partitioner = partitioner.get();
+      ns.verbose = s.verbose;
+      Nemesis nemesis(ns, cluster, pool, oracle, r.seed);
+      nemesis.run(static_cast<long>(seconds * 1000));
+      pool.terminate_all(5000);
+
+      r.faults = nemesis.counts();
+      r.nemesis_log = nemesis.log();
+      for (const auto& e : nemesis.errors()) r.harness_errors.push_back("nemesis: " + e);
+      for (const auto& c : pool.crashes()) r.harness_errors.push_back("worker exited by itself: " + c);
+    }
+    check(oracle.finish(), r);
+  }
+  if (use_faketime && r.wall_skew_s < 10 && r.faults.count("clock-jump") != 0) {
+    r.details.push_back("note: the workers' wall clock never looked faked (libfaketime not effective?)");
+  }
+  if (use_faketime) r.details.push_back("workers' wall clock was off by up to " + std::to_string(r.wall_skew_s) + " s");
+  if (r.failed() || s.keep_logs) {
+    r.details.push_back("logs kept in " + dir);
+  } else {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s = parse(argc, argv);
+  std::vector<Mix> mixes = all_mixes();
+  if (s.list) {
+    for (const auto& m : mixes) {
+      std::printf("%-22s %-9s %s\n", m.name.c_str(), m.must_be_zero ? "must-be-0" : "reported", m.about.c_str());
+    }
+    return 0;
+  }
+  if (!s.only.empty()) {
+    for (const auto& o : s.only) {
+      if (std::none_of(mixes.begin(), mixes.end(), [&](const Mix& m) { return m.name == o; })) usage("unknown mix " + o);
+    }
+    std::erase_if(mixes, [&](const Mix& m) { return std::find(s.only.begin(), s.only.end(), m.name) == s.only.end(); });
+  }
+  if (!redlock::test::redis_server_available()) {
+    std::printf("chaos: SKIP: redis-server not found\n");
+    return 77;
+  }
+  if (!fs::exists(s.worker_exe)) usage("worker not found: " + s.worker_exe);
+
+  Env env;
+  // As root, run in a private network namespace (before any thread exists): its own loopback,
+  // so nothing else on the machine can take our ports, and nftables rules touch only us.
+  std::optional<std::string> netns_error;
+  if (s.netns && ::geteuid() == 0) {
+    netns_error = enter_private_netns();
+    env.in_netns = !netns_error;
+  }
+  env.no_partition = partition_unavailable(env.in_netns);
+  if (env.no_partition && netns_error) *env.no_partition += " (" + *netns_error + ")";
+  env.faketime_lib = find_faketime();
+
+  double total_weight = 0;
+  for (const auto& m : mixes) total_weight += m.weight;
+  auto seconds_for = [&](const Mix& m) {
+    if (s.seconds > 0) return s.seconds;
+    if (s.minutes > 0) return s.minutes * 60.0 * m.weight / total_weight;
+    return m.short_seconds;
+  };
+
+  std::ostringstream cmd;
+  cmd << "scripts/chaos.sh";  // passes its arguments to chaos-driver unchanged
+  if (s.short_mode && s.minutes <= 0 && s.seconds <= 0) cmd << " --short";
+  if (s.minutes > 0) cmd << " --minutes " << s.minutes;
+  if (s.seconds > 0) cmd << " --seconds " << s.seconds;
+  if (!s.only.empty()) {
+    cmd << " --mix ";
+    for (std::size_t i = 0; i < s.only.size(); ++i) cmd << (i ? "," : "") << s.only[i];
+  }
+  cmd << " --seed " << s.seed;
+  std::printf("chaos: seed %llu (replay: %s)\n", static_cast<unsigned long long>(s.seed), cmd.str().c_str());
+  std::printf("chaos: %d nodes, %d workers, %d resources, ttl %ld ms; faketime: %s; partitions: %s\n", s.nodes,
+              s.workers, s.resources, s.ttl_ms, env.faketime_lib.empty() ? "not installed" : env.faketime_lib.c_str(),
+              env.no_partition ? env.no_partition->c_str() : "yes (private network namespace)");
+  std::fflush(stdout);
+
+  std::vector<MixResult> results;
+  const auto t_start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < mixes.size(); ++i) {
+    const Mix& m = mixes[i];
+    const double secs = seconds_for(m);
+    std::printf("[%zu/%zu] %-22s %5.0f s  %s ... ", i + 1, mixes.size(), m.name.c_str(), secs, m.about.c_str());
+    std::fflush(stdout);
+    MixResult r;
+    try {
+      r = run_mix(m, s, env, secs);
+    } catch (const std::exception& e) {
+      r.name = m.name;
+      r.must_be_zero = m.must_be_zero;
+      r.harness_errors.push_back(std::string("exception: ") + e.what());
+    }
+    if (r.skipped) {
+      std::printf("skipped (%s)\n", r.skip_reason.c_str());
+    } else {
+      std::printf("%s: %lld acquired, %lld entered, %lld overlaps\n",
+                  r.failed() ? (r.violations.empty() ? "HARNESS ERROR" : "FAIL") : "done", r.acquired, r.entered,
+                  r.overlaps);
+    }
+    std::fflush(stdout);
+    results.push_back(std::move(r));
+  }
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+
+  long long zero_acq = 0;
+  bool failed = false;
+  for (const auto& r : results) {
+    if (r.must_be_zero && !r.skipped) zero_acq += r.acquired;
+    failed = failed || r.failed();
+  }
+  std::ostringstream table;
+  print_table(table, results);
+  std::printf("\n%s", table.str().c_str());
+  std::ostringstream details;
+  print_details(details, results, s.verbose);
+  std::printf("%s", details.str().c_str());
+  std::printf("\nchaos: %lld acquisitions in must-be-zero mixes, %.0f s; seed %llu\n", zero_acq, elapsed,
+              static_cast<unsigned long long>(s.seed));
+  std::printf("chaos: %s\n", failed ? "FAILED (see above; replay with the same --seed)" : "ok");
+
+  if (!s.report.empty()) {
+    std::ofstream out(s.report, std::ios::app);
+    out << "Command: `" << cmd.str() << "` (" << s.nodes << " nodes, " << s.workers << " workers, " << s.resources
+        << " resources, ttl " << s.ttl_ms << " ms), " << static_cast<long long>(elapsed) << " s, "
+        << zero_acq << " acquisitions in must-be-zero mixes.\n\n";
+    out << table.str();
+    out << details.str() << "\n";
+  }
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,335 @@
+#include "nemesis.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "common.hpp"
+#include "oracle.hpp"
+#include "partition.hpp"
+#include "workers.hpp"
+
+namespace chaos {
+
+const char* to_string(Fault f) {
+  switch (f) {
+    case Fault::node_kill_delayed: return "node-kill-delayed";
+    case Fault::node_kill_aof: return "node-kill-aof";
+    case Fault::node_pause: return "node-pause";
+    case Fault::client_pause_acquire: return "client-pause-acquire";
+    case Fault::client_kill: return "client-kill";
+    case Fault::clock_jump: return "clock-jump";
+    case Fault::holder_pause: return "holder-pause";
+    case Fault::restart_empty: return "restart-empty";
+    case Fault::partition: return "partition";
+  }
+  return "?";
+}
+
+Nemesis::Nemesis(NemesisSettings s, redlock::test::RedisCluster& cluster, WorkerPool& workers, Oracle& oracle,
+                 std::uint64_t seed)
+    : s_(std::move(s)),
+      cluster_(cluster),
+      workers_(workers),
+      oracle_(oracle),
+      rng_(seed),
+      node_down_(cluster.size(), false),
+      node_paused_(cluster.size(), false),
+      slot_busy_(static_cast<std::size_t>(workers.size()), false) {}
+
+long Nemesis::uniform(long lo, long hi) {
+  if (hi <= lo) return lo;
+  return std::uniform_int_distribution<long>(lo, hi)(rng_);
+}
+
+void Nemesis::note(const std::string& what) {
+  char head[32];
+  std::snprintf(head, sizeof head, "%8.3f s  ", static_cast<double>(mono_ns() - t0_) / 1e9);
+  log_.push_back(head + what);
+  if (s_.verbose) std::fprintf(stderr, "  nemesis %s%s\n", head, what.c_str());
+}
+
+void Nemesis::at(Clock when, std::function<void()> fn) { queue_.emplace(when, std::move(fn)); }
+
+void Nemesis::run_due(Clock now) {
+  while (!queue_.empty() && queue_.begin()->first <= now) {
+    auto fn = std::move(queue_.begin()->second);
+    queue_.erase(queue_.begin());
+    fn();
+  }
+}
+
+void Nemesis::run(long duration_ms) {
+  t0_ = mono_ns();
+  const Clock end = t0_ + duration_ms * 1'000'000LL;
+  // The first fault comes after a short warm-up so every mix starts from a working system.
+  Clock next_fault = t0_ + uniform(s_.gap_min_ms, s_.gap_max_ms) * 1'000'000LL;
+  for (;;) {
+    const Clock now = mono_ns();
+    if (now >= end) break;
+    run_due(now);
+    workers_.check_unexpected_exits();
+    // No new fault in the last second: every mix ends with a moment of calm before the heal.
+    if (!s_.faults.empty() && now >= next_fault && now < end - 1'000'000'000LL) {
+      const Fault f = s_.faults[static_cast<std::size_t>(uniform(0, static_cast<long>(s_.faults.size()) - 1))];
+      inject(f);
+      next_fault = mono_ns() + uniform(s_.gap_min_ms, s_.gap_max_ms) * 1'000'000LL;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  heal_all();
+}
+
+void Nemesis::heal_all() {
+  // Run every pending heal now (restarts, SIGCONTs, end of pauses), in time order.
+  while (!queue_.empty()) run_due(queue_.rbegin()->first);
+  cluster_.heal();
+  for (int i = 0; i < workers_.size(); ++i) {
+    workers_.cont(i);
+    oracle_.end_pause(i);
+  }
+  if (!s_.faketime_file.empty()) write_faketime("+0");
+  if (s_.partitioner != nullptr) s_.partitioner->heal();
+  note("healed everything");
+}
+
+void Nemesis::inject(Fault f) {
+  switch (f) {
+    case Fault::node_kill_delayed: node_kill(false); break;
+    case Fault::node_kill_aof: node_kill(true); break;
+    case Fault::node_pause: node_pause(); break;
+    case Fault::client_pause_acquire: client_pause_acquire(); break;
+    case Fault::client_kill: client_kill(); break;
+    case Fault::clock_jump: clock_jump(); break;
+    case Fault::holder_pause: holder_pause(); break;
+    case Fault::restart_empty: restart_empty(); break;
+    case Fault::partition: partition(); break;
+  }
+}
+
+int Nemesis::pick_idle_slot() {
+  std::vector<int> idle;
+  for (int i = 0; i < workers_.size(); ++i) {
+    if (!slot_busy_[static_cast<std::size_t>(i)]) idle.push_back(i);
+  }
+  if (idle.empty()) return -1;
+  return idle[static_cast<std::size_t>(uniform(0, static_cast<long>(idle.size()) - 1))];
+}
+
+void Nemesis::start_node(int i) {
+  auto& srv = cluster_[static_cast<std::size_t>(i)];
+  const auto port = srv.port();
+  try {
+    srv.start();
+  } catch (const std::exception& e) {
+    errors_.push_back(std::string("restart of node ") + std::to_string(i) + " failed: " + e.what());
+  }
+  if (srv.port() != port) errors_.push_back("node " + std::to_string(i) + " came back on another port");
+  node_down_[static_cast<std::size_t>(i)] = false;
+}
+
+// kill -9 of up to N-Q nodes. Without AOF the restart waits more than one ttl (plus drift), so
+// every key the node held has expired everywhere by then; with AOF always it is at once.
+void Nemesis::node_kill(bool aof) {
+  const int n = static_cast<int>(cluster_.size());
+  const int max_down = n - (n / 2 + 1);
+  int down = 0;
+  std::vector<int> up;
+  for (int i = 0; i < n; ++i) {
+    if (node_down_[static_cast<std::size_t>(i)]) ++down;
+    else if (!node_paused_[static_cast<std::size_t>(i)]) up.push_back(i);
+  }
+  const int room = max_down - down;
+  if (room <= 0 || up.empty()) return;
+  const int k = static_cast<int>(uniform(1, std::min<long>(room, static_cast<long>(up.size()))));
+  std::shuffle(up.begin(), up.end(), rng_);
+  for (int j = 0; j < k; ++j) {
+    const int i = up[static_cast<std::size_t>(j)];
+    cluster_[static_cast<std::size_t>(i)].kill();
+    node_down_[static_cast<std::size_t>(i)] = true;
+    ++counts_[aof ? "node-kill-aof" : "node-kill-delayed"];
+    if (aof) {
+      note("kill -9 node " + std::to_string(i) + ", restart at once (AOF always)");
+      start_node(i);
+    } else {
+      const long delay = uniform(s_.ttl_ms + 300, 2 * s_.ttl_ms + 500);
+      note("kill -9 node " + std::to_string(i) + ", restart in " + std::to_string(delay) + " ms");
+      at(mono_ns() + delay * 1'000'000LL, [this, i] {
+        start_node(i);
+        note("restarted node " + std::to_string(i) + " (empty)");
+      });
+    }
+  }
+}
+
+// SIGSTOP of 1..N-Q+1 nodes (sometimes a majority: no quorum at all) for 50 ms .. 2 ttl.
+void Nemesis::node_pause() {
+  const int n = static_cast<int>(cluster_.size());
+  std::vector<int> up;
+  for (int i = 0; i < n; ++i) {
+    if (!node_down_[static_cast<std::size_t>(i)] && !node_paused_[static_cast<std::size_t>(i)]) up.push_back(i);
+  }
+  if (up.empty()) return;
+  const int k = static_cast<int>(uniform(1, std::min<long>(n - (n / 2 + 1) + 1, static_cast<long>(up.size()))));
+  std::shuffle(up.begin(), up.end(), rng_);
+  for (int j = 0; j < k; ++j) {
+    const int i = up[static_cast<std::size_t>(j)];
+    const long dur = uniform(50, 2 * s_.ttl_ms);
+    cluster_[static_cast<std::size_t>(i)].stop();
+    node_paused_[static_cast<std::size_t>(i)] = true;
+    ++counts_["node-pause"];
+    note("SIGSTOP node " + std::to_string(i) + " for " + std::to_string(dur) + " ms");
+    at(mono_ns() + dur * 1'000'000LL, [this, i] {
+      cluster_[static_cast<std::size_t>(i)].cont();
+      node_paused_[static_cast<std::size_t>(i)] = false;
+      note("SIGCONT node " + std::to_string(i));
+    });
+  }
+}
+
+// SIGSTOP of a worker while it acquires: half the time right after it announced a try_acquire
+// (the pause falls inside the call), half the time right after a successful one (between the
+// acquisition and its validity check). Half the pauses outlast the ttl: that worker must then
+// not enter its critical section.
+void Nemesis::client_pause_acquire() {
+  const int slot = pick_idle_slot();
+  if (slot < 0) return;
+  const bool in_call = uniform(0, 1) == 1;
+  oracle_.arm(slot, in_call ? Oracle::Trigger::at_acquire : Oracle::Trigger::at_acquired);
+  auto fired = oracle_.wait_trigger(1000);
+  if (!fired) {
+    oracle_.end_pause(slot);
+    return;
+  }
+  if (in_call) std::this_thread::sleep_for(std::chrono::microseconds(uniform(0, 1500)));
+  workers_.stop(slot);
+  slot_busy_[static_cast<std::size_t>(slot)] = true;
+  const bool was_inside = oracle_.inside(slot);  // cannot be: ENTER answers RECHECK meanwhile
+  if (was_inside) errors_.push_back("client-pause-acquire caught slot " + std::to_string(slot) + " inside");
+  const bool long_pause = uniform(0, 1) == 1;
+  const long dur = long_pause ? uniform(s_.ttl_ms + 100, 2 * s_.ttl_ms) : uniform(20, s_.ttl_ms / 3);
+  ++counts_["client-pause-acquire"];
+  note("SIGSTOP worker " + std::to_string(slot) + (in_call ? " in try_acquire" : " after acquiring") + ", for " +
+       std::to_string(dur) + " ms");
+  at(mono_ns() + dur * 1'000'000LL, [this, slot] {
+    workers_.cont(slot);
+    oracle_.end_pause(slot);
+    slot_busy_[static_cast<std::size_t>(slot)] = false;
+    note("SIGCONT worker " + std::to_string(slot));
+  });
+}
+
+// kill -9 of a worker; half the time right after it entered its critical section. Respawned.
+void Nemesis::client_kill() {
+  int slot = pick_idle_slot();
+  if (slot < 0) return;
+  bool inside = false;
+  if (uniform(0, 1) == 1) {
+    oracle_.arm(slot, Oracle::Trigger::at_enter);
+    inside = oracle_.wait_trigger(1000).has_value();
+    if (inside) std::this_thread::sleep_for(std::chrono::microseconds(uniform(0, 3000)));
+  }
+  workers_.kill_and_respawn(slot);
+  ++counts_["client-kill"];
+  note("kill -9 worker " + std::to_string(slot) + (inside ? " inside its critical section" : "") + ", respawned");
+}
+
+void Nemesis::write_faketime(const std::string& spec) {
+  const std::string tmp = s_.faketime_file + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << spec << "\n";
+  }
+  std::rename(tmp.c_str(), s_.faketime_file.c_str());
+}
+
+// The workers' wall clock jumps forward or back by seconds to days (libfaketime, read by the
+// workers at most one second later). The library must not notice: it only reads CLOCK_BOOTTIME.
+void Nemesis::clock_jump() {
+  static const char* const specs[] = {"+3600", "-3600", "+86400", "-86400", "+30", "-30", "+31536000", "-600", "+0"};
+  const std::string spec = specs[uniform(0, static_cast<long>(std::size(specs)) - 1)];
+  write_faketime(spec);
+  ++counts_["clock-jump"];
+  note("workers' wall clock set to real time " + spec + " s");
+}
+
+// SIGSTOP of a worker just after it entered its critical section, for longer than the ttl:
+// its lease runs out while it is paused. No lease can prevent what follows; fencing can.
+void Nemesis::holder_pause() {
+  const int slot = pick_idle_slot();
+  if (slot < 0) return;
+  oracle_.arm(slot, Oracle::Trigger::at_enter);
+  if (!oracle_.wait_trigger(1000)) return;
+  std::this_thread::sleep_for(std::chrono::microseconds(uniform(0, 2000)));
+  workers_.stop(slot);
+  const bool inside = oracle_.mark_paused_inside(slot);
+  slot_busy_[static_cast<std::size_t>(slot)] = true;
+  const long dur = uniform(s_.ttl_ms + 200, s_.ttl_ms + 1000);
+  ++counts_["holder-pause"];
+  note("SIGSTOP worker " + std::to_string(slot) + (inside ? " inside" : " (just left)") +
+       " its critical section, for " + std::to_string(dur) + " ms");
+  at(mono_ns() + dur * 1'000'000LL, [this, slot] {
+    workers_.cont(slot);
+    slot_busy_[static_cast<std::size_t>(slot)] = false;
+    note("SIGCONT worker " + std::to_string(slot));
+  });
+}
+
+// Right after someone entered a critical section: kill -9 a majority of the nodes and restart
+// them at once, empty (no AOF). With the restart guard off the next acquirer gets a quorum from
+// the emptied nodes while the holder is still inside.
+void Nemesis::restart_empty() {
+  const int n = static_cast<int>(cluster_.size());
+  const int k = n / 2 + 1;
+  oracle_.arm(-1, Oracle::Trigger::at_enter);
+  if (!oracle_.wait_trigger(1000)) return;
+  std::vector<int> all;
+  for (int i = 0; i < n; ++i) all.push_back(i);
+  std::shuffle(all.begin(), all.end(), rng_);
+  std::string which;
+  for (int j = 0; j < k; ++j) {
+    const int i = all[static_cast<std::size_t>(j)];
+    if (node_paused_[static_cast<std::size_t>(i)]) continue;
+    cluster_[static_cast<std::size_t>(i)].kill();
+    node_down_[static_cast<std::size_t>(i)] = true;
+    which += " " + std::to_string(i);
+  }
+  for (int j = 0; j < k; ++j) {
+    const int i = all[static_cast<std::size_t>(j)];
+    if (node_down_[static_cast<std::size_t>(i)]) start_node(i);
+  }
+  ++counts_["restart-empty"];
+  note("kill -9 nodes" + which + " and restarted them at once, empty");
+}
+
+void Nemesis::partition() {
+  if (s_.partitioner == nullptr) return;
+  const int n = static_cast<int>(cluster_.size());
+  // Cut a random non-empty proper subset of the workers off from a random minority-or-majority
+  // subset of the nodes: both sides may think they have a quorum only if exclusion is broken.
+  std::vector<int> slots;
+  for (int i = 0; i < workers_.size(); ++i) {
+    if (uniform(0, 1) == 1) slots.push_back(i);
+  }
+  if (slots.empty()) slots.push_back(static_cast<int>(uniform(0, workers_.size() - 1)));
+  std::vector<int> nodes;
+  for (int i = 0; i < n; ++i) nodes.push_back(i);
+  std::shuffle(nodes.begin(), nodes.end(), rng_);
+  nodes.resize(static_cast<std::size_t>(uniform(1, n / 2 + 1)));
+  const long dur = uniform(100, 2 * s_.ttl_ms);
+  std::string what;
+  if (!s_.partitioner->cut(slots, nodes, what)) {
+    errors_.push_back("partition failed: " + what);
+    return;
+  }
+  ++counts_["partition"];
+  note("partition: " + what + " for " + std::to_string(dur) + " ms");
+  at(mono_ns() + dur * 1'000'000LL, [this] {
+    s_.partitioner->heal();
+    note("partition healed");
+  });
+}
+
+}  // namespace chaos

@@ -1,0 +1,99 @@
+#pragma once
+// The nemesis: injects the faults of one mix on a schedule drawn from a seeded generator, on the
+// driver's main thread (the fixture's servers must be restarted from the thread that made them),
+// and heals everything at the end.
+//
+// The seed fixes which faults are drawn, on which nodes/slots and for how long; the exact
+// interleaving with the workers is up to the scheduler, so a replay reproduces the schedule,
+// not necessarily the same interleaving.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "redis_fixture.hpp"
+
+namespace chaos {
+
+class Oracle;
+class WorkerPool;
+class Partitioner;
+
+enum class Fault {
+  node_kill_delayed,  // kill -9 of up to N-Q nodes, restart empty after more than one ttl
+  node_kill_aof,      // kill -9 of up to N-Q nodes (appendfsync always), restart at once
+  node_pause,         // SIGSTOP of 1..N-Q+1 nodes, SIGCONT later
+  client_pause_acquire,  // SIGSTOP of a worker while it acquires (outside its critical section)
+  client_kill,        // kill -9 of a worker (inside or outside its critical section), respawned
+  clock_jump,         // the workers' wall clock jumps (libfaketime)
+  holder_pause,       // SIGSTOP of a worker inside its critical section for longer than the ttl
+  restart_empty,      // kill -9 of a majority, restarted at once without data (no restart guard)
+  partition,          // nftables drop rules cut some workers off from some nodes
+};
+
+[[nodiscard]] const char* to_string(Fault f);
+
+struct NemesisSettings {
+  std::vector<Fault> faults;
+  long ttl_ms = 1500;
+  long gap_min_ms = 300;  // time between two fault starts
+  long gap_max_ms = 1500;
+  std::string faketime_file;  // for clock_jump
+  Partitioner* partitioner = nullptr;  // for partition
+  bool verbose = false;
+};
+
+class Nemesis {
+ public:
+  Nemesis(NemesisSettings s, redlock::test::RedisCluster& cluster, WorkerPool& workers, Oracle& oracle,
+          std::uint64_t seed);
+
+  // Injects faults until `duration_ms` has passed, then heals everything.
+  void run(long duration_ms);
+
+  // How many faults of each kind were injected (keyed by to_string(Fault)), and what happened.
+  [[nodiscard]] const std::map<std::string, long long>& counts() const { return counts_; }
+  [[nodiscard]] const std::vector<std::string>& log() const { return log_; }
+  [[nodiscard]] const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  using Clock = std::int64_t;  // CLOCK_MONOTONIC ns
+  void at(Clock when, std::function<void()> fn);
+  void run_due(Clock now);
+  void inject(Fault f);
+  void heal_all();
+  void note(const std::string& what);
+  long uniform(long lo, long hi);
+
+  void node_kill(bool aof);
+  void node_pause();
+  void client_pause_acquire();
+  void client_kill();
+  void clock_jump();
+  void holder_pause();
+  void restart_empty();
+  void partition();
+  void write_faketime(const std::string& spec);
+
+  int pick_idle_slot();
+  void start_node(int i);
+
+  NemesisSettings s_;
+  redlock::test::RedisCluster& cluster_;
+  WorkerPool& workers_;
+  Oracle& oracle_;
+  std::mt19937_64 rng_;
+  Clock t0_ = 0;
+  std::multimap<Clock, std::function<void()>> queue_;
+  std::vector<bool> node_down_;
+  std::vector<bool> node_paused_;
+  std::vector<bool> slot_busy_;
+  std::map<std::string, long long> counts_;
+  std::vector<std::string> log_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace chaos
