@@ -43,7 +43,75 @@ void append_header(std::string& out, int argc) {
 // Handshake command tags.
 enum : std::uint32_t { hs_auth, hs_select, hs_script_load, hs_info, hs_config };
 
+// No reply this client asks for has more elements than this (INFO is one bulk string).
+constexpr int max_reply_elements = 1 << 16;
+
 }  // namespace
+
+// hiredis 0.14 trusts what the server sends. A reply that no command is waiting for trips an
+// assert() in redisProcessCallbacks (the whole process aborts), and a multi-bulk header is
+// calloc'ed at whatever count it claims (2^31 - 1 elements: 16 GB reserved, then seconds spent
+// walking it when the half-read reply is freed). These reader hooks wrap hiredis's own object
+// functions and refuse both before hiredis acts on them. A refusal is a reader error: hiredis
+// drops the connection, every command pending on it is "down" with the reason below, and the
+// node reconnects with backoff.
+struct ReplyGuard {
+  static inline redisReplyObjectFunctions* hiredis_functions = nullptr;
+  static redisReplyObjectFunctions functions;
+
+  static void install(redisAsyncContext* ac) {
+    redisReader* reader = ac->c.reader;
+    if (reader == nullptr) return;
+    if (hiredis_functions == nullptr) hiredis_functions = reader->fn;  // the same static table each time
+    if (reader->fn != hiredis_functions) return;  // not the table we know how to wrap
+    reader->fn = &functions;
+    reader->privdata = ac;
+  }
+
+  static Node* node(const redisReadTask* t) {
+    return static_cast<Node*>(static_cast<redisAsyncContext*>(t->privdata)->data);
+  }
+
+  // A top-level reply while no callback is queued would reach hiredis's assert.
+  static bool unsolicited(const redisReadTask* t) {
+    if (t->parent != nullptr) return false;
+    const auto* ac = static_cast<const redisAsyncContext*>(t->privdata);
+    if (ac->replies.head != nullptr) return false;
+    refuse(t, "protocol error: a reply no command was waiting for");
+    return true;
+  }
+
+  static void refuse(const redisReadTask* t, std::string why) {
+    Node* n = node(t);
+    if (n == nullptr) return;
+    n->last_error_ = why;
+    n->refusal_ = std::move(why);
+  }
+
+  static void* create_string(const redisReadTask* t, char* s, std::size_t len) {
+    return unsolicited(t) ? nullptr : hiredis_functions->createString(t, s, len);
+  }
+  static void* create_array(const redisReadTask* t, int elements) {
+    if (unsolicited(t)) return nullptr;
+    if (elements > max_reply_elements) {
+      refuse(t, "protocol error: a reply of " + std::to_string(elements) +
+                    " elements (more than " + std::to_string(max_reply_elements) + ")");
+      return nullptr;
+    }
+    return hiredis_functions->createArray(t, elements);
+  }
+  static void* create_integer(const redisReadTask* t, long long v) {
+    return unsolicited(t) ? nullptr : hiredis_functions->createInteger(t, v);
+  }
+  static void* create_nil(const redisReadTask* t) {
+    return unsolicited(t) ? nullptr : hiredis_functions->createNil(t);
+  }
+  static void free_object(void* o) { hiredis_functions->freeObject(o); }
+};
+
+redisReplyObjectFunctions ReplyGuard::functions = {
+    &ReplyGuard::create_string, &ReplyGuard::create_array, &ReplyGuard::create_integer,
+    &ReplyGuard::create_nil, &ReplyGuard::free_object};
 
 Command& Command::arg(std::string_view a) {
   append_bulk(body_, a);
@@ -114,6 +182,7 @@ void Node::connect() {
     return;
   }
   ac->data = this;
+  ReplyGuard::install(ac);
   redisAsyncSetConnectCallback(ac, &Node::on_connect);
   redisAsyncSetDisconnectCallback(ac, &Node::on_disconnect);
   ctx_ = ac;
@@ -167,7 +236,12 @@ void Node::on_disconnect(const redisAsyncContext* ac, int status) {
   auto* self = static_cast<Node*>(ac->data);
   if (self->ctx_ != ac) return;  // we freed it ourselves and already moved on
   self->ctx_ = nullptr;
-  self->last_error_ = status == REDIS_OK ? "disconnected" : (ac->errstr[0] ? ac->errstr : "disconnected");
+  if (!self->refusal_.empty()) {
+    self->last_error_ = std::move(self->refusal_);  // hiredis's own text would say "Out of memory"
+    self->refusal_.clear();
+  } else {
+    self->last_error_ = status == REDIS_OK ? "disconnected" : (ac->errstr[0] ? ac->errstr : "disconnected");
+  }
   self->host_.log(LogLevel::warning, self->name_ + ": connection lost: " + self->last_error_);
   if (self->state_ == State::draining) {
     self->finish_close();

@@ -143,6 +143,10 @@ class Node {
 
   class HandshakeSink;
   friend class HandshakeSink;
+  friend struct ReplyGuard;  // lib/node.cpp: refuses replies hiredis 0.14 would mishandle
+
+  // Set by ReplyGuard when it refused a reply; the reason the connection was dropped.
+  std::string refusal_;
 
   uv_loop_t* loop_;
   NodeHost& host_;
