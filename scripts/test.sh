@@ -4,6 +4,7 @@
 # Non-zero on any failure.
 #   scripts/test.sh              everything
 #   REDLOCK_SANITIZERS=0 scripts/test.sh   skip the two sanitizer builds (faster local runs)
+#   REDLOCK_FUZZ=0 scripts/test.sh         skip the short fuzzing run at the end (scripts/fuzz.sh)
 # Extra arguments go to the main `meson test` run (e.g. --suite unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +13,9 @@ scripts/setup.sh build
 meson test -C build --print-errorlogs "$@"
 
 if [[ ${REDLOCK_SANITIZERS:-1} != 0 ]]; then
-  sanitizer_tests=(unit integration fixture-selftest)
-  targets=(tests/unit-tests tests/integration/integration-tests tests/support/fixture_selftest)
+  sanitizer_tests=(unit integration fixture-selftest capi-c)
+  targets=(tests/unit-tests tests/integration/integration-tests tests/support/fixture_selftest
+           tests/capi/capi-test)
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   for san in asan tsan; do
@@ -29,4 +31,8 @@ if [[ ${REDLOCK_SANITIZERS:-1} != 0 ]]; then
     ninja -C "$dir" "${targets[@]}" >/dev/null
     meson test -C "$dir" --no-rebuild --print-errorlogs "${sanitizer_tests[@]}"
   done
+fi
+
+if [[ ${REDLOCK_FUZZ:-1} != 0 ]]; then
+  scripts/fuzz.sh --seconds 10
 fi
