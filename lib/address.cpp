@@ -42,10 +42,15 @@ bool percent_decode(std::string_view in, std::string& out) {
       continue;
     }
     if (i + 2 >= in.size()) return false;
-    int v = 0;
-    auto [p, ec] = std::from_chars(in.data() + i + 1, in.data() + i + 3, v, 16);
-    if (ec != std::errc() || p != in.data() + i + 3) return false;
-    out += static_cast<char>(v);
+    auto hex = [](char c) {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    const int hi = hex(in[i + 1]), lo = hex(in[i + 2]);  // exactly two hex digits: no sign
+    if (hi < 0 || lo < 0) return false;
+    out += static_cast<char>(hi * 16 + lo);
     i += 2;
   }
   return true;
@@ -222,6 +227,19 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   return parse_host_port(text, a, why);
 }
 
+// The address as it may appear in an error message: a password never does.
+std::string redacted(std::string_view text) {
+  constexpr std::string_view redis_scheme = "redis://";
+  if (!text.starts_with(redis_scheme)) return std::string(text);
+  auto rest = text.substr(redis_scheme.size());
+  auto at = rest.substr(0, rest.find('/')).rfind('@');
+  if (at == std::string_view::npos) return std::string(text);
+  auto userinfo = rest.substr(0, at);
+  auto colon = userinfo.find(':');
+  std::string user = colon == std::string_view::npos ? "" : std::string(userinfo.substr(0, colon)) + ":";
+  return std::string(redis_scheme) + user + "***" + std::string(rest.substr(at));
+}
+
 }  // namespace
 
 std::string NodeAddress::to_string() const {
@@ -229,14 +247,16 @@ std::string NodeAddress::to_string() const {
     return "unix://" + path + (db != 0 ? "?db=" + std::to_string(db) : "");
   }
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return h + ":" + std::to_string(port) + (db != 0 ? "/" + std::to_string(db) : "");
+  // With a database only the URL form parses back (host:port/db is not an address).
+  return (db != 0 ? "redis://" : "") + h + ":" + std::to_string(port) +
+         (db != 0 ? "/" + std::to_string(db) : "");
 }
 
 std::optional<NodeAddress> NodeAddress::parse(std::string_view text, std::string& error) {
   NodeAddress a;
   std::string why;
   if (!parse_address(text, a, why)) {
-    error = "bad node address " + quoted(text) + ": " + why;
+    error = "bad node address " + quoted(redacted(text)) + ": " + why;
     return std::nullopt;
   }
   return a;
@@ -262,7 +282,7 @@ std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text,
                          ? a->path
                          : a->host + "|" + std::to_string(a->port);
     if (!seen.insert(id).second) {
-      error = "node " + quoted(item) + " appears twice in the node list (it would vote twice)";
+      error = "node " + quoted(redacted(item)) + " appears twice in the node list (it would vote twice)";
       return std::nullopt;
     }
     out.push_back(std::move(*a));

@@ -55,7 +55,40 @@ TEST_CASE("address: redis:// with user, password and db") {
 TEST_CASE("address: the password never shows in to_string") {
   auto a = ok("redis://alice:s3cret@db.local:7002/3");
   CHECK(a.to_string().find("s3cret") == std::string::npos);
-  CHECK(a.to_string() == "db.local:7002/3");
+  CHECK(a.to_string() == "redis://db.local:7002/3");
+}
+
+TEST_CASE("address: to_string parses back to the same node") {
+  for (std::string_view s : {"h:7001", "redis://u:pw@h:7002/3", "redis://[::1]:7001/2", "[::1]:9",
+                             "unix:///tmp/r.sock", "unix:///tmp/r.sock?db=4"}) {
+    auto a = ok(s);
+    auto b = ok(a.to_string());
+    CHECK(b.to_string() == a.to_string());
+    CHECK(b.db == a.db);
+    CHECK(b.port == a.port);
+    CHECK(b.host == a.host);
+    CHECK(b.path == a.path);
+  }
+}
+
+TEST_CASE("address: a password never shows in an error message") {
+  std::string err = bad("redis://alice:s3cret@h:99999");
+  CHECK(err.find("s3cret") == std::string::npos);
+  CHECK(err.find("alice:***@h:99999") != std::string::npos);
+  err = bad("redis://t0psecret@h:0");
+  CHECK(err.find("t0psecret") == std::string::npos);
+  std::string list_err;
+  CHECK_FALSE(parse_node_list("redis://u:hunter2@h:1,redis://u:hunter2@h:1", list_err));
+  CHECK(list_err.find("hunter2") == std::string::npos);
+  CHECK(list_err.find("appears twice") != std::string::npos);
+}
+
+TEST_CASE("address: a %-escape is exactly two hex digits") {
+  bad("redis://u:%-1@h:1");
+  bad("redis://u:%+1@h:1");
+  bad("redis://u:% 1@h:1");
+  bad("redis://u:%4@h:1");
+  CHECK(ok("redis://u:%4a%4A@h:1").password == "JJ");
 }
 
 TEST_CASE("address: IPv6 in brackets") {
