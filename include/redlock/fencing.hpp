@@ -5,8 +5,9 @@
 // clients that use fencing on it), so a resource that remembers the highest fence it has seen can
 // reject a write from a holder whose lease ran out while it was paused. The counter is the plain
 // string key `<prefix><resource>:fence` on every lock node; it never expires. It holds only while
-// nodes keep their counters: run them with appendonly yes + appendfsync always, or keep the
-// restart guard on (see README, "Safety model").
+// nodes keep their counters: run them with appendonly yes + appendfsync always. The restart guard
+// does not protect fences (a counter lost in a restart is lost however long the node waits; see
+// README, "Safety model", and docs/safety/results.md).
 
 #include <string_view>
 
