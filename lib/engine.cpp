@@ -631,7 +631,22 @@ class AcquireOp final : public Operation {
     Lock lock = LockBuilder::make(resources_, token_, opts_.ttl, to_ms_floor(v.validity), v.deadline, tally_.ok,
                                   e_.n(), outcomes_);
     LockBuilder::set_fence(lock, fence_max_);
+    warn_fence_durability();
     finish_ok(std::move(lock));
+  }
+
+  // Fences grow only while nodes keep their counters (appendfsync always); the restart guard does
+  // not help (README, "Safety model"). Say so once per node that is known not to be durable.
+  void warn_fence_durability() {
+    for (auto& node : e_.nodes_) {
+      if (node->fence_warned) continue;
+      if (auto why = node->fence_durability_problem()) {
+        node->fence_warned = true;
+        e_.log(LogLevel::warning, node->name() + ": fencing on a node with " + *why +
+                                      ": a crash or restart loses its fence counters and fences can "
+                                      "go backwards; run lock nodes with appendonly yes + appendfsync always");
+      }
+    }
   }
 
   void fail_attempt(Errc why, std::string message) {

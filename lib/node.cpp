@@ -41,7 +41,7 @@ void append_header(std::string& out, int argc) {
 }
 
 // Handshake command tags.
-enum : std::uint32_t { hs_auth, hs_select, hs_script_load, hs_info, hs_config };
+enum : std::uint32_t { hs_auth, hs_select, hs_script_load, hs_info, hs_config, hs_appendonly, hs_appendfsync };
 
 // No reply this client asks for has more elements than this (INFO is one bulk string).
 constexpr int max_reply_elements = 1 << 16;
@@ -215,6 +215,16 @@ void Node::send_handshake() {
   c.clear();
   send(c.arg("CONFIG").arg("GET").arg("maxmemory-policy"), options_.connect_timeout,
        *handshake_sink_, hs_config);
+  // Whether fence counters survive a crash (see Node::fence_durability_problem). One parameter
+  // per CONFIG GET: Redis before 7 takes only one.
+  appendonly_.clear();
+  appendfsync_.clear();
+  c.clear();
+  send(c.arg("CONFIG").arg("GET").arg("appendonly"), options_.connect_timeout, *handshake_sink_,
+       hs_appendonly);
+  c.clear();
+  send(c.arg("CONFIG").arg("GET").arg("appendfsync"), options_.connect_timeout, *handshake_sink_,
+       hs_appendfsync);
 }
 
 void Node::on_connect(const redisAsyncContext* ac, int status) {
@@ -452,7 +462,8 @@ void Node::on_handshake_reply(std::uint32_t tag, const NodeResult& r) {
     } else if (tag == hs_select) {
       host_.log(LogLevel::error, name_ + ": SELECT failed: " + err);
       drop("SELECT failed: " + err);  // the wrong database must not take votes
-    } else if (tag != hs_config) {  // CONFIG may be disabled or renamed: say nothing
+    } else if (tag != hs_config && tag != hs_appendonly && tag != hs_appendfsync) {
+      // CONFIG may be disabled or renamed: say nothing
       host_.log(LogLevel::debug, name_ + ": handshake: " + err);
     }
     return;
@@ -465,6 +476,11 @@ void Node::on_handshake_reply(std::uint32_t tag, const NodeResult& r) {
                                        ": Redis may evict lock keys under memory pressure; "
                                        "use noeviction on lock nodes");
     }
+  }
+  if ((tag == hs_appendonly || tag == hs_appendfsync) && rep->type == REDIS_REPLY_ARRAY &&
+      rep->elements == 2 && rep->element[1]->type == REDIS_REPLY_STRING) {
+    (tag == hs_appendonly ? appendonly_ : appendfsync_)
+        .assign(rep->element[1]->str, rep->element[1]->len);
   }
   if (tag == hs_info && (rep->type == REDIS_REPLY_STRING)) {
     std::string_view info(rep->str, rep->len);
@@ -542,6 +558,13 @@ void Node::on_handle_closed(uv_handle_t* h) {
     self->state_ = State::closed;
     self->host_.on_node_closed(self->index_);
   }
+}
+
+std::optional<std::string> Node::fence_durability_problem() const {
+  if (appendonly_.empty() || appendfsync_.empty()) return std::nullopt;  // unknown: say nothing
+  if (appendonly_ != "yes") return "appendonly " + appendonly_;
+  if (appendfsync_ != "always") return "appendfsync " + appendfsync_;
+  return std::nullopt;
 }
 
 }  // namespace redlock::detail

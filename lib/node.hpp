@@ -100,6 +100,12 @@ class Node {
   [[nodiscard]] const std::string& last_error() const { return last_error_; }
   [[nodiscard]] const std::string& run_id() const { return run_id_; }
 
+  // Why this server's fence counters may not survive a crash or restart ("appendonly no",
+  // "appendfsync everysec"), as CONFIG said at the last connect; nullopt when durable or unknown.
+  [[nodiscard]] std::optional<std::string> fence_durability_problem() const;
+  // Set once the engine has warned about fencing on this node (one warning per node).
+  bool fence_warned = false;
+
   // Restart guard: why a vote from this node must not count now, or nullopt.
   [[nodiscard]] std::optional<std::string> vote_exclusion(BootClock::time_point now) const;
 
@@ -164,6 +170,7 @@ class Node {
   std::deque<InFlight> inflight_;
   Millis backoff_;
   std::string last_error_;
+  std::string appendonly_, appendfsync_;  // CONFIG GET at the last connect; empty if unknown
   std::string scratch_;  // reused RESP buffer
 
   // What INFO said at the last connect (restart guard).

@@ -58,7 +58,10 @@ Options make_options(const Globals& g) {
     };
   } else {
     o.logger = [](LogLevel level, std::string_view msg) {
-      if (level >= LogLevel::warning && msg.find("maxmemory-policy") != std::string_view::npos) {
+      // Without -v only the warnings about the nodes' configuration: they are what an operator
+      // must fix (eviction of lock keys; fence counters that a restart loses).
+      if (level >= LogLevel::warning && (msg.find("maxmemory-policy") != std::string_view::npos ||
+                                         msg.find("fencing on a node") != std::string_view::npos)) {
         std::cerr << "redlock: warning: " << msg << "\n";
       }
     };

@@ -189,3 +189,71 @@ TEST_CASE("multi-resource: all-or-nothing on each node, one token, extend and re
   CHECK(rel.deleted == 3);
   for (const char* k : {"m1", "m2", "m3"}) CHECK(c.count_with_key(k) == 0);
 }
+
+namespace {
+// Warnings a client logs, collected across its I/O thread.
+struct WarningLog {
+  std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  void attach(Options& o) const {
+    o.logger = [mu = mu, lines = lines](LogLevel level, std::string_view m) {
+      std::lock_guard<std::mutex> g(*mu);
+      if (level == LogLevel::warning) lines->emplace_back(m);
+    };
+  }
+  int count(std::string_view needle) const {
+    std::lock_guard<std::mutex> g(*mu);
+    return static_cast<int>(std::count_if(lines->begin(), lines->end(), [&](const std::string& l) {
+      return l.find(needle) != std::string::npos;
+    }));
+  }
+};
+}  // namespace
+
+TEST_CASE("fencing on nodes without appendfsync always is warned about, once per node") {
+  SUBCASE("appendonly no: one warning per node, however many fenced locks") {
+    RedisCluster c(3);
+    Options o = options_for(c);
+    WarningLog log;
+    log.attach(o);
+    Client client(o);
+    // A plain lock first: no fencing, no warning.
+    auto plain = client.try_acquire({"plain"}, ttl_opts(5s));
+    REQUIRE(plain);
+    CHECK(log.count("fencing on a node") == 0);
+    for (int i = 0; i < 20; ++i) {
+      auto r = client.try_acquire({"fenced-warn"}, fenced(5s));
+      REQUIRE_MESSAGE(r, r.message);
+      REQUIRE(client.try_release(r.lock));
+    }
+    CHECK(log.count("fencing on a node with appendonly no") == 3);
+  }
+  SUBCASE("appendonly yes + appendfsync everysec: named") {
+    ServerConfig cfg;
+    cfg.extra_args = {"--appendonly", "yes", "--appendfsync", "everysec"};
+    RedisCluster c(3, cfg);
+    Options o = options_for(c);
+    WarningLog log;
+    log.attach(o);
+    Client client(o);
+    // A node is named once it has answered CONFIG and a fenced lock was handed out; the first
+    // acquisition may be decided before the slowest node said anything.
+    CHECK(eventually([&] {
+      auto r = client.try_acquire({"fenced-everysec"}, fenced(5s));
+      if (r) (void)client.try_release(r.lock);
+      return log.count("fencing on a node with appendfsync everysec") >= 3;
+    }, 3000ms));
+    CHECK(log.count("fencing on a node with appendfsync everysec") == 3);
+  }
+  SUBCASE("appendonly yes + appendfsync always: silent") {
+    ServerConfig cfg;
+    cfg.aof_always = true;
+    RedisCluster c(3, cfg);
+    Options o = options_for(c);
+    WarningLog log;
+    log.attach(o);
+    Client client(o);
+    REQUIRE(client.try_acquire({"fenced-durable"}, fenced(5s)));
+    CHECK(log.count("fencing on a node") == 0);
+  }
+}
