@@ -43,6 +43,10 @@ fo_parse_args() {
       *) fo_usage >&2; exit 2 ;;
     esac
   done
+  shift $((OPTIND - 1))
+  # A stray word (a node list without -n, a typo) must not be ignored: the run would then test
+  # other masters than the ones meant.
+  (($# == 0)) || fo_usage_error "unexpected argument '$1' (node lists go after -n; see -h)"
   IFS=, read -r -a node_list <<<"$nodes"
   N=${#node_list[@]}
   Q=$((N / 2 + 1))  # quorum
@@ -50,6 +54,11 @@ fo_parse_args() {
   if ((N < 1)); then
     echo "$(basename "$0"): empty node list" >&2
     exit 2
+  fi
+  # A malformed list is a usage error (exit 2) before anything is touched, not a failed check.
+  local why
+  if ! why=$("$cli" -n "$nodes" --connect-timeout 100ms status redlock-failover-precheck 2>&1 >/dev/null); then
+    fo_usage_error "bad node list '$nodes': ${why#redlock-cli: }"
   fi
   fo_check_actions
   fo_tmp=$(mktemp -d)
@@ -219,6 +228,7 @@ acquire_ok() {
 # Every node answers: checked first, so a failure later is about the failover, not the setup.
 require_all_up() {
   rl status "redlock-failover-precheck"
+  ((rc == 0)) || fail "redlock-cli status exited $rc: $err"
   local down
   down=$(awk 'NR > 1 && $2 != "up" { print $1 }' <<<"$out" | paste -sd, -)
   [[ -z $down ]] || fail "every master must be up before the test; down: $down"

@@ -8,7 +8,8 @@
 #   3. after one more kill (a majority down): acquire exits 3 (no quorum) with empty stdout, and
 #      no surviving master keeps a key of the failed attempt (its rollback reached them);
 #   4. the killed masters are restarted (also when a check failed) and acquire exits 0 again.
-# Exits 1 on the first failed check, 0 when all passed.
+# Exits 1 on the first failed check, 0 when all passed, 2 on a usage error (bad option, stray
+# argument, malformed node list) before any master is touched.
 #
 # Usage: scripts/failover-minority.sh [-n LIST] [-d CLUSTER_DIR]
 #   -n LIST  comma-separated masters (default $REDLOCK_NODES, else 127.0.0.1:7001..7005)

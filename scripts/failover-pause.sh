@@ -10,7 +10,8 @@
 #   3. after resuming them all: the tokens of step 1 release with exit 0, and no master keeps a
 #      key of any attempt (the resumed masters applied the SETs queued while they were paused,
 #      then the release/rollback queued behind them).
-# Paused masters are resumed on exit, also when a check failed. Exits 1 on the first failure.
+# Paused masters are resumed on exit, also when a check failed. Exits 1 on the first failure,
+# 2 on a usage error (bad option, stray argument, malformed node list) before touching anything.
 #
 # Usage: scripts/failover-pause.sh [-n LIST] [-d CLUSTER_DIR]
 #   -n LIST  comma-separated masters (default $REDLOCK_NODES, else 127.0.0.1:7001..7005)

@@ -13,7 +13,8 @@
 #      not expired: two holders. (With FAILOVER_DURABLE=1, for masters with appendonly yes +
 #      appendfsync always, the restarted masters kept A's key and it must exit 1 instead.)
 #   5. both locks release with exit 0.
-# Exits 1 on the first failed check; killed masters are restarted on exit in any case.
+# Exits 1 on the first failed check; killed masters are restarted on exit in any case. Exits 2
+# on a usage error (bad option, stray argument, malformed node list) before touching anything.
 #
 # Usage: scripts/failover-restart.sh [-n LIST] [-d CLUSTER_DIR]
 #   -n LIST  comma-separated masters (default $REDLOCK_NODES, else 127.0.0.1:7001..7005)

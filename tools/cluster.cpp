@@ -706,6 +706,7 @@ std::vector<NodeReport> ClusterManager::up() {
 }
 
 std::vector<NodeReport> ClusterManager::down() {
+  if (!fs::is_directory(settings_.dir)) return {};  // nothing was ever started from it
   DirLock lock(settings_.dir);
   std::vector<NodeReport> reports;
   struct Victim {
@@ -796,6 +797,7 @@ std::vector<NodeStatus> ClusterManager::status() const {
 
 NodeReport ClusterManager::kill(int index) {
   check_index(index);
+  require_dir(index);
   DirLock lock(settings_.dir);
   Proc p = inspect(index);
   if (!p.ours) fail(ClusterError::Kind::refused, node_name(index, p.port) + " is not running");
@@ -813,6 +815,7 @@ NodeReport ClusterManager::kill(int index) {
 
 NodeReport ClusterManager::stop(int index) {
   check_index(index);
+  require_dir(index);
   DirLock lock(settings_.dir);
   Proc p = inspect(index);
   if (!p.ours) fail(ClusterError::Kind::refused, node_name(index, p.port) + " is not running");
@@ -825,6 +828,7 @@ NodeReport ClusterManager::stop(int index) {
 
 NodeReport ClusterManager::cont(int index) {
   check_index(index);
+  require_dir(index);
   DirLock lock(settings_.dir);
   Proc p = inspect(index);
   if (!p.ours) fail(ClusterError::Kind::refused, node_name(index, p.port) + " is not running");
@@ -850,6 +854,13 @@ NodeReport ClusterManager::start(int index, std::chrono::milliseconds delay) {
   pid_t pid = spawn(index, redis_server);
   wait_ready({{index, pid}});
   return {index, port_of(index), pid, NodeReport::Outcome::started};
+}
+
+void ClusterManager::require_dir(int index) const {
+  if (!fs::is_directory(settings_.dir)) {
+    fail(ClusterError::Kind::refused, node_name(index, port_of(index)) + " is not running (no cluster in " +
+                                          settings_.dir.string() + ")");
+  }
 }
 
 void ClusterManager::check_can_start(int index) const {
@@ -965,7 +976,9 @@ void run(Verb verb, const std::string& name, const ClusterFlags& flags, Context&
     if (verb == Verb::kill || verb == Verb::stop || verb == Verb::cont || verb == Verb::start) {
       index = node_arg(flags.node);
     }
-    ClusterManager m(resolve(flags), verb != Verb::status);
+    // Only the commands that start nodes create the directory: `down --dir /tmp/typo` must not
+    // leave a directory behind, nor `kill` turn a mistyped path into an empty cluster.
+    ClusterManager m(resolve(flags), verb == Verb::up || verb == Verb::start);
     switch (verb) {
       case Verb::up:
         for (auto& r : m.up()) say(describe(r));
@@ -1024,8 +1037,17 @@ void setup_cluster(CLI::App& app, Context& ctx) {
   auto flags = std::make_shared<ClusterFlags>();
   CLI::App* cluster = app.add_subcommand(
       "cluster", "Manage local demonstration Redis masters (real redis-server processes on 127.0.0.1)");
-  cluster->require_subcommand(1);
+  // At most one; none is reported below. With a minimum of 1 CLI11 would answer `cluster bogus`
+  // with "A subcommand is required" instead of naming the word it did not understand.
+  cluster->require_subcommand(0, 1);
   cluster->fallthrough();
+  cluster->callback([cluster, &ctx] {
+    if (!cluster->get_subcommands().empty()) return;
+    ctx.action = []() -> int {
+      throw UsageError("cluster: a command is required: up, down, status, kill I, stop I, cont I or start I "
+                       "(see 'redlock-cli cluster --help')");
+    };
+  });
   add_settings_flags(cluster, *flags);
   cluster->footer(
       "Settings given to `up` are saved in the directory (cluster.conf); later commands without "

@@ -124,7 +124,8 @@ class ClusterManager {
   std::vector<NodeReport> up();
 
   // Stops every node this directory has a pid file for (SIGCONT if paused, SIGTERM, ~3 s, then
-  // SIGKILL) and removes the pid files. Empty result: nothing was running. Idempotent.
+  // SIGKILL) and removes the pid files. Empty result: nothing was running (or
+  // the directory does not exist; it is not created). Idempotent.
   std::vector<NodeReport> down();
 
   // Never changes anything; never blocks on a paused node.
@@ -148,6 +149,8 @@ class ClusterManager {
   struct Proc;
   [[nodiscard]] Proc inspect(int index) const;
   void check_index(int index) const;
+  // kill/stop/cont on a directory that does not exist: ClusterError{refused}, nothing created.
+  void require_dir(int index) const;
   [[nodiscard]] std::filesystem::path node_file(int index, const char* suffix) const;
   void save_settings() const;
   pid_t spawn(int index, const std::string& redis_server);

@@ -5,7 +5,8 @@
 // once (and the two defences: a delayed restart, the restart guard), then restore the nodes and
 // stop the ones the demo started. Every step says what Redlock must do and checks that it did;
 // the last line is the verdict. Exit 0 only if every check passed; 1 if one failed (or a node
-// could not be started), 2 on a usage error, 130 when interrupted (the nodes are restored first).
+// could not be started), 2 on a usage error, 130 when interrupted (the nodes are restored first),
+// 141 when stdout was closed under it (`demo | head`; the nodes are restored first too).
 
 #include <netinet/in.h>
 #include <signal.h>
@@ -56,6 +57,10 @@ constexpr Millis guard_min_uptime{10000};
 // Set from SIGINT/SIGTERM/SIGHUP; the demo checks it between operations so that it can still
 // restore the nodes before exiting (an abandoned half-killed cluster is worse than a late exit).
 std::atomic<bool> interrupted{false};
+// Set when stdout has gone (`demo | head`): the reader is not coming back, so the demo stops as if
+// interrupted and still restores the nodes, instead of being killed by SIGPIPE half-way with
+// masters down or left running.
+std::atomic<bool> output_gone{false};
 struct Interrupted {};
 struct Abort {};  // a failed check that makes the rest of the demo meaningless
 
@@ -97,10 +102,16 @@ class SignalScope {
     sa.sa_handler = [](int) { interrupted.store(true); };
     sigemptyset(&sa.sa_mask);
     for (std::size_t i = 0; i < std::size(signals_); ++i) ::sigaction(signals_[i], &sa, &old_[i]);
+    // A closed stdout then shows as a failed write (see Demo::line) rather than killing us.
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &old_pipe_);
   }
   ~SignalScope() {
     for (std::size_t i = 0; i < std::size(signals_); ++i)
       ::sigaction(signals_[i], &old_[i], nullptr);
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
   }
   SignalScope(const SignalScope&) = delete;
   SignalScope& operator=(const SignalScope&) = delete;
@@ -108,6 +119,7 @@ class SignalScope {
  private:
   static constexpr int signals_[] = {SIGINT, SIGTERM, SIGHUP};
   struct sigaction old_[std::size(signals_)]{};
+  struct sigaction old_pipe_ {};
 };
 
 // ---- text --------------------------------------------------------------------------------------
@@ -194,6 +206,7 @@ class Demo {
   void line(std::string s = {}) {
     while (!s.empty() && s.back() == ' ') s.pop_back();
     std::cout << s << std::endl;
+    if (!std::cout && !output_gone.exchange(true)) interrupted.store(true);
   }
   void heading(const std::string& s) { line(), line(p_.paint("== " + s + " ==", bold)); }
   void subheading(const std::string& s) { line(), line("  " + p_.paint(s, cyan)); }
@@ -741,11 +754,16 @@ int Demo::run() {
   }
   const auto took = std::chrono::duration_cast<Millis>(SteadyClock::now() - t0);
   line();
+  if (was_interrupted && output_gone.load()) {
+    // Nobody reads stdout any more; stderr may still reach the user.
+    std::cerr << "redlock-cli: demo: stdout was closed; stopped after " << fmt_s(took)
+              << " and restored the nodes\n";
+  }
   if (was_interrupted) {
     line(p_.paint("verdict: INTERRUPTED", bold_red) + " after " + fmt_s(took) + " (" +
          std::to_string(failures_.size()) + " of " + std::to_string(checks_) +
          " checks failed so far)");
-    return 130;
+    return output_gone.load() ? 128 + SIGPIPE : 130;  // as if SIGPIPE had ended us, but later
   }
   if (failures_.empty()) {
     line(p_.paint("verdict: PASS", bold_green) + ": all " + std::to_string(checks_) +
@@ -793,6 +811,7 @@ int run_demo(const DemoFlags& f) {
     throw UsageError(std::string("demo: ") + e.what());
   }
   interrupted.store(false);
+  output_gone.store(false);
   SignalScope signals;
   return Demo(*m, colour_wanted()).run();
 }
@@ -826,7 +845,8 @@ void setup_demo(CLI::App& app, Context& ctx) {
       "Colour when stdout is a terminal and NO_COLOR is unset. Exit status: 0 every check passed, "
       "1 a\n"
       "check failed or a node could not be started, 2 usage error, 130 interrupted (nodes "
-      "restored).");
+      "restored),\n"
+      "141 stdout closed by its reader, e.g. `demo | head` (nodes restored).");
   sub->callback([f, &ctx] { ctx.action = [f] { return run_demo(*f); }; });
 }
 

@@ -40,7 +40,10 @@ int run_status(const std::string& resource, const Globals& g) {
             << "  " << std::setw(40) << "VALUE" << "  " << "TTL\n";
   for (const auto& n : res.nodes) {
     std::string value = n.value ? printable(*n.value) : (n.type.empty() || n.type == "none" ? "-" : "(" + n.type + ")");
-    std::string ttl = n.pttl ? std::to_string(n.pttl->count()) + "ms" : "-";
+    // A key without an expiry is a lock nobody's crash will ever free: say so, rather than show
+    // the "-" of a node that has no key at all.
+    const bool key_present = n.up && !n.type.empty() && n.type != "none";
+    std::string ttl = n.pttl ? std::to_string(n.pttl->count()) + "ms" : key_present ? "no expiry" : "-";
     std::cout << std::left << std::setw(static_cast<int>(w)) << n.node << "  " << std::setw(5)
               << (n.up ? "up" : "down") << "  " << std::setw(40) << value << "  " << ttl;
     if (!n.detail.empty()) std::cout << "  (" << n.detail << ")";

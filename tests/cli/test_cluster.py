@@ -397,6 +397,29 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual([n["state"] for n in nodes], ["up", "down", "up"])
         self.assertEqual([nodes[0]["pid"], nodes[2]["pid"]], [pids[0], pids[2]])
 
+    def test_missing_or_unknown_command_is_named(self):
+        # Like `git remote bogus`: the word that was not understood is in the message.
+        for args, needle in ((("bogus",), "bogus"), (("up", "extra"), "extra"), ((), "up, down")):
+            with self.subTest(args=args):
+                r = self.cli(*args)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(needle, r.stderr)
+                self.assertEqual(r.stdout, "")
+        self.assertEqual(self.pid_files(), [])
+
+    def test_a_missing_dir_is_not_created_by_commands_that_start_nothing(self):
+        # `down --dir /tmp/typo` and friends: nothing runs there, and nothing is left behind.
+        missing = os.path.join(self.dir, "no", "such")
+        for args, code, needle in ((("down",), 0, "nothing running"), (("kill", "1"), 1, "not running"),
+                                   (("stop", "1"), 1, "not running"), (("cont", "1"), 1, "not running"),
+                                   (("status",), 0, "down")):
+            with self.subTest(args=args):
+                r = subprocess.run([CLI, "cluster", *args, "--dir", missing], capture_output=True,
+                                   text=True, timeout=30, stdin=subprocess.DEVNULL)
+                self.assertEqual(r.returncode, code, r.stdout + r.stderr)
+                self.assertIn(needle, r.stdout + r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.dir, "no")), args)
+
     def test_up_refuses_other_settings_while_running(self):
         self.up()
         r = self.cli("up", "--persistence", "aof")

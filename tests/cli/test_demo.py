@@ -127,6 +127,30 @@ class Demo(unittest.TestCase):
         self.assertIn(b"verdict: PASS", out)
         self.assertNotIn(ANSI, out)
 
+    def test_closed_stdout_still_restores_the_nodes(self):
+        # `redlock-cli demo | head`: the reader goes away once the demo has started masters. The
+        # demo must not die of SIGPIPE with them left running (or others left killed).
+        base = free_base(3)
+        proc = subprocess.Popen([CLI, "demo", "--count", "3", "--base-port", str(base), "--dir", self.dir],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+        try:
+            seen = b""
+            while b"masters are up" not in seen:  # step 1 has started them
+                line = proc.stdout.readline()
+                self.assertTrue(line, seen.decode())
+                seen += line
+            proc.stdout.close()
+            err = proc.stderr.read()
+            rc = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.assertEqual(rc, 141, err)
+        self.assertIn(b"stdout was closed", err)
+        self.assertEqual(self.cluster_states(), ["down"] * 3)
+        self.assertFalse(any(f.endswith(".pid") for f in os.listdir(self.dir)))
+
     def test_usage_errors_exit_2_and_start_nothing(self):
         for args, needle in ((["--count", "0"], b"count"), (["--base-port", "http"], b"http"),
                              (["--count", "3", "--base-port", "65534"], b"65535"), (["--bogus"], b"--bogus")):
@@ -140,6 +164,25 @@ class Demo(unittest.TestCase):
         r = subprocess.run([CLI, "demo", "--help"], capture_output=True, timeout=30)
         self.assertEqual(r.returncode, 0)
         self.assertIn(b"--base-port", r.stdout)
+
+    def test_demo_sh_help_does_not_run_the_setup(self):
+        # `scripts/demo.sh -h` must answer at once, not install packages and build first. A copy
+        # of the script next to a setup.sh that only leaves a mark shows whether set-up ran.
+        scripts = os.path.join(self.dir, "scripts")
+        os.mkdir(scripts)
+        shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "demo.sh"),
+                    scripts)
+        mark = os.path.join(self.dir, "setup-ran")
+        with open(os.path.join(scripts, "setup.sh"), "w") as f:
+            f.write("#!/bin/sh\ntouch '%s'\nexit 1\n" % mark)
+        os.chmod(os.path.join(scripts, "setup.sh"), 0o755)
+        for flag in ("-h", "--help"):
+            r = subprocess.run([os.path.join(scripts, "demo.sh"), flag], capture_output=True, timeout=30,
+                               env=clean_env())
+            self.assertEqual(r.returncode, 0, (flag, r.stdout, r.stderr))
+            self.assertIn(b"Usage: scripts/demo.sh", r.stdout)
+            self.assertIn(b"--base-port", r.stdout)
+            self.assertFalse(os.path.exists(mark), flag)
 
 
 if __name__ == "__main__":

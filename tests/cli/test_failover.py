@@ -102,6 +102,23 @@ class Failover(unittest.TestCase):
             self.assertNotIn(b"kill node", r.stdout)
         self.assert_all_up()
 
+    def test_usage_errors_exit_2_before_touching_a_master(self):
+        # A malformed node list or a stray argument is the operator's mistake, not a failed
+        # failover check: exit 2, no "ok" line claiming the masters answer, nothing killed.
+        # (FAILOVER_* commands that would fail loudly, so the list is not checked against the
+        # local cluster first.)
+        env = {"FAILOVER_KILL": "false", "FAILOVER_START": "false"}
+        for args, needle in ((["-n", "foo:bar"], b"foo:bar"),
+                             (["-n", "127.0.0.1:1,,127.0.0.1:2"], b"empty"),
+                             (["-n", self.nodes, "extra"], b"extra")):
+            with self.subTest(args=args):
+                r = self.script("failover-minority.sh", *args, **env)
+                self.assertEqual(r.returncode, 2, r.stdout.decode() + r.stderr.decode())
+                self.assertIn(needle, r.stderr)
+                self.assertNotIn(b"ok ", r.stdout)
+                self.assertNotIn(b"kill node", r.stdout)
+        self.assert_all_up()
+
     def test_help(self):
         for name in ("failover-minority.sh", "failover-pause.sh", "failover-restart.sh"):
             r = subprocess.run([os.path.join(SCRIPTS, name), "-h"], capture_output=True, timeout=30)

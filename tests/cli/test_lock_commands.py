@@ -7,7 +7,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, get  # noqa: E402
+from redisfix import Cluster, command, get  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
@@ -110,6 +110,20 @@ class LockCommands(unittest.TestCase):
             self.assertGreater(obj["nodes"][0]["pttl_ms"], 0)
         finally:
             self.c.servers[4].start()
+
+    def test_status_shows_a_key_without_expiry(self):
+        # A lock key someone SET without PX never frees itself: the table must not show it with
+        # the same "-" as a node that has no key.
+        command(self.c.servers[0].port, "SET", "t-forever", "stuck-token")
+        r = self.cli("status", "t-forever")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = r.stdout.decode().splitlines()[1:]
+        self.assertIn("stuck-token", rows[0])
+        self.assertTrue(rows[0].rstrip().endswith("no expiry"), rows[0])
+        self.assertTrue(all(row.rstrip().endswith("-") for row in rows[1:]), rows)
+        obj = json.loads(self.cli("status", "t-forever", "--json").stdout)
+        self.assertEqual(obj["nodes"][0]["value"], "stuck-token")
+        self.assertIsNone(obj["nodes"][0]["pttl_ms"])
 
     def test_no_quorum_exits_3_and_leaves_no_key(self):
         dead = "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
