@@ -10,9 +10,11 @@
 #include <uv.h>
 
 #include <algorithm>
+#include <mutex>
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <stop_token>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -96,6 +98,7 @@ void validate(const Options& o) {
 // ---------------------------------------------------------------------------------------------
 
 class Operation;
+class AcquireOp;
 class HoldOp;
 
 class Engine::Impl final : public detail::NodeHost {
@@ -109,7 +112,10 @@ class Engine::Impl final : public detail::NodeHost {
     idle_.data = this;
     uv_check_start(&check_, &Impl::on_check);
     uv_unref(reinterpret_cast<uv_handle_t*>(&check_));  // does not keep the loop alive by itself
-    open_handles_ = 2;
+    uv_async_init(loop_, &cancel_async_, &Impl::on_cancel_requests);
+    cancel_async_.data = this;
+    uv_unref(reinterpret_cast<uv_handle_t*>(&cancel_async_));
+    open_handles_ = 3;
     nodes_.reserve(options_.nodes.size());
     for (std::size_t i = 0; i < options_.nodes.size(); ++i) {
       nodes_.push_back(std::make_unique<Node>(loop_, *this, static_cast<int>(i), options_.nodes[i], options_));
@@ -178,6 +184,20 @@ class Engine::Impl final : public detail::NodeHost {
     self->run_deferred();
   }
 
+  // Cancellation (AcquireOptions::stop). A stop may be requested on any thread, so the request
+  // only goes into this mailbox and wakes the loop; the loop thread then cancels the operation.
+  // Called from std::stop_callback: must not block beyond the mailbox's mutex.
+  void request_cancel(std::uint64_t acquire_id) noexcept {
+    {
+      std::lock_guard<std::mutex> g(cancel_mu_);
+      cancel_requests_.push_back(acquire_id);
+    }
+    uv_async_send(&cancel_async_);
+  }
+  static void on_cancel_requests(uv_async_t* h);
+  std::unordered_map<std::uint64_t, AcquireOp*> acquires_;  // unfinished, by id
+  std::uint64_t next_acquire_id_ = 1;
+
   void close(std::function<void()> on_closed);
   void handle_closed() {
     if (--open_handles_ > 0) return;
@@ -240,6 +260,9 @@ class Engine::Impl final : public detail::NodeHost {
  private:
   uv_check_t check_;
   uv_idle_t idle_;
+  uv_async_t cancel_async_;
+  std::mutex cancel_mu_;
+  std::vector<std::uint64_t> cancel_requests_;  // guarded by cancel_mu_
   int open_handles_ = 0;
   std::vector<std::function<void()>> deferred_;
   std::function<void()> on_closed_;
@@ -372,6 +395,11 @@ class AcquireOp final : public Operation {
   }
 
   void start() {
+    id_ = e_.next_acquire_id_++;
+    e_.acquires_.emplace(id_, this);
+    // Registered before the first command goes out; a stop requested meanwhile (even right now,
+    // which runs the callback inside emplace) reaches cancel() through the engine's mailbox.
+    if (opts_.stop.stop_possible()) stop_callback_.emplace(opts_.stop, CancelRequest{&e_, id_});
     if (opts_.fair) {
       start_ticket();
     } else {
@@ -476,6 +504,23 @@ class AcquireOp final : public Operation {
     tk_open_ = false;
     const bool timer_was_pending = cancel_retry_timer();
     finish(Errc::shutdown, "engine closed before the lock was acquired");
+    if (timer_was_pending) unref();  // the timer's reference; may delete this
+  }
+
+  // The caller's stop (AcquireOptions::stop), on the loop thread. Whatever this operation may
+  // have set on the nodes is deleted: the SETs of an attempt still in flight (some may have run),
+  // or the grants of an attempt that is in its fence write-back round.
+  void cancel() {
+    if (done_) return;
+    const bool may_hold_keys = open_ || (wb_open_ && !wb_for_ticket_);
+    if (open_) mark_pending();
+    open_ = false;
+    wb_open_ = false;
+    tk_open_ = false;
+    if (may_hold_keys) Rollback::run(e_, keys_, token_, opts_.mode);
+    const bool timer_was_pending = cancel_retry_timer();
+    finish(Errc::cancelled, "cancelled by the caller after " + std::to_string(attempts_made_) + " attempt(s)" +
+                                (last_message_.empty() ? std::string() : "; last attempt: " + last_message_));
     if (timer_was_pending) unref();  // the timer's reference; may delete this
   }
 
@@ -720,6 +765,8 @@ class AcquireOp final : public Operation {
   void complete(AcquireResult res) {
     if (done_) return;
     done_ = true;
+    e_.acquires_.erase(id_);
+    stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
     if (opts_.mode == LockMode::write && res.error && !e_.closing_) {
       // A writer that gives up takes its waiting mark back, so readers need not wait it out.
       Command c;
@@ -738,10 +785,18 @@ class AcquireOp final : public Operation {
     finished();
   }
 
+  struct CancelRequest {
+    Engine::Impl* engine;
+    std::uint64_t id;
+    void operator()() const noexcept { engine->request_cancel(id); }
+  };
+
   std::vector<std::string> resources_;
   std::vector<std::string> keys_;
   AcquireOptions opts_;
   Engine::AcquireCallback cb_;
+  std::uint64_t id_ = 0;
+  std::optional<std::stop_callback<CancelRequest>> stop_callback_;
   std::uint32_t attempt_ = 0;
   int attempts_made_ = 0;
   int retries_left_ = 0;
@@ -1193,6 +1248,22 @@ void Engine::Impl::close(std::function<void()> on_closed) {
   for (auto& n : nodes_) n->close();
   uv_close(reinterpret_cast<uv_handle_t*>(&check_), [](uv_handle_t* h) { static_cast<Impl*>(h->data)->handle_closed(); });
   uv_close(reinterpret_cast<uv_handle_t*>(&idle_), [](uv_handle_t* h) { static_cast<Impl*>(h->data)->handle_closed(); });
+  // Every acquisition has finished above, and with it its stop callback: nobody sends to this
+  // handle any more.
+  uv_close(reinterpret_cast<uv_handle_t*>(&cancel_async_), [](uv_handle_t* h) { static_cast<Impl*>(h->data)->handle_closed(); });
+}
+
+void Engine::Impl::on_cancel_requests(uv_async_t* h) {
+  auto* self = static_cast<Impl*>(h->data);
+  std::vector<std::uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> g(self->cancel_mu_);
+    ids.swap(self->cancel_requests_);
+  }
+  for (auto id : ids) {
+    // An id that is gone finished first: its outcome stands.
+    if (auto it = self->acquires_.find(id); it != self->acquires_.end()) it->second->cancel();
+  }
 }
 
 namespace {
@@ -1254,6 +1325,7 @@ void Engine::acquire(std::vector<std::string> resources, AcquireOptions options,
   if (options.mode != LockMode::exclusive && options.fence) {
     return fail(Errc::invalid_argument, "fencing is offered on exclusive locks only");
   }
+  if (options.stop.stop_requested()) return fail(Errc::cancelled, "cancelled before it started; nothing was sent");
   auto* op = new AcquireOp(*impl_, std::move(resources), options, std::move(cb));
   op->start();
 }

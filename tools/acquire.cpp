@@ -39,8 +39,18 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
   if (opts.mode != LockMode::exclusive && a.resources.size() > 1) throw UsageError("--read/--write take one resource");
   if (opts.mode != LockMode::exclusive && a.fence) throw UsageError("--fence goes with exclusive locks only");
   if (a.fence && a.resources.size() > 1) throw UsageError("--fence takes one resource");
+  StopOnSignal interrupt;  // before the client's I/O thread exists
+  opts.stop = interrupt.token();
   Client client(make_options(g));
   auto res = client.try_acquire(a.resources, opts);
+  interrupt.disarm();
+  if (interrupt.signal() != 0) {
+    // Stopped by the user: whatever was taken is given back, also when the signal came too late
+    // to cancel an acquisition that had just succeeded.
+    if (res) (void)client.try_release(res.lock);
+    res.error = make_error_code(Errc::cancelled);
+    res.message = interrupt.describe() + "; nothing is held";
+  }
   if (g.json) {
     std::string s = "{";
     s += "\"resource\":" + json_string(a.resources.front());
@@ -66,7 +76,7 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
   }
   if (!res) {
     report_failure(g, "cannot acquire", res.message, res.nodes);
-    return exit_code_for(res.error);
+    return interrupt.signal() != 0 ? 128 + interrupt.signal() : exit_code_for(res.error);
   }
   if (g.verbose) {
     std::cerr << "acquired with " << res.lock.votes() << "/" << client.options().nodes.size()

@@ -6,10 +6,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redlock/options.hpp"
@@ -71,6 +74,37 @@ void setup_run(CLI::App& app, Context& ctx);
 void setup_cluster(CLI::App& app, Context& ctx);
 void setup_bench(CLI::App& app, Context& ctx);
 void setup_demo(CLI::App& app, Context& ctx);
+
+// Turns SIGINT, SIGTERM, SIGHUP and SIGQUIT into a stop request while a lock is being acquired,
+// so Ctrl-C during `acquire --wait` or `run --wait` ends the wait at once, with the attempt in
+// flight rolled back on every node, instead of killing the process (which would leave the keys of
+// that attempt until their ttl) or being ignored until the wait ends.
+// Construct it before the Client: it blocks those signals in the calling thread, and the client's
+// I/O thread inherits the mask. A watcher thread reads them from a signalfd until disarm(); the
+// signals stay blocked afterwards (`run` reads them itself from then on).
+class StopOnSignal {
+ public:
+  StopOnSignal();
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+  [[nodiscard]] std::stop_token token() const { return source_.get_token(); }
+  // Stops watching; idempotent. A signal that arrives later stays pending.
+  void disarm();
+  // The signal that requested the stop, or 0.
+  [[nodiscard]] int signal() const { return signal_.load(); }
+  // "interrupted by SIGINT", for messages.
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  void watch();
+  std::stop_source source_;
+  std::atomic<int> signal_{0};
+  int signal_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread watcher_;
+};
 
 // JSON string escaping for the --json outputs (bytes that are not printable ASCII become \u00XX).
 std::string json_string(std::string_view s);

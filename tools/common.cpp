@@ -1,5 +1,14 @@
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <stdexcept>
 
 #include "cli.hpp"
 
@@ -67,6 +76,61 @@ Options make_options(const Globals& g) {
     };
   }
   return o;
+}
+
+namespace {
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, s);
+  return set;
+}
+}  // namespace
+
+StopOnSignal::StopOnSignal() {
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (signal_fd_ < 0 || wake_fd_ < 0) {
+    const int err = errno;
+    if (signal_fd_ >= 0) close(signal_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
+    throw std::runtime_error(std::string("signalfd/eventfd: ") + std::strerror(err));
+  }
+  watcher_ = std::thread([this] { watch(); });
+}
+
+StopOnSignal::~StopOnSignal() {
+  disarm();
+  close(signal_fd_);
+  close(wake_fd_);
+}
+
+void StopOnSignal::disarm() {
+  if (!watcher_.joinable()) return;
+  const std::uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  watcher_.join();
+}
+
+void StopOnSignal::watch() {
+  while (true) {
+    pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents & POLLIN) return;
+    signalfd_siginfo si;
+    if (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si) && signal_ == 0) {
+      signal_ = static_cast<int>(si.ssi_signo);
+      source_.request_stop();  // the engine cancels the acquisition on its own thread
+    }
+  }
+}
+
+std::string StopOnSignal::describe() const {
+  const int s = signal_.load();
+  const char* abbrev = sigabbrev_np(s);
+  return std::string("interrupted by ") + (abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(s));
 }
 
 LockMode lock_mode(bool read, bool write) {

@@ -5,7 +5,9 @@
 // If the lock is lost, COMMAND gets SIGTERM, then SIGKILL after the grace period, and run exits 4.
 //
 // Signals: they are blocked in every thread before the client starts and read from a signalfd,
-// so none can land in the I/O thread. Signals sent to `run` by a process (kill) are forwarded to
+// so none can land in the I/O thread. While the lock is being acquired (`--wait`), SIGINT, SIGTERM,
+// SIGHUP and SIGQUIT cancel the acquisition and `run` exits 128+N without starting COMMAND.
+// Once COMMAND runs, signals sent to `run` by a process (kill) are forwarded to
 // COMMAND; signals the terminal sends to the whole foreground group already reach COMMAND, which
 // shares run's process group, and are not sent twice.
 
@@ -116,12 +118,20 @@ int run_run(const RunArgs& a, const Globals& g) {
   if (sfd < 0 || lost_fd < 0) throw std::runtime_error(std::string("signalfd/eventfd: ") + std::strerror(errno));
 
   Options opts = make_options(g);
+  StopOnSignal interrupt;  // a signal while acquiring ends the wait; the command is not started
+  lo.acquire.stop = interrupt.token();
   Client client(opts);
   lo.hold.on_lost = [lost_fd](const LossInfo&) {
     std::uint64_t one = 1;
     (void)!write(lost_fd, &one, sizeof one);
   };
   auto [guard, res] = client.try_lock({a.resource}, lo);
+  interrupt.disarm();
+  if (interrupt.signal() != 0) {
+    if (res) guard.release();
+    report_failure(g, "cannot acquire", interrupt.describe() + "; nothing is held, " + command.front() + " was not started", {});
+    return 128 + interrupt.signal();
+  }
   if (!res) {
     report_failure(g, "cannot acquire", res.message, res.nodes);
     return exit_code_for(res.error);

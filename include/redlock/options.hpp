@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,6 +111,13 @@ struct AcquireOptions {
   // a fair acquire waits retry_count * retry_delay. Exclusive mode, one resource.
   bool fair = false;
   Millis heartbeat_ttl{2000};
+  // Cancellation: request a stop on the source of this token, from any thread (also from a
+  // callback on the engine's loop), and the acquisition ends with Errc::cancelled: no further
+  // attempt starts, the attempt in flight is rolled back on every node, a fair waiter leaves the
+  // queue. A stop that comes after the outcome was decided changes nothing: the callback then gets
+  // the lock, which the caller must release. Already requested when the call is made: nothing is
+  // sent.
+  std::stop_token stop;
 };
 
 }  // namespace redlock

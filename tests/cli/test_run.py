@@ -124,6 +124,41 @@ class Run(unittest.TestCase):
         r = self.run_cli("run", "run-long", "--ttl", "300ms", "--", "sh", "-c", "sleep 1.2")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def hold(self, resource):
+        r = self.run_cli("acquire", resource, "--ttl", "30s")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.decode().strip()
+
+    def test_ctrl_c_during_acquire_wait_ends_it_and_keeps_nothing(self):
+        token = self.hold("intr-acq")
+        p = subprocess.Popen([CLI, "acquire", "intr-acq", "--wait", "30s"], env=self.env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.8)  # a few refused attempts
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)  # long before the 30 s wait would end
+        self.assertEqual(p.returncode, 128 + signal.SIGINT, err)
+        self.assertEqual(out, b"")  # no token: nothing is held
+        self.assertIn(b"interrupted by SIGINT", err)
+        self.assertEqual(self.c.count_with("intr-acq", token), 3)  # the holder is untouched
+        self.assertEqual(self.c.count_with("intr-acq"), 3)
+        self.assertEqual(self.run_cli("release", "intr-acq", token).returncode, 0)
+
+    def test_sigterm_during_run_wait_does_not_start_the_command(self):
+        token = self.hold("intr-run")
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "ran")
+            p = subprocess.Popen([CLI, "run", "intr-run", "--wait", "30s", "--", "touch", marker],
+                                 env=self.env(), stderr=subprocess.PIPE)
+            time.sleep(0.8)
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=10)
+            self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+            self.assertIn(b"was not started", err)
+            time.sleep(0.2)
+            self.assertFalse(os.path.exists(marker))
+        self.assertEqual(self.c.count_with("intr-run", token), 3)
+        self.assertEqual(self.run_cli("release", "intr-run", token).returncode, 0)
+
     def test_usage_errors(self):
         for args in (["run", "x"], ["run", "x", "--ttl", "0", "--", "true"], ["run", "", "--", "true"],
                      ["run", "x", "--grace", "soon", "--", "true"]):
