@@ -1279,9 +1279,15 @@ std::optional<std::string> check_resources(const std::vector<std::string>& resou
   return std::nullopt;
 }
 
-std::optional<std::string> check_ttl(Millis ttl) {
+std::optional<std::string> check_ttl(Millis ttl, double drift_factor) {
   if (ttl <= Millis{0}) return "ttl must be positive, got " + std::to_string(ttl.count()) + " ms";
   if (ttl > max_ttl) return "ttl of " + std::to_string(ttl.count()) + " ms exceeds the maximum of " + std::to_string(max_ttl.count()) + " ms";
+  // validity = ttl - elapsed - drift: a ttl that the drift allowance alone uses up can never give
+  // a valid lock, whatever the network does, so it is a bad argument rather than a failure.
+  if (const auto d = detail::drift(ttl, drift_factor); d >= ttl) {
+    return "ttl of " + std::to_string(ttl.count()) + " ms is not longer than the clock-drift allowance (" +
+           std::to_string(d.count()) + " us): no lock taken with it could ever be valid";
+  }
   return std::nullopt;
 }
 
@@ -1307,7 +1313,7 @@ void Engine::acquire(std::vector<std::string> resources, AcquireOptions options,
   };
   if (impl_->closing_) return fail(Errc::shutdown, "engine is closed");
   if (auto why = check_resources(resources)) return fail(Errc::invalid_argument, *why);
-  if (auto why = check_ttl(options.ttl)) return fail(Errc::invalid_argument, *why);
+  if (auto why = check_ttl(options.ttl, impl_->options_.drift_factor)) return fail(Errc::invalid_argument, *why);
   if (options.wait && *options.wait < Millis{0}) return fail(Errc::invalid_argument, "wait must be >= 0");
   if (options.retry_count && *options.retry_count < 0) return fail(Errc::invalid_argument, "retry_count must be >= 0");
   if (options.fence && resources.size() > 1) {
@@ -1341,7 +1347,7 @@ void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendC
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
   if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
   if (auto why = check_resources(lock.resources())) return fail(Errc::invalid_argument, *why);
-  if (auto why = check_ttl(ttl)) return fail(Errc::invalid_argument, *why);
+  if (auto why = check_ttl(ttl, e.options_.drift_factor)) return fail(Errc::invalid_argument, *why);
   if (lock.deadline() <= BootClock::now()) {
     return fail(Errc::expired, "the lock's local deadline has passed; extending could resurrect a lost lock");
   }

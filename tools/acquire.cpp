@@ -75,7 +75,7 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
     std::cout << s << "\n";
   }
   if (!res) {
-    report_failure(g, "cannot acquire", res.message, res.nodes);
+    report_failure(g, res.error, "cannot acquire", res.message, res.nodes);
     return interrupt.signal() != 0 ? 128 + interrupt.signal() : exit_code_for(res.error);
   }
   if (g.verbose) {
@@ -93,6 +93,8 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
 void setup_acquire(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<AcquireArgs>();
   auto* sub = app.add_subcommand("acquire", "Take a lock; prints its token on stdout");
+  sub->footer("Exit status: 0 acquired (the token alone on stdout), 1 held elsewhere, 2 usage,\n"
+              "3 no quorum, 128+N interrupted by signal N while acquiring (nothing is held).");
   sub->add_option("resource", a->resources, "Resource name(s); several = one lock over all of them")
       ->required();
   sub->add_option("--ttl", a->ttl, "How long the nodes keep the lock (default 30s)");

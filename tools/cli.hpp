@@ -36,6 +36,7 @@ struct UsageError : std::runtime_error {
 
 struct Globals {
   std::string nodes;  // -n/--nodes; falls back to REDLOCK_NODES, then the local demo nodes
+  bool nodes_given = false;  // -n was on the command line (then it must not be empty)
   bool json = false;
   bool verbose = false;
   bool quiet = false;

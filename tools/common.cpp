@@ -30,6 +30,7 @@ const char* env(const char* name) {
 
 Options make_options(const Globals& g) {
   Options o;
+  if (g.nodes_given && g.nodes.empty()) throw UsageError("--nodes: empty node list");
   std::string list = !g.nodes.empty()        ? g.nodes
                      : env("REDLOCK_NODES") ? std::string(env("REDLOCK_NODES"))
                                               : std::string(default_nodes);

@@ -40,7 +40,7 @@ int run_extend(ExtendArgs a, const Globals& g) {
     std::cout << s << "\n";
   }
   if (!res) {
-    report_failure(g, "cannot extend", res.message, res.nodes);
+    report_failure(g, res.error, "cannot extend", res.message, res.nodes);
     return exit_code_for(res.error);
   }
   if (g.verbose) print_nodes(std::cerr, res.nodes);
@@ -53,6 +53,8 @@ int run_extend(ExtendArgs a, const Globals& g) {
 void setup_extend(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<ExtendArgs>();
   auto* sub = app.add_subcommand("extend", "Reset a held lock's ttl; prints the new validity (ms)");
+  sub->footer("Exit status: 0 extended (the new validity in ms on stdout), 1 lost (not held on a\n"
+              "quorum), 2 usage, 3 no quorum.");
   sub->add_option("resource_and_token", a->args, "RESOURCE [RESOURCE...] TOKEN")->required();
   sub->add_option("--ttl", a->ttl, "New ttl (default 30s)");
   sub->add_flag("--read", a->read, "The token is a read lock's (acquire --read)");

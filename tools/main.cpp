@@ -23,7 +23,9 @@ int main(int argc, char** argv) {
                  "127.0.0.1:7001..7005");
   app.add_flag("--json", g.json, "Print one JSON object on stdout");
   app.add_flag("-v,--verbose", g.verbose, "Per-node outcomes and connection events on stderr");
-  app.add_flag("-q,--quiet", g.quiet, "Print nothing on success (exit status only)");
+  app.add_flag("-q,--quiet", g.quiet,
+               "Print nothing on success, nor for exit status 1 (held elsewhere / not held); "
+               "other failures are still reported on stderr");
   app.add_option("--node-timeout", g.node_timeout, "Deadline of one command on one node (default 50ms)");
   app.add_option("--connect-timeout", g.connect_timeout, "Deadline of a connect (default 250ms)");
   app.add_option("--drift-factor", g.drift_factor, "Clock drift factor (default 0.01)");
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    // `-n "$UNSET"` must not silently fall back to REDLOCK_NODES or the local demo nodes.
+    g.nodes_given = app.get_option("--nodes")->count() > 0;
     if (!ctx.action) {
       std::cerr << "redlock-cli: a command is required\n"
                 << "Run 'redlock-cli --help' for usage.\n";

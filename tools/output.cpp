@@ -61,9 +61,9 @@ std::string json_array(const std::vector<std::string>& items) {
   return s + "]";
 }
 
-void report_failure(const Globals& g, const std::string& what, const std::string& message,
-                    const std::vector<NodeOutcome>& nodes) {
-  if (g.quiet) return;
+void report_failure(const Globals& g, std::error_code ec, const std::string& what,
+                    const std::string& message, const std::vector<NodeOutcome>& nodes) {
+  if (g.quiet && exit_code_for(ec) == exit_held) return;
   std::cerr << "redlock-cli: " << what << ": " << message << "\n";
   if (g.verbose) print_nodes(std::cerr, nodes);
 }

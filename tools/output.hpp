@@ -20,8 +20,10 @@ void print_nodes(std::ostream& out, const std::vector<NodeOutcome>& nodes);
 std::string json_nodes(const std::vector<NodeOutcome>& nodes);
 // A JSON array of strings.
 std::string json_array(const std::vector<std::string>& items);
-// Prints "redlock-cli: <what>: <message>" on stderr unless quiet.
-void report_failure(const Globals& g, const std::string& what, const std::string& message,
-                    const std::vector<NodeOutcome>& nodes);
+// Prints "redlock-cli: <what>: <message>" on stderr. With -q only what exit status 1 means (held
+// elsewhere / not held: an answer a script asked for) is left out; failures that need someone to
+// look (no quorum, an interruption) are still printed.
+void report_failure(const Globals& g, std::error_code ec, const std::string& what,
+                    const std::string& message, const std::vector<NodeOutcome>& nodes);
 
 }  // namespace redlock::cli

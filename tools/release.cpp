@@ -29,7 +29,7 @@ int run_release(std::vector<std::string> args, bool read, const Globals& g) {
     std::cout << s << "\n";
   }
   if (!res) {
-    report_failure(g, "cannot release", res.message, res.nodes);
+    report_failure(g, res.error, "cannot release", res.message, res.nodes);
     return exit_code_for(res.error);
   }
   if (g.verbose) {
@@ -46,6 +46,8 @@ void setup_release(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<std::vector<std::string>>();
   auto read = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand("release", "Release a lock: compare-and-delete on every node");
+  sub->footer("Exit status: 0 deleted on at least one node, 1 no reachable node held this token,\n"
+              "2 usage, 3 no node could be reached.");
   sub->add_option("resource_and_token", *args, "RESOURCE [RESOURCE...] TOKEN")->required();
   sub->add_flag("--read", *read, "The token is a read lock's (acquire --read)");
   sub->callback([args, read, &ctx] { ctx.action = [args, read, &ctx] { return run_release(*args, *read, ctx.globals); }; });

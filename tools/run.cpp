@@ -129,11 +129,11 @@ int run_run(const RunArgs& a, const Globals& g) {
   interrupt.disarm();
   if (interrupt.signal() != 0) {
     if (res) guard.release();
-    report_failure(g, "cannot acquire", interrupt.describe() + "; nothing is held, " + command.front() + " was not started", {});
+    report_failure(g, make_error_code(Errc::cancelled), "cannot acquire", interrupt.describe() + "; nothing is held, " + command.front() + " was not started", {});
     return 128 + interrupt.signal();
   }
   if (!res) {
-    report_failure(g, "cannot acquire", res.message, res.nodes);
+    report_failure(g, res.error, "cannot acquire", res.message, res.nodes);
     return exit_code_for(res.error);
   }
   if (g.verbose) {

@@ -57,6 +57,7 @@ int run_status(const std::string& resource, const Globals& g) {
 void setup_status(CLI::App& app, Context& ctx) {
   auto resource = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("status", "Show what every node stores for a resource");
+  sub->footer("Exit status: 0 (also when nodes are down: the table says which), 2 usage.");
   sub->add_option("resource", *resource, "Resource name")->required();
   sub->callback([resource, &ctx] { ctx.action = [resource, &ctx] { return run_status(*resource, ctx.globals); }; });
 }

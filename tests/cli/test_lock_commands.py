@@ -149,6 +149,14 @@ class LockCommands(unittest.TestCase):
         r = self.cli("acquire", "t-quiet", "-q")
         self.assertEqual(r.returncode, 0)
         self.assertEqual(r.stdout, b"")
+        # Held elsewhere is an answer: silent. No quorum needs someone to look: still on stderr.
+        r = self.cli("acquire", "t-quiet", "-q", "--retry-count", "0")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (1, b"", b""))
+        live = ",".join(s.address for s in self.c.servers[:2])
+        r = self.cli("acquire", "t-quiet-nq", "-q", "--retry-count", "0",
+                     nodes=live + ",127.0.0.1:1,127.0.0.1:2,127.0.0.1:3")
+        self.assertEqual(r.returncode, 3)
+        self.assertIn(b"no quorum", r.stderr)
 
     def test_multi_resource_is_all_or_nothing(self):
         self.assertEqual(self.cli("acquire", "m-b").returncode, 0)
@@ -188,6 +196,7 @@ class LockCommands(unittest.TestCase):
             (["release", "x"], b"TOKEN"),
             (["--node-timeout", "fast", "acquire", "x"], b"fast"),
             (["--drift-factor", "2", "acquire", "x"], b"drift"),
+            (["acquire", "x", "--ttl", "2"], b"drift"),  # could never be valid
         ]
         for args, needle in cases:
             r = self.cli(*args)
@@ -195,6 +204,13 @@ class LockCommands(unittest.TestCase):
             self.assertIn(needle, r.stderr, args)
             self.assertEqual(r.stdout, b"", args)
         self.assertEqual(self.c.count_with("x"), 0)
+
+    def test_empty_node_list_is_refused_not_replaced(self):
+        # `-n "$UNSET"` must not fall back to REDLOCK_NODES (or the local demo nodes).
+        r = run("acquire", "t-empty-n", "-n", "", env={"REDLOCK_NODES": self.c.nodes})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"empty node list", r.stderr)
+        self.assertEqual(self.c.count_with("t-empty-n"), 0)
 
     def test_bad_address_sends_nothing(self):
         good = self.c.servers[0].address

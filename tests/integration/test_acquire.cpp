@@ -191,6 +191,10 @@ TEST_CASE("invalid arguments are refused before anything is sent") {
   CHECK(client.try_acquire({}, {}).error == Errc::invalid_argument);
   CHECK(client.try_acquire({"x"}, ttl_opts(0ms)).error == Errc::invalid_argument);
   CHECK(client.try_acquire({"x"}, ttl_opts(-5ms)).error == Errc::invalid_argument);
+  // Not longer than the drift allowance (2 ms + 1 %): no lock could ever be valid.
+  auto tiny = client.try_acquire({"x"}, ttl_opts(2ms));
+  CHECK(tiny.error == Errc::invalid_argument);
+  CHECK_MESSAGE(tiny.message.find("drift") != std::string::npos, tiny.message);
   CHECK(client.try_acquire({"x"}, ttl_opts(max_ttl + 1ms)).error == Errc::invalid_argument);
   CHECK(client.try_acquire({"a", "a"}, {}).error == Errc::invalid_argument);
   CHECK(client.try_acquire({std::string((1 << 20) + 1, 'x')}, {}).error == Errc::invalid_argument);
