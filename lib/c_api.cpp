@@ -16,6 +16,7 @@
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -89,7 +90,7 @@ struct LockObj {
 // ---------------------------------------------------------------------------------------------
 // Handle registry
 
-enum class Kind : std::uint8_t { client = 1, lock, options, acquire_options, result };
+enum class Kind : std::uint8_t { client = 1, lock, options, acquire_options, result, cancel };
 
 template <class T>
 struct KindOf;
@@ -112,6 +113,10 @@ struct KindOf<AcquireOptionsObj> {
 template <>
 struct KindOf<ResultObj> {
   static constexpr Kind value = Kind::result;
+};
+template <>
+struct KindOf<std::stop_source> {
+  static constexpr Kind value = Kind::cancel;
 };
 
 // Handle values are ids, not addresses: a freed handle can be looked up and refused, never
@@ -641,6 +646,44 @@ int redlock_acquire_options_set_auto_extend(redlock_acquire_options* options, in
     o->user = user;
     return REDLOCK_OK;
   });
+}
+
+int redlock_acquire_options_set_cancel(redlock_acquire_options* options, redlock_cancel* cancel) {
+  return guarded([&] {
+    auto o = find<AcquireOptionsObj>(options);
+    if (!o) return REDLOCK_E_INVALID;
+    if (!cancel) {
+      o->acquire.stop = {};
+      return REDLOCK_OK;
+    }
+    auto src = find<std::stop_source>(cancel);
+    if (!src) return REDLOCK_E_INVALID;
+    o->acquire.stop = src->get_token();  // shares the source's state: valid after the source is freed
+    return REDLOCK_OK;
+  });
+}
+
+// ---- cancellation ---------------------------------------------------------------------------
+
+int redlock_cancel_new(redlock_cancel** out) {
+  return guarded([&] {
+    if (!out) return REDLOCK_E_INVALID;
+    *out = publish<std::stop_source, redlock_cancel>(std::make_shared<std::stop_source>());
+    return REDLOCK_OK;
+  });
+}
+
+int redlock_cancel_request(redlock_cancel* cancel) {
+  return guarded([&] {
+    auto src = find<std::stop_source>(cancel);
+    if (!src) return REDLOCK_E_INVALID;
+    src->request_stop();
+    return REDLOCK_OK;
+  });
+}
+
+int redlock_cancel_free(redlock_cancel* cancel) {
+  return guarded([&] { return registry().remove<std::stop_source>(cancel) ? REDLOCK_OK : REDLOCK_E_INVALID; });
 }
 
 // ---- locks ----------------------------------------------------------------------------------

@@ -32,6 +32,8 @@
  *     commands share one pipelined connection per node). Create one per process.
  *   - redlock_lock: thread-safe: any thread may query, extend or release it. Its release, also
  *     through redlock_lock_free(), waits for the nodes' answers (bounded by node_timeout).
+ *   - redlock_cancel: thread-safe; redlock_cancel_request() may be called from any thread,
+ *     a signal handler excepted.
  *   - redlock_result, redlock_options, redlock_acquire_options: not synchronized; one thread at a
  *     time (they are cheap: use one per thread).
  *   - Inside a loss callback (the client's I/O thread) the functions that wait for that thread
@@ -59,7 +61,7 @@ extern "C" {
 #endif
 
 /** Grows by one with every release that adds functions; compare with redlock_c_api_version(). */
-#define REDLOCK_C_API_VERSION 1
+#define REDLOCK_C_API_VERSION 2 /* 2: redlock_cancel */
 
 /** Return codes. Values are stable (part of the ABI). */
 #define REDLOCK_OK 0
@@ -79,6 +81,7 @@ typedef struct redlock_lock redlock_lock;
 typedef struct redlock_options redlock_options;
 typedef struct redlock_acquire_options redlock_acquire_options;
 typedef struct redlock_result redlock_result;
+typedef struct redlock_cancel redlock_cancel;
 
 /*
  * Loss callback of an auto-extended lock: the lock stopped being held while the caller still
@@ -195,6 +198,22 @@ REDLOCK_C_API int redlock_acquire_options_set_fence(redlock_acquire_options* opt
 REDLOCK_C_API int redlock_acquire_options_set_auto_extend(redlock_acquire_options* options,
                                                           int enabled, uint64_t every_ms,
                                                           redlock_loss_fn on_lost, void* user);
+/** Acquisitions made with these options can be cancelled through `cancel` (NULL: not
+ * cancellable). Since C API version 2. */
+REDLOCK_C_API int redlock_acquire_options_set_cancel(redlock_acquire_options* options,
+                                                     redlock_cancel* cancel);
+
+/* ---- cancellation (since C API version 2) ---------------------------------------------------*/
+
+/** A cancellation source, e.g. for a service that shuts down while a thread waits for a lock. */
+REDLOCK_C_API int redlock_cancel_new(redlock_cancel** out);
+/** Ends every acquisition started with options that carry this source, now or later, with
+ * REDLOCK_E_CANCELLED: no further attempt starts, the attempt in flight is rolled back on every
+ * node. An acquisition already decided keeps its outcome (a lock it got must still be freed).
+ * Permanent and idempotent: take a new source for new acquisitions. */
+REDLOCK_C_API int redlock_cancel_request(redlock_cancel* cancel);
+/** Options that carry the source stay cancellable through it after this. */
+REDLOCK_C_API int redlock_cancel_free(redlock_cancel* cancel);
 
 /* ---- locks ----------------------------------------------------------------------------------*/
 

@@ -4,12 +4,14 @@
  * Covers: acquire / contended / extend / release, the per-node record (including a node that is
  * down), handles that are NULL, freed, forged or of the wrong kind, a resource with NUL bytes
  * (checked on the servers), fencing, auto-extension with the loss callback (exactly once, and
- * blocking calls refused inside it). Exit status 0 only if every check passed. */
+ * blocking calls refused inside it), cancelling a waiting acquisition from another thread.
+ * Exit status 0 only if every check passed. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -298,6 +300,10 @@ static void test_null_and_forged_handles(void) {
   CHECK_RC(redlock_client_free(NULL), REDLOCK_E_INVALID);
   CHECK_RC(redlock_options_free(NULL), REDLOCK_E_INVALID);
   CHECK_RC(redlock_acquire_options_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_cancel_new(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_cancel_request(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_cancel_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire_options_set_cancel(NULL, NULL), REDLOCK_E_INVALID);
   CHECK_RC(redlock_result_free(NULL), REDLOCK_E_INVALID);
   CHECK_RC(redlock_options_set_nodes(NULL, "a:1", 3, NULL), REDLOCK_E_INVALID);
   CHECK_RC(redlock_options_set_node_timeout_ms(NULL, 50), REDLOCK_E_INVALID);
@@ -676,6 +682,67 @@ static void test_auto_extend_and_loss(redlock_client* c) {
   redlock_acquire_options_free(ao);
 }
 
+struct cancel_args {
+  redlock_client* client;
+  redlock_acquire_options* options;
+  const char* resource;
+  int rc;
+};
+
+static void* acquire_in_thread(void* p) {
+  struct cancel_args* a = p;
+  size_t len = strlen(a->resource);
+  redlock_lock* l = NULL;
+  a->rc = redlock_acquire_ex(a->client, &a->resource, &len, 1, a->options, &l, NULL);
+  if (l) redlock_lock_free(l);
+  return NULL;
+}
+
+static void test_cancel(redlock_client* c) {
+  static const char res[] = "capi-cancel";
+  redlock_lock* holder = NULL;
+  CHECK_RC(redlock_acquire(c, res, strlen(res), 20000, &holder, NULL), REDLOCK_OK);
+  redlock_cancel* cancel = NULL;
+  REQUIRE(redlock_cancel_new(&cancel) == REDLOCK_OK);
+  redlock_acquire_options* ao = NULL;
+  REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_wait_ms(ao, 30000), REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_cancel(ao, cancel), REDLOCK_OK);
+
+  /* Another thread waits up to 30 s for the held lock; the request ends the wait. */
+  struct cancel_args a = {c, ao, res, -1};
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, acquire_in_thread, &a) == 0);
+  sleep_ms(300);
+  time_t start = time(NULL);
+  CHECK_RC(redlock_cancel_request(cancel), REDLOCK_OK);
+  CHECK_RC(redlock_cancel_request(cancel), REDLOCK_OK); /* idempotent */
+  pthread_join(t, NULL);
+  CHECK(time(NULL) - start < 10);
+  CHECK_RC(a.rc, REDLOCK_E_CANCELLED);
+  CHECK(wait_exists(res, strlen(res), 3) == 3); /* the holder is untouched */
+
+  /* Requested before the call: cancelled at once, nothing sent. */
+  static const char other[] = "capi-cancel-later";
+  struct cancel_args b = {c, ao, other, -1};
+  acquire_in_thread(&b);
+  CHECK_RC(b.rc, REDLOCK_E_CANCELLED);
+  CHECK(wait_exists(other, strlen(other), 0) == 0);
+
+  /* A freed source is refused; NULL makes the options not cancellable again. */
+  CHECK_RC(redlock_cancel_free(cancel), REDLOCK_OK);
+  CHECK_RC(redlock_cancel_request(cancel), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire_options_set_cancel(ao, cancel), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_acquire_options_set_cancel(ao, NULL), REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_wait_ms(ao, 0), REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_retry_count(ao, 0), REDLOCK_OK);
+  acquire_in_thread(&b);
+  CHECK_RC(b.rc, REDLOCK_OK);
+  CHECK(wait_exists(other, strlen(other), 0) == 0); /* freed (released) by the thread */
+  CHECK_RC(redlock_lock_free(holder), REDLOCK_OK);
+  redlock_acquire_options_free(ao);
+}
+
 static void test_freed_handles(void) {
   redlock_client* c = make_client();
   redlock_lock* l = NULL;
@@ -744,6 +811,7 @@ int main(void) {
   test_nul_bytes(c);
   test_fence(c);
   test_auto_extend_and_loss(c);
+  test_cancel(c);
   CHECK_RC(redlock_client_free(c), REDLOCK_OK);
   test_freed_handles();
 
