@@ -9,8 +9,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each phase says how long it took, so a slow CI run shows where the time went.
+SECONDS=0
+phase_start=0
+phase_done() {
+  echo "== $1: $((SECONDS - phase_start)) s (total $((SECONDS / 60)) min $((SECONDS % 60)) s)"
+  phase_start=$SECONDS
+}
+
 scripts/setup.sh build
+phase_done "set-up and build"
 meson test -C build --print-errorlogs "$@"
+phase_done "meson test"
 
 if [[ ${REDLOCK_SANITIZERS:-1} != 0 ]]; then
   sanitizer_tests=(unit integration fixture-selftest capi-c)
@@ -30,9 +40,11 @@ if [[ ${REDLOCK_SANITIZERS:-1} != 0 ]]; then
     echo "== $san: ${sanitizer_tests[*]}"
     ninja -C "$dir" "${targets[@]}" >/dev/null
     meson test -C "$dir" --no-rebuild --print-errorlogs "${sanitizer_tests[@]}"
+    phase_done "$san build and tests"
   done
 fi
 
 if [[ ${REDLOCK_FUZZ:-1} != 0 ]]; then
   scripts/fuzz.sh --seconds 10
+  phase_done "fuzzing"
 fi
