@@ -360,6 +360,7 @@ void Node::handle_reply(const redisReply* reply) {
   // hiredis answers callbacks in the order the commands were sent: the front is ours.
   InFlight f = std::move(inflight_.front());
   inflight_.pop_front();
+  if (settled_ > 0) --settled_;
   if (reply == nullptr) {
     deliver(f, NodeResult{NodeResult::Kind::down, nullptr,
                           last_error_.empty() ? std::string_view("connection lost") : last_error_,
@@ -406,10 +407,15 @@ void Node::deliver(InFlight& f, const NodeResult& r) {
   f.sink->on_result(index_, f.tag, r);
 }
 
+std::size_t Node::first_unsettled() {
+  while (settled_ < inflight_.size() && inflight_[settled_].delivered) ++settled_;
+  return settled_;
+}
+
 void Node::arm_timer() {
   std::uint64_t earliest = UINT64_MAX;
-  for (const auto& f : inflight_) {
-    if (!f.delivered) earliest = std::min(earliest, f.deadline_ms);
+  for (std::size_t i = first_unsettled(); i < inflight_.size(); ++i) {
+    if (!inflight_[i].delivered) earliest = std::min(earliest, inflight_[i].deadline_ms);
   }
   if (!inflight_.empty()) {
     // Also wake up to notice a stalled connection.
@@ -427,12 +433,24 @@ void Node::arm_timer() {
 
 void Node::on_timer(uv_timer_t* t) { static_cast<Node*>(t->data)->expire_commands(); }
 
+bool Node::due(std::uint64_t now) {
+  for (std::size_t i = first_unsettled(); i < inflight_.size(); ++i) {
+    if (!inflight_[i].delivered && inflight_[i].deadline_ms <= now) return true;
+  }
+  return false;
+}
+
 void Node::expire_commands() {
   const std::uint64_t now = uv_now(loop_);
+  // libuv runs timers before it polls for I/O: after the loop was held up (a burst of work, a
+  // descheduled thread) answers that arrived in time may still sit unread in the socket. Read
+  // them first, so that only commands the server has really not answered time out; otherwise
+  // any stall longer than node_timeout fails healthy nodes and, with them, the quorum.
+  if (state_ == State::connected && ctx_ != nullptr && due(now)) redisAsyncHandleRead(ctx_);
   // Deliver timeouts. A sink may send more commands from on_result(): they are appended at the
   // back, so iterate by index over a size fixed up front.
   const std::size_t n = inflight_.size();
-  for (std::size_t i = 0; i < n && i < inflight_.size(); ++i) {
+  for (std::size_t i = first_unsettled(); i < n && i < inflight_.size(); ++i) {
     InFlight& f = inflight_[i];
     if (!f.delivered && f.deadline_ms <= now) {
       f.timed_out = true;

@@ -142,6 +142,10 @@ class Node {
   void handle_reply(const redisReply* reply);
   void deliver(InFlight& f, const NodeResult& r);
   void arm_timer();
+  // Index of the first command whose caller has not been told yet; everything before it only
+  // waits for the server's answer (or the connection's end) and needs no deadline.
+  std::size_t first_unsettled();
+  bool due(std::uint64_t now);  // some command's deadline has passed
   std::uint64_t deadline_after(Millis timeout);
   void expire_commands();
   void send_handshake();
@@ -168,6 +172,9 @@ class Node {
   int open_handles_ = 0;
   std::uint64_t timer_due_ = 0;  // loop time the deadline timer fires at
   std::deque<InFlight> inflight_;
+  // inflight_[0, settled_) have had on_result(): on a stalled node (thousands of timed-out
+  // commands awaiting an answer) deadline scans skip them instead of walking the whole queue.
+  std::size_t settled_ = 0;
   Millis backoff_;
   std::string last_error_;
   std::string appendonly_, appendfsync_;  // CONFIG GET at the last connect; empty if unknown

@@ -1,5 +1,8 @@
 // Node failures: every one of them is "no vote" with a reason in the per-node record.
+#include <uv.h>
+
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common.hpp"
@@ -225,4 +228,40 @@ TEST_CASE("an eviction policy that can drop lock keys is warned about at connect
   bool found = false;
   for (const auto& w : *warnings) found |= w.find("allkeys-lru") != std::string::npos;
   CHECK(found);
+}
+
+// libuv runs timers before it polls for I/O. A loop held up longer than node_timeout (a burst
+// of work on it, a descheduled thread on a busy machine) must not turn answers that reached the
+// socket in time into timeouts: with 5 healthy nodes that failed acquisitions with no_quorum.
+TEST_CASE("a loop held up past node_timeout: answers already received still count") {
+  RedisCluster c(5);
+  Options o = options_for(c);
+  o.node_timeout = 50ms;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    Engine engine(&loop, o);
+    std::optional<AcquireResult> warm, held_up;
+    engine.acquire({"warm"}, ttl_opts(5s), [&](AcquireResult r) { warm = std::move(r); });
+    while (!warm) uv_run(&loop, UV_RUN_ONCE);  // connections established
+    REQUIRE_MESSAGE(*warm, warm->message);
+
+    for (int round = 0; round < 5; ++round) {
+      held_up.reset();
+      engine.acquire({"held-up"}, ttl_opts(5s), [&](AcquireResult r) { held_up = std::move(r); });
+      uv_run(&loop, UV_RUN_NOWAIT);  // the SETs go out; the answers are not read yet
+      std::this_thread::sleep_for(3 * o.node_timeout);  // the loop is held up; the nodes answer
+      while (!held_up) uv_run(&loop, UV_RUN_ONCE);
+      REQUIRE_MESSAGE(*held_up, held_up->message);
+      CHECK(count_state(held_up->nodes, NodeState::timeout) == 0);
+      std::optional<ReleaseResult> rel;
+      engine.release(held_up->lock, [&](ReleaseResult r) { rel = std::move(r); });
+      while (!rel) uv_run(&loop, UV_RUN_ONCE);
+      CHECK(rel->deleted >= 3);
+    }
+    engine.release(warm->lock, [&](ReleaseResult) { engine.close({}); });
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK(uv_loop_close(&loop) == 0);
 }
