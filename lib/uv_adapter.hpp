@@ -7,6 +7,9 @@
 // a connect to a dead node is never completed nor failed and only a timer can end it. Here an
 // error status hands the registered events to hiredis, which then reads the socket error itself
 // (the fix hiredis made in 1.0).
+//
+// Writes on a connected socket are flushed once per loop iteration (a prepare handle) instead of
+// waiting for POLLOUT: see lib/uv_adapter.cpp.
 
 struct redisAsyncContext;
 struct uv_loop_s;
