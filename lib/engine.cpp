@@ -578,6 +578,7 @@ class AcquireOp final : public Operation {
   // Fair locks, first round: a ticket from the quorum (the same counter-and-write-back
   // construction as fencing), so every node orders the waiters the same way.
   void start_ticket() {
+    need_ticket_ = false;
     tk_tally_ = Tally{e_.n()};
     tk_open_ = true;
     dispatching_ = true;
@@ -611,7 +612,7 @@ class AcquireOp final : public Operation {
     if (d == detail::Decision::undecided) return;
     tk_open_ = false;
     if (d == detail::Decision::impossible) {
-      finish(Errc::no_quorum, "no quorum for a queue ticket");
+      fail_ticket("no quorum for a queue ticket");
       return;
     }
     wb_for_ticket_ = true;
@@ -656,7 +657,7 @@ class AcquireOp final : public Operation {
     if (wb_for_ticket_) {
       wb_for_ticket_ = false;
       if (d == detail::Decision::impossible) {
-        finish(Errc::no_quorum, "no quorum for the queue ticket's write-back");
+        fail_ticket("no quorum for the queue ticket's write-back");
       } else {
         start_attempt();
       }
@@ -694,8 +695,16 @@ class AcquireOp final : public Operation {
     }
   }
 
+  // A fair waiter whose ticket round (or its write-back) found no quorum has set no lock key, so
+  // there is nothing to roll back; like any attempt that found no quorum it tries again (for a
+  // ticket) while its wait allows, rather than giving up at once on a node that is briefly gone.
+  void fail_ticket(std::string message) {
+    need_ticket_ = true;
+    fail_attempt(Errc::no_quorum, std::move(message));
+  }
+
   void fail_attempt(Errc why, std::string message) {
-    Rollback::run(e_, keys_, token_, opts_.mode);
+    if (!need_ticket_) Rollback::run(e_, keys_, token_, opts_.mode);
     last_error_ = why;
     last_message_ = std::move(message);
     auto now = BootClock::now();
@@ -725,7 +734,10 @@ class AcquireOp final : public Operation {
     uv_timer_start(retry_timer_, [](uv_timer_t* t) {
       auto* self = static_cast<AcquireOp*>(t->data);
       self->cancel_retry_timer();
-      if (!self->done_) self->start_attempt();
+      if (!self->done_) {
+        if (self->need_ticket_) self->start_ticket();
+        else self->start_attempt();
+      }
       self->unref();
     }, static_cast<std::uint64_t>(sleep.count()), 0);
   }
@@ -818,6 +830,7 @@ class AcquireOp final : public Operation {
   Tally tk_tally_;
   bool tk_open_ = false;
   bool wb_for_ticket_ = false;
+  bool need_ticket_ = false;  // the next retry starts with a ticket round (see fail_ticket)
   Millis poll_{5};
   std::uint64_t fence_max_ = 0;
   Tally wb_tally_;
@@ -1124,7 +1137,11 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
       : e_(e), id_(id), lock_(std::move(lock)), options_(o), period_(period),
         on_extended_(std::move(on_extended)), on_lost_(std::move(on_lost)) {
     started_ = BootClock::now();
-    next_extend_ = started_ + period_;
+    // The first extension is due one period after the lock was taken or last extended (its
+    // deadline is that moment + ttl - drift), not one period after hold() was called: a lock
+    // handed to hold() late would otherwise reach its deadline before any extension was tried.
+    const auto taken = lock_.deadline() - std::chrono::duration_cast<BootClock::duration>(lock_.ttl());
+    next_extend_ = std::min(started_ + period_, taken + std::chrono::duration_cast<BootClock::duration>(period_));
   }
 
   void start() {

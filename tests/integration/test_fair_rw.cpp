@@ -96,6 +96,52 @@ TEST_CASE("fair lock: a dead waiter blocks the queue only until its heartbeat ex
   CHECK(c[0].command({"ZSCORE", "q:queue", "ghost"}).is_nil());
 }
 
+TEST_CASE("fair lock: a waiter with a short heartbeat does not cut the queue's expiry under others") {
+  RedisCluster c(3);
+  // A waiter that is paused, not dead: ticket 0, heartbeat valid for 10 s, and the queue kept for
+  // twice that, as its own ticket round left it.
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    auto t = c[i].command({"TIME"});
+    long long now_ms = std::stoll(t.elements[0].str) * 1000 + std::stoll(t.elements[1].str) / 1000;
+    (void)c[i].command({"ZADD", "mixed:queue", "0", "sleeper"});
+    (void)c[i].command({"ZADD", "mixed:queue:heartbeats", std::to_string(now_ms + 10000), "sleeper"});
+    (void)c[i].command({"PEXPIRE", "mixed:queue", "20000"});
+    (void)c[i].command({"PEXPIRE", "mixed:queue:heartbeats", "20000"});
+  }
+  // A waiter with a 100 ms heartbeat queues behind it, gives up and leaves.
+  Client client(options_for(c));
+  auto o = fair_opts(5s, 150ms);
+  o.heartbeat_ttl = 100ms;
+  auto w = client.try_acquire({"mixed"}, o);
+  CHECK(w.error == Errc::contended);
+  std::this_thread::sleep_for(400ms);  // twice the short heartbeat, and more
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    // The sleeper's heartbeat is still valid: it keeps its place, and the queue its expiry.
+    CHECK_MESSAGE(!c[i].command({"ZSCORE", "mixed:queue", "sleeper"}).is_nil(), "node ", i);
+    CHECK(c[i].pttl("mixed:queue") > 10000);
+    CHECK(c[i].pttl("mixed:queue:heartbeats") > 10000);
+  }
+}
+
+TEST_CASE("fair lock: a ticket round without a quorum is retried while the wait allows") {
+  RedisCluster c(3);
+  c[0].kill();
+  c[1].kill();
+  Options o = options_for(c);
+  o.reconnect_min = 20ms;
+  o.reconnect_max = 100ms;
+  Client client(o);  // never knew the killed nodes' run_ids: no restart quarantine
+  AcquireResult r;
+  std::thread waiter([&] { r = client.try_acquire({"ticket-retry"}, fair_opts(5s, 4s)); });
+  std::this_thread::sleep_for(400ms);  // the first ticket rounds find no quorum
+  c[0].start();
+  c[1].start();
+  waiter.join();
+  REQUIRE_MESSAGE(r, r.message);  // before: "no quorum for a queue ticket" at once
+  CHECK(r.lock.ticket());
+  CHECK(client.try_release(r.lock));
+}
+
 TEST_CASE("fair lock: survives 2 of 5 nodes killed, still in order") {
   RedisCluster c(5);
   c[1].kill();
@@ -143,6 +189,44 @@ TEST_CASE("read-write: readers overlap, writers exclude readers and each other")
   REQUIRE_MESSAGE(e, e.message);
   CHECK(c[0].command({"ZSCORE", "doc:readers", r3.lock.token()}).type != redlock::test::Reply::Type::nil);
   CHECK(client.try_release(e.lock).deleted >= 3);
+}
+
+TEST_CASE("read-write: a writer waiting behind a writer keeps new readers out when the key is freed") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto w1 = client.try_acquire({"ww"}, mode_opts(LockMode::write, 10s));
+  REQUIRE(w1);
+  Options slow = options_for(c);
+  slow.retry_delay = 300ms;  // polls slowly: the readers below come first
+  slow.retry_jitter = 0ms;
+  Client second(slow);
+  AcquireResult w2;
+  std::thread waiter([&] { w2 = second.try_acquire({"ww"}, mode_opts(LockMode::write, 5s, 3s)); });
+  std::this_thread::sleep_for(100ms);  // its first attempt found the key held
+  REQUIRE(client.try_release(w1.lock));
+  // Before: the waiting writer had left no mark, so this reader got in ahead of it.
+  auto reader = client.try_acquire({"ww"}, mode_opts(LockMode::read, 5s));
+  CHECK(reader.error == Errc::contended);
+  waiter.join();
+  REQUIRE_MESSAGE(w2, w2.message);
+  CHECK(second.try_release(w2.lock));
+  if (reader) (void)client.try_release(reader.lock);
+}
+
+TEST_CASE("read-write: releasing a read lock that expired reports not_held, as a plain lock does") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto brief = client.try_acquire({"rexp"}, mode_opts(LockMode::read, 200ms));
+  auto longer = client.try_acquire({"rexp"}, mode_opts(LockMode::read, 10s));  // keeps the zset alive
+  REQUIRE(brief);
+  REQUIRE(longer);
+  std::this_thread::sleep_for(300ms);
+  auto rel = client.try_release(brief.lock);
+  CHECK(rel.error == Errc::not_held);  // before: its expired entry counted as deleted
+  CHECK(rel.deleted == 0);
+  CHECK(c[0].command({"ZSCORE", "rexp:readers", brief.lock.token()}).is_nil());  // still cleaned up
+  auto live = client.try_release(longer.lock);
+  CHECK(live.deleted == 3);
 }
 
 TEST_CASE("read-write: a crashed reader cannot block writers beyond its ttl") {

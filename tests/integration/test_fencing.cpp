@@ -80,6 +80,34 @@ TEST_CASE("write-back: the node with the highest counter drops out and the next 
   CHECK(*r.lock.fence() > first);
 }
 
+TEST_CASE("fencing: a node whose counter cannot grow gives no vote and keeps no lock key") {
+  SUBCASE("not a number on one node: the others grant, and that node holds nothing") {
+    RedisCluster c(3);
+    c[0].set("badf:fence", "not-a-number");
+    Client client(options_for(c));
+    auto r = client.try_acquire({"badf"}, fenced(5s));
+    REQUIRE_MESSAGE(r, r.message);
+    std::this_thread::sleep_for(100ms);  // node 0 may have answered after the decision
+    CHECK_FALSE(c[0].exists("badf"));    // before: its SET stayed although its INCR failed
+    CHECK(c[1].get("badf") == r.lock.token());
+    CHECK(c[0].get("badf:fence") == "not-a-number");  // the user's key is not touched
+    CHECK(client.try_release(r.lock));
+  }
+  SUBCASE("another type on one node, a negative counter on another: an error, not 'held'") {
+    RedisCluster c(3);
+    c[0].set_wrong_type("badg:fence");
+    c[1].set("badg:fence", "-1");
+    Client client(options_for(c));
+    auto r = client.try_acquire({"badg"}, fenced(5s));
+    CHECK(r.error == Errc::no_quorum);
+    // Before: -1 INCRs to 0, which read as "held by someone else" on a key nobody held.
+    CHECK(count_state(r.nodes, NodeState::held_by_other) == 0);
+    CHECK(count_state(r.nodes, NodeState::error) >= 1);
+    std::this_thread::sleep_for(100ms);
+    CHECK(c.count_with_key("badg") == 0);
+  }
+}
+
 TEST_CASE("concurrent contending clients: fences increase in grant order as the oracle sees it") {
   RedisCluster c(5);
   std::mutex oracle_mu;

@@ -1,5 +1,8 @@
 // Holding a lock: watchdog, loss notification, RAII guard, reentrancy, restart guard.
+#include <uv.h>
+
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include "common.hpp"
@@ -81,6 +84,45 @@ TEST_CASE("loss is detected within one extension period after a majority is kill
   REQUIRE(eventually([&] { return lost.load(); }, 2000ms));
   CHECK(lost_at_ms - killed_at <= 300 + 100);
   CHECK_FALSE(g.owns());
+}
+
+TEST_CASE("hold() on a lock taken a while ago extends it at once instead of letting it lapse") {
+  RedisCluster c(3);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  int extended = 0, lost = 0;
+  {
+    Engine engine(&loop, options_for(c));
+    std::optional<AcquireResult> got;
+    engine.acquire({"late-hold"}, ttl_opts(600ms), [&](AcquireResult r) { got = std::move(r); });
+    while (!got) uv_run(&loop, UV_RUN_ONCE);
+    REQUIRE_MESSAGE(*got, got->message);
+    // The holder worked before asking for the watchdog: about 160 ms are left, less than one
+    // extension period (ttl/3 = 200 ms) after hold() is called.
+    std::this_thread::sleep_for(430ms);
+    REQUIRE(got->lock.remaining() > 50ms);
+    const auto id = engine.hold(got->lock, HoldOptions{}, [&](const Lock&) { ++extended; },
+                                [&](const LossInfo&) { ++lost; });
+    REQUIRE(id != 0);
+    struct Stop {
+      Engine* engine;
+      Engine::HoldId id;
+    } stop{&engine, id};
+    uv_timer_t timer;
+    uv_timer_init(&loop, &timer);
+    timer.data = &stop;
+    uv_timer_start(&timer, [](uv_timer_t* t) {
+      auto* s = static_cast<Stop*>(t->data);
+      s->engine->stop_hold(s->id);
+      s->engine->close();
+      uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
+    }, 1000, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK(uv_loop_close(&loop) == 0);
+  CHECK(lost == 0);  // before: the first extension was due after the deadline, so it was lost
+  CHECK(extended >= 3);
 }
 
 TEST_CASE("no extension after release, and the guard's destructor releases") {
