@@ -156,6 +156,23 @@ TEST_CASE("the resource-side script rejects a stale fence") {
   CHECK(data.get("acct") == "b2");
   CHECK(data.get("acct:fence") == "7");
   CHECK(data.command({"EVAL", script, "2", "acct", "acct:fence", "x", "v"}).is_error());
+  // Only decimal digits: Lua's tonumber() would take these, and "nan" compares false with
+  // everything, so after it any stale fence would have been accepted.
+  for (const char* bad : {"nan", "inf", "-1", "1e3", "0x10", " 9", "9 ", "", "+8"}) {
+    CHECK_MESSAGE(data.command({"EVAL", script, "2", "acct", "acct:fence", bad, "evil"}).is_error(), bad);
+  }
+  CHECK(data.get("acct") == "b2");
+  CHECK(data.get("acct:fence") == "7");
+  CHECK(write(6, "stale").integer == 0);
+  // Leading zeros are the same number.
+  CHECK(data.command({"EVAL", script, "2", "acct", "acct:fence", "0007", "b3"}).integer == 1);
+  CHECK(data.command({"EVAL", script, "2", "acct", "acct:fence", "006", "stale"}).integer == 0);
+  // Exact above 2^53, where doubles cannot tell 2^53 from 2^53 + 1.
+  CHECK(write(9007199254740993ULL, "big").integer == 1);
+  CHECK(write(9007199254740992ULL, "stale").integer == 0);
+  CHECK(write(18446744073709551615ULL, "max").integer == 1);
+  CHECK(write(18446744073709551614ULL, "stale").integer == 0);
+  CHECK(data.get("acct") == "max");
 }
 
 TEST_CASE("fencing with a paused holder: its stale write is refused by the resource") {
