@@ -264,6 +264,28 @@ class Guard::State {
     std::lock_guard<std::mutex> g(mu_);
     return holders_;
   }
+  // Reentrancy: why a request with `o` cannot share this hold, or nullopt. Handing the held lock
+  // to a request for something else would give it less than it asked for: a read lock to a
+  // writer, a lock without a fence to a fenced request, an unextended lock to one that counts on
+  // auto-extension. (Upgrades are not offered: refusing beats waiting on our own reader.)
+  std::optional<std::string> mismatch(const LockOptions& o) const {
+    std::lock_guard<std::mutex> g(mu_);
+    if (released_ || loss_ || lock_.remaining() <= Millis{0}) return std::nullopt;  // not shared: taken anew
+    static constexpr const char* mode_names[] = {"an exclusive", "a read", "a write"};
+    if (o.acquire.mode != lock_.mode()) {
+      return std::string("held by this owner as ") + mode_names[static_cast<int>(lock_.mode())] +
+             " lock; a reentrant request for " + mode_names[static_cast<int>(o.acquire.mode)] +
+             " lock cannot share it";
+    }
+    if (o.acquire.fence && !lock_.fence()) {
+      return "held by this owner without a fence; a reentrant fenced request cannot share it";
+    }
+    if (o.hold.auto_extend && !options_.auto_extend) {
+      return "held by this owner without auto-extension; a reentrant request for it cannot share it";
+    }
+    return std::nullopt;
+  }
+
   // Reentrancy: one more holder, if still held.
   bool add_holder() {
     std::lock_guard<std::mutex> g(mu_);
@@ -423,7 +445,14 @@ std::pair<Guard, AcquireResult> Client::try_lock(std::vector<std::string> resour
     std::lock_guard<std::mutex> g(impl_->holds_mu_);
     auto it = impl_->reentrant_.find(key);
     if (it != impl_->reentrant_.end()) {
-      if (auto st = it->second.lock(); st && st->add_holder()) {
+      auto st = it->second.lock();
+      if (auto why = st ? st->mismatch(options) : std::nullopt) {
+        AcquireResult r;
+        r.error = make_error_code(Errc::invalid_argument);
+        r.message = "resource '" + resources.front() + "' is " + *why;
+        return {Guard(), std::move(r)};
+      }
+      if (st && st->add_holder()) {
         AcquireResult r;
         r.lock = st->lock();
         r.nodes = r.lock.nodes();

@@ -32,7 +32,9 @@ struct HoldOptions {
   std::function<void(const LossInfo&)> on_lost;
   // Reentrancy: the same owner taking a resource it already holds through the same Client gets
   // the held lock back with a count, and no network I/O; only the last release reaches the nodes.
-  // The owner is `owner` when set, else the calling thread.
+  // The owner is `owner` when set, else the calling thread. A reentrant request must ask for what
+  // the held lock is: the same mode, a fence or auto-extension only if the held lock has them;
+  // otherwise it fails with Errc::invalid_argument (no upgrade from read to write is offered).
   bool reentrant = false;
   std::optional<std::string> owner;
 };

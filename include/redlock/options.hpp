@@ -89,7 +89,8 @@ struct Options {
 // What kind of lock to take on a resource.
 enum class LockMode {
   exclusive,  // the plain Redlock: one holder (interoperable with other Redlock clients)
-  read,       // shared with other readers; excludes writers (and plain locks)
+  read,       // shared with other readers; not while a writer or a plain lock holds the key
+              // (a plain lock does not look at readers: take `write` where readers may be)
   write,      // one writer, no readers; a waiting writer stops new readers from entering
 };
 

@@ -204,6 +204,42 @@ TEST_CASE("reentrancy: counted, no network I/O, only the last release reaches th
   CHECK(c.count_with_key("re") == 0);
 }
 
+TEST_CASE("reentrancy: a request for another kind of lock is refused, not handed the held one") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto kind = [](LockMode mode, bool fence, bool auto_extend) {
+    LockOptions o = held(10s, auto_extend);
+    o.acquire.mode = mode;
+    o.acquire.fence = fence;
+    o.hold.reentrant = true;
+    return o;
+  };
+  auto reader = client.try_lock({"kinds"}, kind(LockMode::read, false, false));
+  REQUIRE(reader.second);
+  // A writer must not get the read lock back: it would believe it excludes readers.
+  auto writer = client.try_lock({"kinds"}, kind(LockMode::write, false, false));
+  CHECK(writer.second.error == Errc::invalid_argument);
+  CHECK_MESSAGE(writer.second.message.find("read lock") != std::string::npos, writer.second.message);
+  CHECK_FALSE(writer.first.owns());
+  CHECK(reader.first.hold_count() == 1);
+  auto reader2 = client.try_lock({"kinds"}, kind(LockMode::read, false, false));  // the same kind
+  REQUIRE(reader2.second);
+  CHECK(reader.first.hold_count() == 2);
+  reader2.first.release();
+  reader.first.release();
+  // Once released, the other kind is simply taken.
+  auto writer2 = client.try_lock({"kinds"}, kind(LockMode::write, false, false));
+  CHECK_MESSAGE(writer2.second, writer2.second.message);
+  writer2.first.release();
+
+  auto plain = client.try_lock({"plain"}, kind(LockMode::exclusive, false, false));
+  REQUIRE(plain.second);
+  CHECK(client.try_lock({"plain"}, kind(LockMode::exclusive, true, false)).second.error == Errc::invalid_argument);
+  CHECK(client.try_lock({"plain"}, kind(LockMode::exclusive, false, true)).second.error == Errc::invalid_argument);
+  CHECK(plain.first.hold_count() == 1);
+  CHECK(c.count_with_key("plain") == 3);
+}
+
 TEST_CASE("reentrancy with an explicit owner id across threads; off by default") {
   RedisCluster c(3);
   Client client(options_for(c));
