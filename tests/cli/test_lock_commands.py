@@ -91,6 +91,21 @@ class LockCommands(unittest.TestCase):
         obj = json.loads(r.stdout)
         self.assertEqual(obj["error"], "contended")
 
+    def test_json_acquire_with_fence(self):
+        fences = []
+        for _ in range(3):
+            r = self.cli("acquire", "t-fence", "--fence", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            obj = json.loads(r.stdout)
+            fences.append(obj["fence"])
+            self.assertEqual(self.cli("release", "t-fence", obj["token"]).returncode, 0)
+        self.assertTrue(all(isinstance(f, int) and f >= 1 for f in fences), fences)
+        self.assertEqual(fences, sorted(set(fences)))  # strictly growing
+        # The counter is the documented key next to the lock key: the write-back left at least the
+        # last fence on a quorum before the CLI printed it.
+        counters = sorted(int(get(s.port, "t-fence:fence") or 0) for s in self.c.servers)
+        self.assertGreaterEqual(counters[-3], fences[-1], counters)
+
     def test_status_table_and_json(self):
         tok = self.cli("acquire", "t-status").stdout.decode().strip()
         time.sleep(0.05)

@@ -159,6 +159,41 @@ class Run(unittest.TestCase):
         self.assertEqual(self.c.count_with("intr-run", token), 3)
         self.assertEqual(self.run_cli("release", "intr-run", token).returncode, 0)
 
+    def test_fence_is_exported_and_grows(self):
+        fences = []
+        for _ in range(2):
+            r = self.run_cli("run", "run-fence", "--fence", "--", "sh", "-c", 'echo "$REDLOCK_FENCE"')
+            self.assertEqual(r.returncode, 0, r.stderr)
+            fences.append(int(r.stdout.decode().strip()))
+        self.assertGreater(fences[1], fences[0])
+        r = self.run_cli("run", "run-nofence", "--", "sh", "-c", 'echo "${REDLOCK_FENCE-unset}"')
+        self.assertEqual(r.stdout.decode().strip(), "unset")
+
+    def test_read_write_and_fair_modes(self):
+        with tempfile.TemporaryDirectory() as d:
+            started = os.path.join(d, "reader")
+            # A reader that runs until told to stop; a second reader runs beside it; a writer waits.
+            r1 = subprocess.Popen([CLI, "run", "run-rw", "--read", "--", "sh", "-c",
+                                   'touch %s; while [ ! -e %s.stop ]; do sleep 0.05; done' % (started, started)],
+                                  env=self.env())
+            for _ in range(100):
+                if os.path.exists(started):
+                    break
+                time.sleep(0.05)
+            self.assertTrue(os.path.exists(started))
+            r2 = self.run_cli("run", "run-rw", "--read", "--", "true")
+            self.assertEqual(r2.returncode, 0, r2.stderr)
+            w = self.run_cli("--retry-count", "0", "run", "run-rw", "--write", "--", "true")
+            self.assertEqual(w.returncode, 1, w.stderr)  # readers hold it
+            open(started + ".stop", "w").close()
+            self.assertEqual(r1.wait(10), 0)
+        w = self.run_cli("run", "run-rw", "--write", "--wait", "2s", "--", "true")
+        self.assertEqual(w.returncode, 0, w.stderr)
+        f = self.run_cli("run", "run-fair", "--fair", "--wait", "2s", "--", "sh", "-c", 'echo "$REDLOCK_RESOURCE"')
+        self.assertEqual((f.returncode, f.stdout.decode().strip()), (0, "run-fair"), f.stderr)
+        self.assertEqual(self.c.count_with("run-rw"), 0)
+        self.assertEqual(self.c.count_with("run-fair"), 0)
+
     def test_usage_errors(self):
         for args in (["run", "x"], ["run", "x", "--ttl", "0", "--", "true"], ["run", "", "--", "true"],
                      ["run", "x", "--grace", "soon", "--", "true"]):
