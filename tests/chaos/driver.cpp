@@ -277,7 +277,16 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
     ::chmod(oracle.socket_path().c_str(), 0777);
 
     WorkerSettings ws;
-    ws.exe = s.worker_exe;
+    // The workers run from a copy in the (world-readable) temp dir: in the partition mix they run
+    // as other uids, which cannot reach a build tree under a private directory (a checkout in
+    // root's home or under `mktemp -d`).
+    ws.exe = dir + "/chaos-worker";
+    {
+      std::error_code ec;
+      std::filesystem::copy_file(s.worker_exe, ws.exe, std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) throw std::runtime_error("cannot copy " + s.worker_exe + " to " + ws.exe + ": " + ec.message());
+      ::chmod(ws.exe.c_str(), 0755);
+    }
     ws.socket_path = oracle.socket_path();
     ws.nodes_csv = cluster.nodes_csv();
     for (int i = 0; i < s.resources; ++i) ws.resources.push_back("chaos:r" + std::to_string(i));

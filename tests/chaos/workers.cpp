@@ -100,9 +100,23 @@ void WorkerPool::spawn(int slot) {
 
   const long uid = s_.run_as_uid_base >= 0 ? s_.run_as_uid_base + slot : -1;
   const pid_t parent = ::getpid();
+  // A child that cannot become the worker says why through this pipe (the step and its errno);
+  // a successful execve closes it (O_CLOEXEC) and the parent reads end-of-file.
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) throw std::runtime_error("pipe2: " + std::string(std::strerror(errno)));
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork: " + std::string(std::strerror(errno)));
+  if (pid < 0) {
+    ::close(report[0]);
+    ::close(report[1]);
+    throw std::runtime_error("fork: " + std::string(std::strerror(errno)));
+  }
   if (pid == 0) {
+    ::close(report[0]);
+    auto fail = [&](int step) {
+      const int what[2] = {step, errno};
+      (void)!::write(report[1], what, sizeof what);
+      ::_exit(127);
+    };
     int fd = ::open(s_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::dup2(fd, 2);
@@ -111,14 +125,30 @@ void WorkerPool::spawn(int slot) {
     if (uid >= 0) {
       if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(uid)) != 0 ||
           ::setuid(static_cast<uid_t>(uid)) != 0) {
-        ::_exit(126);
+        fail(0);
       }
     }
     // The worker dies with the driver (the main thread forks, and outlives every worker).
     // Set after setuid, which clears it.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(1);
+    if (::getppid() != parent) ::_exit(127);  // the driver is already gone
     ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
+    fail(2);
+  }
+  ::close(report[1]);
+  int what[2] = {0, 0};
+  ssize_t n;
+  do {
+    n = ::read(report[0], what, sizeof what);
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof what)) {
+    int st = 0;
+    waitpid_eintr(pid, &st, 0);
+    static const char* const steps[] = {"setuid", "prctl(PR_SET_PDEATHSIG)", "execve"};
+    std::string who = uid >= 0 ? " as uid " + std::to_string(uid) : std::string();
+    throw std::runtime_error(std::string("cannot start worker ") + s_.exe + who + ": " +
+                             steps[what[0] >= 0 && what[0] <= 2 ? what[0] : 2] + ": " + std::strerror(what[1]));
   }
   sl.pid = pid;
   sl.stopped = false;
