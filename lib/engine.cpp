@@ -26,6 +26,7 @@
 #include "redlock/metrics.hpp"
 #include "scripts.hpp"
 #include "token.hpp"
+#include "validate.hpp"
 
 namespace redlock {
 
@@ -37,8 +38,6 @@ using detail::ScriptId;
 using detail::Tally;
 
 namespace {
-
-constexpr std::size_t max_resource_bytes = 1 << 20;
 
 // Read-write locks keep their extra state next to the lock key (documented in the README).
 std::string readers_key(const std::string& key) { return key + ":readers"; }
@@ -71,28 +70,6 @@ Millis to_ms_floor(std::chrono::microseconds us) {
   return std::chrono::duration_cast<Millis>(us);
 }
 
-void validate(const Options& o) {
-  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (o.nodes.empty()) bad("no nodes configured");
-  if (o.nodes.size() > 64) bad("too many nodes: " + std::to_string(o.nodes.size()) + " (at most 64)");
-  if (o.node_timeout <= Millis{0}) bad("node_timeout must be positive, got " + std::to_string(o.node_timeout.count()) + " ms");
-  if (o.connect_timeout <= Millis{0}) bad("connect_timeout must be positive, got " + std::to_string(o.connect_timeout.count()) + " ms");
-  if (!(o.drift_factor >= 0.0 && o.drift_factor < 0.5)) bad("drift_factor must be in [0, 0.5), got " + std::to_string(o.drift_factor));
-  if (o.retry_count < 0) bad("retry_count must be >= 0, got " + std::to_string(o.retry_count));
-  if (o.retry_delay < Millis{0}) bad("retry_delay must be >= 0");
-  if (o.retry_jitter < Millis{0}) bad("retry_jitter must be >= 0");
-  if (o.min_validity < Millis{0}) bad("min_validity must be >= 0");
-  if (o.reconnect_min <= Millis{0} || o.reconnect_max < o.reconnect_min) bad("reconnect backoff must satisfy 0 < min <= max");
-  if (o.min_node_uptime < Millis{0}) bad("min_node_uptime must be >= 0");
-  if (o.restart_quarantine && *o.restart_quarantine < Millis{0}) bad("restart_quarantine must be >= 0");
-  std::set<std::string> seen;
-  for (const auto& n : o.nodes) {
-    std::string id = n.transport == NodeAddress::Transport::unix_socket
-                         ? n.path : n.host + "|" + std::to_string(n.port);
-    if (!seen.insert(id).second) bad("node " + n.to_string() + " appears twice (it would vote twice)");
-  }
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -104,7 +81,7 @@ class HoldOp;
 class Engine::Impl final : public detail::NodeHost {
  public:
   Impl(uv_loop_t* loop, Options options) : loop_(loop), options_(std::move(options)) {
-    validate(options_);
+    if (auto why = check_options(options_)) throw std::invalid_argument(*why);
     rng_.seed(std::random_device{}());
     uv_check_init(loop_, &check_);
     uv_idle_init(loop_, &idle_);
@@ -1041,8 +1018,15 @@ class ReleaseOp final : public Operation {
         res.error = make_error_code(Errc::not_held);
         res.message = "no reachable node held this token";
       } else {
+        // Nothing confirmed a delete. Say which way each node failed: a node that timed out (or
+        // answered an error after a timeout) may still have run the delete.
         res.error = make_error_code(Errc::no_quorum);
-        res.message = "no node could be reached";
+        const bool reached = std::any_of(outcomes_.begin(), outcomes_.end(), [](const NodeOutcome& o) {
+          return o.state == NodeState::timeout || o.state == NodeState::error;
+        });
+        res.message = reached ? "no node confirmed the delete (" + breakdown(outcomes_) +
+                                    "); where a node timed out, the delete may still have run"
+                              : "no node could be reached (" + breakdown(outcomes_) + ")";
       }
     }
     complete(std::move(res));
@@ -1283,32 +1267,6 @@ void Engine::Impl::on_cancel_requests(uv_async_t* h) {
   }
 }
 
-namespace {
-
-std::optional<std::string> check_resources(const std::vector<std::string>& resources) {
-  if (resources.empty()) return "no resource given";
-  std::set<std::string_view> seen;
-  for (const auto& r : resources) {
-    if (r.empty()) return "empty resource name";
-    if (r.size() > max_resource_bytes) return "resource name of " + std::to_string(r.size()) + " bytes is longer than the limit of " + std::to_string(max_resource_bytes);
-    if (!seen.insert(r).second) return "resource '" + r + "' given twice";
-  }
-  return std::nullopt;
-}
-
-std::optional<std::string> check_ttl(Millis ttl, double drift_factor) {
-  if (ttl <= Millis{0}) return "ttl must be positive, got " + std::to_string(ttl.count()) + " ms";
-  if (ttl > max_ttl) return "ttl of " + std::to_string(ttl.count()) + " ms exceeds the maximum of " + std::to_string(max_ttl.count()) + " ms";
-  // validity = ttl - elapsed - drift: a ttl that the drift allowance alone uses up can never give
-  // a valid lock, whatever the network does, so it is a bad argument rather than a failure.
-  if (const auto d = detail::drift(ttl, drift_factor); d >= ttl) {
-    return "ttl of " + std::to_string(ttl.count()) + " ms is not longer than the clock-drift allowance (" +
-           std::to_string(d.count()) + " us): no lock taken with it could ever be valid";
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 Engine::Engine(uv_loop_s* loop, Options options) : impl_(new Impl(loop, std::move(options))) {}
 
@@ -1329,24 +1287,8 @@ void Engine::acquire(std::vector<std::string> resources, AcquireOptions options,
     impl_->defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
   };
   if (impl_->closing_) return fail(Errc::shutdown, "engine is closed");
-  if (auto why = check_resources(resources)) return fail(Errc::invalid_argument, *why);
-  if (auto why = check_ttl(options.ttl, impl_->options_.drift_factor)) return fail(Errc::invalid_argument, *why);
-  if (options.wait && *options.wait < Millis{0}) return fail(Errc::invalid_argument, "wait must be >= 0");
-  if (options.retry_count && *options.retry_count < 0) return fail(Errc::invalid_argument, "retry_count must be >= 0");
-  if (options.fence && resources.size() > 1) {
-    return fail(Errc::invalid_argument, "fencing takes one resource per lock");
-  }
-  if (options.mode != LockMode::exclusive && resources.size() > 1) {
-    return fail(Errc::invalid_argument, "read and write locks take one resource");
-  }
-  if (options.fair && (options.mode != LockMode::exclusive || options.fence || resources.size() > 1)) {
-    return fail(Errc::invalid_argument, "a fair lock is an exclusive lock on one resource, without fencing");
-  }
-  if (options.fair && (options.heartbeat_ttl < Millis{100} || options.heartbeat_ttl > max_ttl)) {
-    return fail(Errc::invalid_argument, "heartbeat_ttl must be at least 100 ms");
-  }
-  if (options.mode != LockMode::exclusive && options.fence) {
-    return fail(Errc::invalid_argument, "fencing is offered on exclusive locks only");
+  if (auto why = check_acquire(resources, options, impl_->options_.drift_factor)) {
+    return fail(Errc::invalid_argument, *why);
   }
   if (options.stop.stop_requested()) return fail(Errc::cancelled, "cancelled before it started; nothing was sent");
   auto* op = new AcquireOp(*impl_, std::move(resources), options, std::move(cb));
@@ -1363,8 +1305,8 @@ void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendC
   };
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
   if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
-  if (auto why = check_resources(lock.resources())) return fail(Errc::invalid_argument, *why);
-  if (auto why = check_ttl(ttl, e.options_.drift_factor)) return fail(Errc::invalid_argument, *why);
+  if (auto why = detail::check_resources(lock.resources())) return fail(Errc::invalid_argument, *why);
+  if (auto why = detail::check_ttl(ttl, e.options_.drift_factor)) return fail(Errc::invalid_argument, *why);
   if (lock.deadline() <= BootClock::now()) {
     return fail(Errc::expired, "the lock's local deadline has passed; extending could resurrect a lost lock");
   }
@@ -1385,12 +1327,12 @@ void Engine::release(const Lock& lock, ReleaseCallback cb) {
   };
   if (impl_->closing_) return fail(Errc::shutdown, "engine is closed");
   if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
-  if (auto why = check_resources(lock.resources())) return fail(Errc::invalid_argument, *why);
+  if (auto why = detail::check_resources(lock.resources())) return fail(Errc::invalid_argument, *why);
   new ReleaseOp(*impl_, lock, std::move(cb));
 }
 
 void Engine::status(std::string resource, StatusCallback cb) {
-  if (impl_->closing_ || resource.empty() || resource.size() > max_resource_bytes) {
+  if (impl_->closing_ || resource.empty() || resource.size() > detail::max_resource_bytes) {
     StatusResult r;
     impl_->defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
     return;

@@ -47,7 +47,7 @@ void setup_release(CLI::App& app, Context& ctx) {
   auto read = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand("release", "Release a lock: compare-and-delete on every node");
   sub->footer("Exit status: 0 deleted on at least one node, 1 no reachable node held this token,\n"
-              "2 usage, 3 no node could be reached.");
+              "2 usage, 3 no node confirmed the delete (down, timed out or an error: see the message).");
   sub->add_option("resource_and_token", *args, "RESOURCE [RESOURCE...] TOKEN")->required();
   sub->add_flag("--read", *read, "The token is a read lock's (acquire --read)");
   sub->callback([args, read, &ctx] { ctx.action = [args, read, &ctx] { return run_release(*args, *read, ctx.globals); }; });

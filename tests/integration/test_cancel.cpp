@@ -57,8 +57,13 @@ TEST_CASE("cancel: a stop during an attempt in flight deletes the SETs that alre
   auto r = pending.get();
   CHECK(r.error == Errc::cancelled);
   CHECK(ms_since(start) < 4000);  // did not wait out the silent nodes' 5 s deadline
-  CHECK(count_state(r.nodes, NodeState::ok) == 2);
-  CHECK(count_state(r.nodes, NodeState::pending) == 3);
+  // The servers ran the SETs, but the client may not have read both answers before the stop
+  // reached it: each real node is ok or pending; the silent ones are pending.
+  REQUIRE(r.nodes.size() == 5);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK_MESSAGE((r.nodes[i].state == NodeState::ok || r.nodes[i].state == NodeState::pending), i);
+  }
+  for (std::size_t i = 2; i < 5; ++i) CHECK(r.nodes[i].state == NodeState::pending);
   CHECK(eventually([&] { return real.count_with_key("inflight") == 0; }));
 }
 

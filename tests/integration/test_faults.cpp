@@ -265,3 +265,28 @@ TEST_CASE("a loop held up past node_timeout: answers already received still coun
   uv_run(&loop, UV_RUN_DEFAULT);
   CHECK(uv_loop_close(&loop) == 0);
 }
+
+TEST_CASE("a release nobody confirmed says why per node: timeouts may have deleted, down did not") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"rel-why"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  SUBCASE("every node paused: timeouts, and the deletes may have run") {
+    for (std::size_t i = 0; i < c.size(); ++i) c[i].stop();
+    auto rel = client.try_release(r.lock);
+    CHECK(rel.error == Errc::no_quorum);
+    CHECK(rel.unreachable == 3);
+    CHECK_MESSAGE(rel.message.find("3 timeout") != std::string::npos, rel.message);
+    CHECK_MESSAGE(rel.message.find("may still have run") != std::string::npos, rel.message);
+    CHECK_MESSAGE(rel.message.find("could be reached") == std::string::npos, rel.message);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i].cont();
+    // They did run once the servers went on: the lock is gone.
+    CHECK(eventually([&] { return c.count_with_key("rel-why") == 0; }));
+  }
+  SUBCASE("every node killed: down, nothing was deleted") {
+    for (std::size_t i = 0; i < c.size(); ++i) c[i].kill();
+    auto rel = client.try_release(r.lock);
+    CHECK(rel.error == Errc::no_quorum);
+    CHECK_MESSAGE(rel.message.find("could be reached (3 down)") != std::string::npos, rel.message);
+  }
+}

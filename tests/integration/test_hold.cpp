@@ -1,6 +1,7 @@
 // Holding a lock: watchdog, loss notification, RAII guard, reentrancy, restart guard.
 #include <uv.h>
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <thread>
@@ -262,7 +263,14 @@ TEST_CASE("restart guard: a run_id change excludes the node in a long-lived clie
   o.restart_quarantine = 2500ms;
   o.reconnect_max = 100ms;
   Client client(o);
-  REQUIRE(client.try_acquire({"learn"}, ttl_opts(5s)));  // the client learns every run_id
+  REQUIRE(client.try_acquire({"learn"}, ttl_opts(5s)));
+  // The acquisition above was decided at quorum: node 0 may not have answered yet, and then its
+  // run_id (read in the handshake, before any lock command) is not known. `status` waits for
+  // every node, so once each row is up the client knows every run_id.
+  REQUIRE(eventually([&] {
+    auto st = client.status("learn");
+    return std::all_of(st.nodes.begin(), st.nodes.end(), [](const NodeKeyState& n) { return n.up; });
+  }));
   c[0].restart();
   c[2].kill();  // the quorum of two now needs node 0's vote: its state is always in the record
   AcquireResult r;
