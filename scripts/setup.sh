@@ -32,7 +32,8 @@ if ((${#missing[@]})); then
 fi
 
 # The packaged redis-server may start a system service on 6379; the tests never use it.
+# Warnings are errors here (and in CI): the tree builds clean with -Wall -Wextra -Wpedantic.
 if [[ ! -f "$build_dir/build.ninja" ]]; then
-  meson setup "$build_dir" "$@" >/dev/null
+  meson setup "$build_dir" -Dwerror=true "$@" >/dev/null
 fi
 ninja -C "$build_dir" >/dev/null
