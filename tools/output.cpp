@@ -10,22 +10,32 @@ int exit_code_for(std::error_code ec) {
   if (ec.category() != category()) return exit_no_quorum;
   switch (static_cast<Errc>(ec.value())) {
     case Errc::contended:
-    case Errc::not_held: return exit_held;
-    case Errc::invalid_argument: return exit_usage;
-    default: return exit_no_quorum;
+    case Errc::not_held:
+      return exit_held;
+    case Errc::invalid_argument:
+      return exit_usage;
+    default:
+      return exit_no_quorum;
   }
 }
 
 std::string error_name(std::error_code ec) {
   if (!ec) return "";
   switch (static_cast<Errc>(ec.value())) {
-    case Errc::contended: return "contended";
-    case Errc::no_quorum: return "no_quorum";
-    case Errc::expired: return "expired";
-    case Errc::not_held: return "not_held";
-    case Errc::invalid_argument: return "invalid_argument";
-    case Errc::cancelled: return "cancelled";
-    case Errc::shutdown: return "shutdown";
+    case Errc::contended:
+      return "contended";
+    case Errc::no_quorum:
+      return "no_quorum";
+    case Errc::expired:
+      return "expired";
+    case Errc::not_held:
+      return "not_held";
+    case Errc::invalid_argument:
+      return "invalid_argument";
+    case Errc::cancelled:
+      return "cancelled";
+    case Errc::shutdown:
+      return "shutdown";
   }
   return "error";
 }

@@ -17,7 +17,8 @@ int run_release(std::vector<std::string> args, bool read, const Globals& g) {
     if (r.empty()) throw UsageError("empty resource name");
   }
   Client client(make_options(g));
-  auto res = client.try_release(Lock::from_token(args, token, read ? LockMode::read : LockMode::exclusive));
+  auto res = client.try_release(
+      Lock::from_token(args, token, read ? LockMode::read : LockMode::exclusive));
   if (g.json) {
     std::string s = "{\"resource\":" + json_string(args.front()) +
                     ",\"resources\":" + json_array(args) + ",\"token\":" + json_string(token) +
@@ -42,15 +43,30 @@ int run_release(std::vector<std::string> args, bool read, const Globals& g) {
 
 }  // namespace
 
-void setup_release(CLI::App& app, Context& ctx) {
-  auto args = std::make_shared<std::vector<std::string>>();
-  auto read = std::make_shared<bool>(false);
-  auto* sub = app.add_subcommand("release", "Release a lock: compare-and-delete on every node");
-  sub->footer("Exit status: 0 deleted on at least one node, 1 no reachable node held this token,\n"
-              "2 usage, 3 no node confirmed the delete (down, timed out or an error: see the message).");
-  sub->add_option("resource_and_token", *args, "RESOURCE [RESOURCE...] TOKEN")->required();
-  sub->add_flag("--read", *read, "The token is a read lock's (acquire --read)");
-  sub->callback([args, read, &ctx] { ctx.action = [args, read, &ctx] { return run_release(*args, *read, ctx.globals); }; });
+Command release_command(const Globals& g) {
+  struct Args {
+    std::vector<std::string> args;
+    bool read = false;
+  };
+  auto a = std::make_shared<Args>();
+  return {
+      .name = "release",
+      .description = "Release a lock: compare-and-delete on every node",
+      .footer =
+          "Exit status: 0 deleted on at least one node, 1 no reachable node held this token,\n"
+          "2 usage, 3 no node confirmed the delete (down, timed out or an error: see the "
+          "message).",
+      .options =
+          {
+              {.names = "resource_and_token",
+               .target = &a->args,
+               .help = "RESOURCE [RESOURCE...] TOKEN",
+               .required = true},
+              {"--read", &a->read, "The token is a read lock's (acquire --read)"},
+          },
+      .run = [a, &g] { return run_release(a->args, a->read, g); },
+      .storage = a,
+  };
 }
 
 }  // namespace redlock::cli

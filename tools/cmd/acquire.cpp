@@ -20,9 +20,7 @@ struct AcquireArgs {
 
 int run_acquire(const AcquireArgs& a, const Globals& g) {
   AcquireOptions opts;
-  opts.ttl = duration_arg("--ttl", a.ttl);
-  if (opts.ttl.count() <= 0) throw UsageError("--ttl: must be positive, got '" + a.ttl + "'");
-  if (opts.ttl > max_ttl) throw UsageError("--ttl: '" + a.ttl + "' is longer than 365 days");
+  opts.ttl = ttl_arg(a.ttl);
   if (!a.wait.empty()) {
     auto w = duration_arg("--wait", a.wait);
     if (w.count() > 0) opts.wait = w;
@@ -33,15 +31,11 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
   opts.fence = a.fence;
   opts.mode = lock_mode(a.read, a.write);
   opts.fair = a.fair;
-  if (a.fair && (opts.mode != LockMode::exclusive || a.fence || a.resources.size() > 1)) {
-    throw UsageError("--fair takes one resource and no --read/--write/--fence");
-  }
-  if (opts.mode != LockMode::exclusive && a.resources.size() > 1) throw UsageError("--read/--write take one resource");
-  if (opts.mode != LockMode::exclusive && a.fence) throw UsageError("--fence goes with exclusive locks only");
-  if (a.fence && a.resources.size() > 1) throw UsageError("--fence takes one resource");
+  Options options = make_options(g);
+  check_acquisition(a.resources, opts, options);
   StopOnSignal interrupt;  // before the client's I/O thread exists
   opts.stop = interrupt.token();
-  Client client(make_options(g));
+  Client client(std::move(options));
   auto res = client.try_acquire(a.resources, opts);
   interrupt.disarm();
   if (interrupt.signal() != 0) {
@@ -90,21 +84,32 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
 
 }  // namespace
 
-void setup_acquire(CLI::App& app, Context& ctx) {
+Command acquire_command(const Globals& g) {
   auto a = std::make_shared<AcquireArgs>();
-  auto* sub = app.add_subcommand("acquire", "Take a lock; prints its token on stdout");
-  sub->footer("Exit status: 0 acquired (the token alone on stdout), 1 held elsewhere, 2 usage,\n"
-              "3 no quorum, 128+N interrupted by signal N while acquiring (nothing is held).");
-  sub->add_option("resource", a->resources, "Resource name(s); several = one lock over all of them")
-      ->required();
-  sub->add_option("--ttl", a->ttl, "How long the nodes keep the lock (default 30s)");
-  sub->add_option("--wait", a->wait, "Keep retrying until this much time has passed (default 0)");
-  sub->add_flag("--fair", a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)");
-  sub->add_flag("--read", a->read, "A shared read lock (many readers, no writer)");
-  sub->add_flag("--write", a->write, "A write lock (no readers; a waiting writer holds off new readers)");
-  sub->add_flag("--fence", a->fence,
-                "Also take a fencing token (grows with every acquisition; in --json as 'fence')");
-  sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_acquire(*a, ctx.globals); }; });
+  return {
+      .name = "acquire",
+      .description = "Take a lock; prints its token on stdout",
+      .footer =
+          "Exit status: 0 acquired (the token alone on stdout), 1 held elsewhere, 2 usage,\n"
+          "3 no quorum, 128+N interrupted by signal N while acquiring (nothing is held).",
+      .options =
+          {
+              {.names = "resource",
+               .target = &a->resources,
+               .help = "Resource name(s); several = one lock over all of them",
+               .required = true},
+              {"--ttl", &a->ttl, "How long the nodes keep the lock (default 30s)"},
+              {"--wait", &a->wait, "Keep retrying until this much time has passed (default 0)"},
+              {"--fair", &a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)"},
+              {"--read", &a->read, "A shared read lock (many readers, no writer)"},
+              {"--write", &a->write,
+               "A write lock (no readers; a waiting writer holds off new readers)"},
+              {"--fence", &a->fence,
+               "Also take a fencing token (grows with every acquisition; in --json as 'fence')"},
+          },
+      .run = [a, &g] { return run_acquire(*a, g); },
+      .storage = a,
+  };
 }
 
 }  // namespace redlock::cli

@@ -8,9 +8,7 @@
 // could not be started), 2 on a usage error, 130 when interrupted (the nodes are restored first),
 // 141 when stdout was closed under it (`demo | head`; the nodes are restored first too).
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,7 +29,8 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "cluster.hpp"
+#include "nodes/manager.hpp"
+#include "nodes/process.hpp"
 #include "output.hpp"
 #include "redlock/client.hpp"
 
@@ -41,10 +40,10 @@ namespace {
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
 using Micros = std::chrono::microseconds;
-// Two enums share the name NodeState: one node's answer in an operation, and a local process's
-// state.
+using namespace redlock::nodes;
+// A node's answer in an operation, and a local process's state.
 using Vote = redlock::NodeState;
-using ProcState = cli::NodeState;
+using ProcState = nodes::ProcessState;
 
 // Locks of steps 2-3: long enough that nothing expires while we look at it.
 constexpr Millis lock_ttl{10000};
@@ -76,22 +75,6 @@ void nap(Millis d) {
     std::this_thread::sleep_for(std::min<SteadyClock::duration>(20ms, until - SteadyClock::now()));
   }
   checkpoint();
-}
-
-// True when 127.0.0.1:port can be listened on again (the test ClusterManager::start makes).
-bool port_free(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok =
-      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 1) == 0;
-  ::close(fd);
-  return ok;
 }
 
 // Installs the interrupt handlers for the lifetime of the demo and puts the old ones back.
@@ -401,7 +384,8 @@ void Demo::kill_node(int i) {
   // kill() returns once the main thread is a zombie, but redis's other threads may still be
   // exiting with the listening socket open: an immediate start() would find the port taken.
   const auto deadline = SteadyClock::now() + 2s;
-  while (!port_free(r.port) && SteadyClock::now() < deadline) std::this_thread::sleep_for(5ms);
+  while (!port_busy(r.port).empty() && SteadyClock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
   say(p_.paint("kill -9", red) + " " + node_name(i) + " (127.0.0.1:" + std::to_string(r.port) +
       ", pid " + std::to_string(r.pid) + ")");
 }
@@ -818,36 +802,44 @@ int run_demo(const DemoFlags& f) {
 
 }  // namespace
 
-void setup_demo(CLI::App& app, Context& ctx) {
+Command demo_command(const Globals&) {
   auto f = std::make_shared<DemoFlags>();
-  auto* sub = app.add_subcommand(
-      "demo", "Narrated, self-checking failover demonstration on local nodes (takes ~10 s)");
-  sub->add_option("--count", f->count,
-                  "Number of masters (default 5, or what `cluster up` saved in DIR)")
-      ->type_name("N");
-  sub->add_option("--base-port", f->base_port,
-                  "Port of node 1; node I listens on base-port + I - 1 (default 7001, or what "
-                  "`cluster up` saved)")
-      ->type_name("PORT");
-  sub->add_option("--dir", f->dir,
-                  "Cluster directory, as for `redlock-cli cluster` (default "
-                  "$XDG_RUNTIME_DIR/redlock-cluster, "
-                  "else /tmp/redlock-cluster-$UID)")
-      ->type_name("DIR");
-  sub->footer(
-      "Starts the masters that are not running (running ones are used as they are), takes a lock, "
-      "kills\n"
-      "masters one at a time, shows why a crashed master must not restart empty at once, then "
-      "restarts\n"
-      "what it killed and stops what it started. Any -n/--nodes is ignored: the demo only ever "
-      "acts on\n"
-      "the local masters of DIR.\n"
-      "Colour when stdout is a terminal and NO_COLOR is unset. Exit status: 0 every check passed, "
-      "1 a\n"
-      "check failed or a node could not be started, 2 usage error, 130 interrupted (nodes "
-      "restored),\n"
-      "141 stdout closed by its reader, e.g. `demo | head` (nodes restored).");
-  sub->callback([f, &ctx] { ctx.action = [f] { return run_demo(*f); }; });
+  return {
+      .name = "demo",
+      .description = "Narrated, self-checking failover demonstration on local nodes (takes ~10 s)",
+      .footer =
+          "Starts the masters that are not running (running ones are used as they are), takes a "
+          "lock, kills\n"
+          "masters one at a time, shows why a crashed master must not restart empty at once, then "
+          "restarts\n"
+          "what it killed and stops what it started. Any -n/--nodes is ignored: the demo only ever "
+          "acts on\n"
+          "the local masters of DIR.\n"
+          "Colour when stdout is a terminal and NO_COLOR is unset. Exit status: 0 every check "
+          "passed, 1 a\n"
+          "check failed or a node could not be started, 2 usage error, 130 interrupted (nodes "
+          "restored),\n"
+          "141 stdout closed by its reader, e.g. `demo | head` (nodes restored).",
+      .options =
+          {
+              {.names = "--count",
+               .target = &f->count,
+               .help = "Number of masters (default 5, or what `cluster up` saved in DIR)",
+               .type_name = "N"},
+              {.names = "--base-port",
+               .target = &f->base_port,
+               .help = "Port of node 1; node I listens on base-port + I - 1 (default 7001, or what "
+                       "`cluster up` saved)",
+               .type_name = "PORT"},
+              {.names = "--dir",
+               .target = &f->dir,
+               .help = "Cluster directory, as for `redlock-cli cluster` (default "
+                       "$XDG_RUNTIME_DIR/redlock-cluster, else /tmp/redlock-cluster-$UID)",
+               .type_name = "DIR"},
+          },
+      .run = [f] { return run_demo(*f); },
+      .storage = f,
+  };
 }
 
 }  // namespace redlock::cli

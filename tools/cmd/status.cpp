@@ -36,14 +36,20 @@ int run_status(const std::string& resource, const Globals& g) {
   }
   std::size_t w = 4;
   for (const auto& n : res.nodes) w = std::max(w, n.node.size());
-  std::cout << std::left << std::setw(static_cast<int>(w)) << "NODE" << "  " << std::setw(5) << "STATE"
-            << "  " << std::setw(40) << "VALUE" << "  " << "TTL\n";
+  std::cout << std::left << std::setw(static_cast<int>(w)) << "NODE"
+            << "  " << std::setw(5) << "STATE"
+            << "  " << std::setw(40) << "VALUE"
+            << "  "
+            << "TTL\n";
   for (const auto& n : res.nodes) {
-    std::string value = n.value ? printable(*n.value) : (n.type.empty() || n.type == "none" ? "-" : "(" + n.type + ")");
+    std::string value = n.value ? printable(*n.value)
+                                : (n.type.empty() || n.type == "none" ? "-" : "(" + n.type + ")");
     // A key without an expiry is a lock nobody's crash will ever free: say so, rather than show
     // the "-" of a node that has no key at all.
     const bool key_present = n.up && !n.type.empty() && n.type != "none";
-    std::string ttl = n.pttl ? std::to_string(n.pttl->count()) + "ms" : key_present ? "no expiry" : "-";
+    std::string ttl = n.pttl        ? std::to_string(n.pttl->count()) + "ms"
+                      : key_present ? "no expiry"
+                                    : "-";
     std::cout << std::left << std::setw(static_cast<int>(w)) << n.node << "  " << std::setw(5)
               << (n.up ? "up" : "down") << "  " << std::setw(40) << value << "  " << ttl;
     if (!n.detail.empty()) std::cout << "  (" << n.detail << ")";
@@ -54,12 +60,19 @@ int run_status(const std::string& resource, const Globals& g) {
 
 }  // namespace
 
-void setup_status(CLI::App& app, Context& ctx) {
+Command status_command(const Globals& g) {
   auto resource = std::make_shared<std::string>();
-  auto* sub = app.add_subcommand("status", "Show what every node stores for a resource");
-  sub->footer("Exit status: 0 (also when nodes are down: the table says which), 2 usage.");
-  sub->add_option("resource", *resource, "Resource name")->required();
-  sub->callback([resource, &ctx] { ctx.action = [resource, &ctx] { return run_status(*resource, ctx.globals); }; });
+  return {
+      .name = "status",
+      .description = "Show what every node stores for a resource",
+      .footer = "Exit status: 0 (also when nodes are down: the table says which), 2 usage.",
+      .options = {{.names = "resource",
+                   .target = resource.get(),
+                   .help = "Resource name",
+                   .required = true}},
+      .run = [resource, &g] { return run_status(*resource, g); },
+      .storage = resource,
+  };
 }
 
 }  // namespace redlock::cli

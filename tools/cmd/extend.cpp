@@ -22,11 +22,10 @@ int run_extend(ExtendArgs a, const Globals& g) {
   for (const auto& r : a.args) {
     if (r.empty()) throw UsageError("empty resource name");
   }
-  auto ttl = duration_arg("--ttl", a.ttl);
-  if (ttl.count() <= 0) throw UsageError("--ttl: must be positive, got '" + a.ttl + "'");
-  if (ttl > max_ttl) throw UsageError("--ttl: '" + a.ttl + "' is longer than 365 days");
+  const Millis ttl = ttl_arg(a.ttl);
   Client client(make_options(g));
-  auto res = client.try_extend(Lock::from_token(a.args, token, a.read ? LockMode::read : LockMode::exclusive), ttl);
+  auto res = client.try_extend(
+      Lock::from_token(a.args, token, a.read ? LockMode::read : LockMode::exclusive), ttl);
   if (g.json) {
     std::string s = "{\"resource\":" + json_string(a.args.front()) +
                     ",\"resources\":" + json_array(a.args) + ",\"token\":" + json_string(token) +
@@ -34,7 +33,8 @@ int run_extend(ExtendArgs a, const Globals& g) {
     if (res) {
       s += ",\"validity_ms\":" + std::to_string(res.lock.validity().count());
     } else {
-      s += ",\"error\":" + json_string(error_name(res.error)) + ",\"message\":" + json_string(res.message);
+      s += ",\"error\":" + json_string(error_name(res.error)) +
+           ",\"message\":" + json_string(res.message);
     }
     s += "," + json_nodes(res.nodes) + "}";
     std::cout << s << "\n";
@@ -50,15 +50,26 @@ int run_extend(ExtendArgs a, const Globals& g) {
 
 }  // namespace
 
-void setup_extend(CLI::App& app, Context& ctx) {
+Command extend_command(const Globals& g) {
   auto a = std::make_shared<ExtendArgs>();
-  auto* sub = app.add_subcommand("extend", "Reset a held lock's ttl; prints the new validity (ms)");
-  sub->footer("Exit status: 0 extended (the new validity in ms on stdout), 1 lost (not held on a\n"
-              "quorum), 2 usage, 3 no quorum.");
-  sub->add_option("resource_and_token", a->args, "RESOURCE [RESOURCE...] TOKEN")->required();
-  sub->add_option("--ttl", a->ttl, "New ttl (default 30s)");
-  sub->add_flag("--read", a->read, "The token is a read lock's (acquire --read)");
-  sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_extend(*a, ctx.globals); }; });
+  return {
+      .name = "extend",
+      .description = "Reset a held lock's ttl; prints the new validity (ms)",
+      .footer =
+          "Exit status: 0 extended (the new validity in ms on stdout), 1 lost (not held on a\n"
+          "quorum), 2 usage, 3 no quorum.",
+      .options =
+          {
+              {.names = "resource_and_token",
+               .target = &a->args,
+               .help = "RESOURCE [RESOURCE...] TOKEN",
+               .required = true},
+              {"--ttl", &a->ttl, "New ttl (default 30s)"},
+              {"--read", &a->read, "The token is a read lock's (acquire --read)"},
+          },
+      .run = [a, &g] { return run_extend(*a, g); },
+      .storage = a,
+  };
 }
 
 }  // namespace redlock::cli
