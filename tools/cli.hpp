@@ -15,7 +15,6 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -150,8 +149,5 @@ class StopOnSignal {
   int wake_fd_ = -1;
   std::thread watcher_;
 };
-
-// JSON string escaping for the --json outputs (bytes that are not printable ASCII become \u00XX).
-[[nodiscard]] std::string json_string(std::string_view s);
 
 }  // namespace redlock::cli

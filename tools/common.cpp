@@ -159,39 +159,4 @@ LockMode lock_mode(bool read, bool write) {
   return read ? LockMode::read : write ? LockMode::write : LockMode::exclusive;
 }
 
-std::string json_string(std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          // Bytes, not characters: a resource need not be UTF-8. Each byte maps to U+00XX.
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
 }  // namespace redlock::cli

@@ -45,29 +45,7 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
     res.error = make_error_code(Errc::cancelled);
     res.message = interrupt.describe() + "; nothing is held";
   }
-  if (g.json) {
-    std::string s = "{";
-    s += "\"resource\":" + json_string(a.resources.front());
-    s += ",\"resources\":" + json_array(a.resources);
-    if (res) {
-      s += ",\"token\":" + json_string(res.lock.token());
-      s += ",\"ttl_ms\":" + std::to_string(res.lock.ttl().count());
-      s += ",\"validity_ms\":" + std::to_string(res.lock.validity().count());
-      s += ",\"votes\":" + std::to_string(res.lock.votes());
-      if (res.lock.fence()) s += ",\"fence\":" + std::to_string(*res.lock.fence());
-    } else {
-      s += ",\"error\":" + json_string(error_name(res.error));
-      s += ",\"message\":" + json_string(res.message);
-      int votes = 0;
-      for (const auto& n : res.nodes) votes += n.state == NodeState::ok;
-      s += ",\"votes\":" + std::to_string(votes);
-    }
-    s += ",\"nodes\":" + std::to_string(client.options().nodes.size());
-    s += ",\"quorum\":" + std::to_string(client.quorum());
-    s += ",\"attempts\":" + std::to_string(res.attempts);
-    s += "," + json_nodes(res.nodes) + "}";
-    std::cout << s << "\n";
-  }
+  if (g.json) print_acquire_json(a.resources, res, client.options().nodes.size(), client.quorum());
   if (!res) {
     report_failure(g, res.error, "cannot acquire", res.message, res.nodes);
     return interrupt.signal() != 0 ? 128 + interrupt.signal() : exit_code_for(res.error);

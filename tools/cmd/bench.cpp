@@ -6,7 +6,7 @@
 //
 // Phases (each bounded by --seconds):
 //   sequential  try_acquire + try_release through redlock::Client, one after the other. Each
-//               cycle is paired with two raw probes over synchronous hiredis connections, so
+//               cycle is paired with two raw probes over synchronous connections, so
 //               floor and cycle share the load of this (shared, noisy) machine:
 //                 rtt      one plain SET to the first node: the round trip no cycle can beat;
 //                 fan-out  one SET written to every node at once, timed to the quorum-th and to
@@ -40,6 +40,7 @@
 
 #include "bench_phases.hpp"
 #include "cli.hpp"
+#include "json.hpp"
 #include "output.hpp"
 #include "redlock/client.hpp"
 
@@ -56,9 +57,11 @@ struct BenchArgs {
   double soak = 60.0;
 };
 
-std::string json_stats(const std::string& name, const Stats& s) {
-  return "\"" + name + "_us_p50\":" + fmt(s.p50) + ",\"" + name + "_us_p99\":" + fmt(s.p99) +
-         ",\"" + name + "_us_p999\":" + fmt(s.p999);
+// "<name>_us_p50", "_p99" and "_p999" of a phase, rounded as the table shows them.
+void add_stats(Json& j, const std::string& name, const Stats& s) {
+  j[name + "_us_p50"] = rounded(s.p50, 1);
+  j[name + "_us_p99"] = rounded(s.p99, 1);
+  j[name + "_us_p999"] = rounded(s.p999, 1);
 }
 
 void print_table(std::ostream& out, const std::vector<PhaseResult>& phases) {
@@ -119,59 +122,57 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
   for (std::size_t i = 3; i < phases.size(); ++i) errors += phases[i].errors;
 
   if (g.json) {
-    std::string s = "{";
-    s += "\"nodes\":" + std::to_string(nodes.size());
-    s += ",\"quorum\":" + std::to_string(quorum);
-    s += ",\"seconds\":" + fmt(a.seconds, 3);
-    s += ",\"ttl_ms\":" + std::to_string(ttl.count());
-    s += ",\"prefix\":" + json_string(prefix);
-    s += ",\"rtt_node\":" + json_string(nodes.front().to_string());
-    s += "," + json_stats("rtt", rtt.cycle);
-    s += ",\"rtt_samples\":" + std::to_string(rtt.cycle.count);
-    s += "," + json_stats("fanout_quorum", fan_q.cycle);
-    s += "," + json_stats("fanout_all", fan_all.cycle);
-    s += ",\"fanout_samples\":" + std::to_string(fan_q.cycle.count);
-    s += "," + json_stats("cycle", seq.cycle);
-    s += ",\"cycles\":" + std::to_string(seq.cycle.count);
-    s += ",\"cycle_us_mean\":" + fmt(seq.cycle.mean);
-    s += ",\"cycle_us_max\":" + fmt(seq.cycle.max);
-    s += "," + json_stats("acquire", seq.acquire);
-    s += "," + json_stats("release", seq.release);
-    s += ",\"sequential_cycles_per_s\":" + fmt(seq.per_s);
-    s += ",\"sequential_cpu_us_per_cycle\":" + fmt(seq.cpu_us_per_op);
-    s += ",\"sequential_errors\":" + std::to_string(seq.errors);
-    s += ",\"cycle_to_rtt\":" + fmt(rtt.cycle.p50 > 0 ? seq.cycle.p50 / rtt.cycle.p50 : 0, 2);
+    Json j = {{"nodes", nodes.size()},
+              {"quorum", quorum},
+              {"seconds", rounded(a.seconds, 3)},
+              {"ttl_ms", ttl.count()},
+              {"prefix", text(prefix)},
+              {"rtt_node", text(nodes.front().to_string())}};
+    add_stats(j, "rtt", rtt.cycle);
+    j["rtt_samples"] = rtt.cycle.count;
+    add_stats(j, "fanout_quorum", fan_q.cycle);
+    add_stats(j, "fanout_all", fan_all.cycle);
+    j["fanout_samples"] = fan_q.cycle.count;
+    add_stats(j, "cycle", seq.cycle);
+    j["cycles"] = seq.cycle.count;
+    j["cycle_us_mean"] = rounded(seq.cycle.mean, 1);
+    j["cycle_us_max"] = rounded(seq.cycle.max, 1);
+    add_stats(j, "acquire", seq.acquire);
+    add_stats(j, "release", seq.release);
+    j["sequential_cycles_per_s"] = rounded(seq.per_s, 1);
+    j["sequential_cpu_us_per_cycle"] = rounded(seq.cpu_us_per_op, 1);
+    j["sequential_errors"] = seq.errors;
+    j["cycle_to_rtt"] = rounded(rtt.cycle.p50 > 0 ? seq.cycle.p50 / rtt.cycle.p50 : 0, 2);
     // An acquire can decide at the quorum, a release waits for every node: the fan-out floor of
     // one cycle is the sum of the two.
     const double fan_floor = fan_q.cycle.p50 + fan_all.cycle.p50;
-    s += ",\"cycle_to_fanout\":" + fmt(fan_floor > 0 ? seq.cycle.p50 / fan_floor : 0, 2);
+    j["cycle_to_fanout"] = rounded(fan_floor > 0 ? seq.cycle.p50 / fan_floor : 0, 2);
     // The top-level pair is the highest concurrency run; every level is in "throughput".
-    s += ",\"concurrency\":" + std::to_string(top.concurrency);
-    s += ",\"cycles_per_s\":" + fmt(top.per_s);
-    s += ",\"cpu_us_per_cycle\":" + fmt(top.cpu_us_per_op);
-    s += ",\"throughput\":[";
+    j["concurrency"] = top.concurrency;
+    j["cycles_per_s"] = rounded(top.per_s, 1);
+    j["cpu_us_per_cycle"] = rounded(top.cpu_us_per_op, 1);
+    Json levels_json = Json::array();
     for (std::size_t i = first_level; i < phases.size(); ++i) {
       const auto& p = phases[i];
-      if (i > first_level) s += ",";
-      s += "{\"concurrency\":" + std::to_string(p.concurrency) +
-           ",\"cycles_per_s\":" + fmt(p.per_s) + ",\"cycles\":" + std::to_string(p.cycle.count) +
-           "," + json_stats("cycle", p.cycle) + ",\"cpu_us_per_cycle\":" + fmt(p.cpu_us_per_op) +
-           ",\"errors\":" + std::to_string(p.errors) + "}";
+      Json level = {{"concurrency", p.concurrency},
+                    {"cycles_per_s", rounded(p.per_s, 1)},
+                    {"cycles", p.cycle.count}};
+      add_stats(level, "cycle", p.cycle);
+      level["cpu_us_per_cycle"] = rounded(p.cpu_us_per_op, 1);
+      level["errors"] = p.errors;
+      levels_json.push_back(std::move(level));
     }
-    s += "]";
-    s += ",\"errors\":" + std::to_string(errors);
-    std::string first;
+    j["throughput"] = std::move(levels_json);
+    j["errors"] = errors;
     for (const auto& p : phases) {
       if (!p.first_error.empty()) {
-        first = p.name + ": " + p.first_error;
+        j["first_error"] = text(p.name + ": " + p.first_error);
         break;
       }
     }
-    if (!first.empty()) s += ",\"first_error\":" + json_string(first);
-    s += ",\"keys_left\":" + std::to_string(left.keys_left);
-    s += ",\"unchecked_nodes\":" + std::to_string(left.unchecked);
-    s += "}";
-    std::cout << s << "\n";
+    j["keys_left"] = left.keys_left;
+    j["unchecked_nodes"] = left.unchecked;
+    print_json(j);
   } else if (!g.quiet) {
     std::cout << "redlock-cli bench: " << nodes.size() << " nodes (quorum " << quorum << "), "
               << fmt(a.seconds) << " s per phase, ttl " << ttl.count() << " ms, rtt to "
@@ -292,37 +293,37 @@ int run_hold(const BenchArgs& a, const Globals& g) {
                                            : 0;
 
   if (g.json) {
-    std::string s = "{\"mode\":\"hold\"";
-    s += ",\"nodes\":" + std::to_string(nodes.size());
-    s += ",\"locks\":" + std::to_string(count - failed);
-    s += ",\"failed\":" + std::to_string(failed);
-    s += ",\"ttl_ms\":" + std::to_string(ttl.count());
-    s += ",\"soak_s\":" + fmt(a.soak, 3);
-    s += ",\"take_s\":" + fmt(take_s, 3);
-    s += ",\"release_s\":" + fmt(release_s, 3);
-    s += ",\"rss_mb_start\":" + fmt(mb(kb_start), 2);
-    s += ",\"rss_mb_locked\":" + fmt(mb(kb_locked), 2);
-    s += ",\"rss_mb_end\":" + fmt(mb(kb_end), 2);
-    s += ",\"rss_mb_peak\":" + fmt(mb(kb_peak), 2);
-    s += ",\"rss_growth_mb\":" + fmt(mb(kb_end - kb_locked), 2);
-    s += ",\"rss_mb_end_trimmed\":" + fmt(mb(kb_trimmed), 2);
-    s += ",\"heap_mb_locked\":" + fmt(mb(samples.front().heap_kb), 2);
-    s += ",\"heap_mb_end\":" + fmt(mb(samples.back().heap_kb), 2);
-    s += ",\"bytes_per_lock\":" + fmt(per_lock_b, 0);
-    s += ",\"extensions\":" + std::to_string(extensions);
-    s += ",\"lost\":" + std::to_string(lost);
-    s += ",\"samples\":[";
-    for (std::size_t i = 0; i < samples.size(); ++i) {
-      if (i) s += ",";
-      s += "{\"t_s\":" + fmt(samples[i].t_s) + ",\"rss_mb\":" + fmt(mb(samples[i].kb), 2) +
-           ",\"heap_mb\":" + fmt(mb(samples[i].heap_kb), 2) + "}";
+    Json j = {{"mode", "hold"},
+              {"nodes", nodes.size()},
+              {"locks", count - failed},
+              {"failed", failed},
+              {"ttl_ms", ttl.count()},
+              {"soak_s", rounded(a.soak, 3)},
+              {"take_s", rounded(take_s, 3)},
+              {"release_s", rounded(release_s, 3)},
+              {"rss_mb_start", rounded(mb(kb_start), 2)},
+              {"rss_mb_locked", rounded(mb(kb_locked), 2)},
+              {"rss_mb_end", rounded(mb(kb_end), 2)},
+              {"rss_mb_peak", rounded(mb(kb_peak), 2)},
+              {"rss_growth_mb", rounded(mb(kb_end - kb_locked), 2)},
+              {"rss_mb_end_trimmed", rounded(mb(kb_trimmed), 2)},
+              {"heap_mb_locked", rounded(mb(samples.front().heap_kb), 2)},
+              {"heap_mb_end", rounded(mb(samples.back().heap_kb), 2)},
+              // Whole bytes, an integer as it always was.
+              {"bytes_per_lock", std::llround(per_lock_b)},
+              {"extensions", extensions},
+              {"lost", lost}};
+    Json samples_json = Json::array();
+    for (const auto& smp : samples) {
+      samples_json.push_back({{"t_s", rounded(smp.t_s, 1)},
+                              {"rss_mb", rounded(mb(smp.kb), 2)},
+                              {"heap_mb", rounded(mb(smp.heap_kb), 2)}});
     }
-    s += "]";
-    if (!first_error.empty()) s += ",\"first_error\":" + json_string(first_error);
-    s += ",\"keys_left\":" + std::to_string(left.keys_left);
-    s += ",\"unchecked_nodes\":" + std::to_string(left.unchecked);
-    s += "}";
-    std::cout << s << "\n";
+    j["samples"] = std::move(samples_json);
+    if (!first_error.empty()) j["first_error"] = text(first_error);
+    j["keys_left"] = left.keys_left;
+    j["unchecked_nodes"] = left.unchecked;
+    print_json(j);
   } else if (!g.quiet) {
     std::cout << "redlock-cli bench --hold: " << (count - failed) << " locks held (ttl "
               << ttl.count() << " ms, auto-extend) on " << nodes.size() << " nodes for "

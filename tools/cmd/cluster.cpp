@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli.hpp"
+#include "json.hpp"
 #include "nodes/manager.hpp"
 
 namespace fs = std::filesystem;
@@ -79,16 +80,18 @@ void print_status(const std::vector<NodeStatus>& nodes, bool json) {
     return o ? std::to_string(*o) : std::string(none);
   };
   if (json) {
-    std::cout << "{\"nodes\":[";
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const auto& n = nodes[i];
-      std::cout << (i ? "," : "") << "{\"index\":" << n.index << ",\"port\":" << n.port
-                << ",\"pid\":" << opt(n.pid, "null") << ",\"state\":\"" << to_string(n.state)
-                << "\",\"uptime_s\":" << opt(n.uptime_s, "null")
-                << ",\"keys\":" << opt(n.keys, "null") << ",\"persistence\":\"" << n.persistence
-                << "\"}";  // a fixed label
+    Json a = Json::array();
+    for (const auto& n : nodes) {
+      auto opt = [](const auto& o) { return o ? Json(*o) : Json(nullptr); };
+      a.push_back({{"index", n.index},
+                   {"port", n.port},
+                   {"pid", opt(n.pid)},
+                   {"state", to_string(n.state)},
+                   {"uptime_s", opt(n.uptime_s)},
+                   {"keys", opt(n.keys)},
+                   {"persistence", n.persistence}});  // a fixed label
     }
-    std::cout << "]}\n";
+    print_json({{"nodes", std::move(a)}});
     return;
   }
   std::vector<std::vector<std::string>> rows{

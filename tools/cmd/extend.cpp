@@ -26,19 +26,7 @@ int run_extend(ExtendArgs a, const Globals& g) {
   Client client(make_options(g));
   auto res = client.try_extend(
       Lock::from_token(a.args, token, a.read ? LockMode::read : LockMode::exclusive), ttl);
-  if (g.json) {
-    std::string s = "{\"resource\":" + json_string(a.args.front()) +
-                    ",\"resources\":" + json_array(a.args) + ",\"token\":" + json_string(token) +
-                    ",\"ttl_ms\":" + std::to_string(ttl.count());
-    if (res) {
-      s += ",\"validity_ms\":" + std::to_string(res.lock.validity().count());
-    } else {
-      s += ",\"error\":" + json_string(error_name(res.error)) +
-           ",\"message\":" + json_string(res.message);
-    }
-    s += "," + json_nodes(res.nodes) + "}";
-    std::cout << s << "\n";
-  }
+  if (g.json) print_extend_json(a.args, token, ttl, res);
   if (!res) {
     report_failure(g, res.error, "cannot extend", res.message, res.nodes);
     return exit_code_for(res.error);

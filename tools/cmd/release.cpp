@@ -19,16 +19,7 @@ int run_release(std::vector<std::string> args, bool read, const Globals& g) {
   Client client(make_options(g));
   auto res = client.try_release(
       Lock::from_token(args, token, read ? LockMode::read : LockMode::exclusive));
-  if (g.json) {
-    std::string s = "{\"resource\":" + json_string(args.front()) +
-                    ",\"resources\":" + json_array(args) + ",\"token\":" + json_string(token) +
-                    ",\"deleted\":" + std::to_string(res.deleted) +
-                    ",\"not_held\":" + std::to_string(res.not_held) +
-                    ",\"unreachable\":" + std::to_string(res.unreachable);
-    if (res.error) s += ",\"error\":" + json_string(error_name(res.error));
-    s += "," + json_nodes(res.nodes) + "}";
-    std::cout << s << "\n";
-  }
+  if (g.json) print_release_json(args, token, res);
   if (!res) {
     report_failure(g, res.error, "cannot release", res.message, res.nodes);
     return exit_code_for(res.error);

@@ -9,29 +9,12 @@
 namespace redlock::cli {
 namespace {
 
-std::string printable(const std::string& s) {
-  std::string j = json_string(s);
-  // json_string escapes control and non-ASCII bytes; drop the quotes for the table.
-  return j.substr(1, j.size() - 2);
-}
-
 int run_status(const std::string& resource, const Globals& g) {
   if (resource.empty()) throw UsageError("empty resource name");
   Client client(make_options(g));
   auto res = client.status(resource);
   if (g.json) {
-    std::string s = "{\"resource\":" + json_string(resource) + ",\"nodes\":[";
-    for (std::size_t i = 0; i < res.nodes.size(); ++i) {
-      const auto& n = res.nodes[i];
-      if (i) s += ",";
-      s += "{\"node\":" + json_string(n.node) + ",\"up\":" + (n.up ? "true" : "false");
-      s += ",\"value\":" + (n.value ? json_string(*n.value) : std::string("null"));
-      s += ",\"pttl_ms\":" + (n.pttl ? std::to_string(n.pttl->count()) : std::string("null"));
-      if (!n.type.empty()) s += ",\"type\":" + json_string(n.type);
-      if (!n.detail.empty()) s += ",\"detail\":" + json_string(n.detail);
-      s += "}";
-    }
-    std::cout << s << "]}\n";
+    print_status_json(resource, res);
     return exit_ok;
   }
   std::size_t w = 4;
