@@ -3,9 +3,7 @@
 
 #include "manager.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,18 +11,13 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <fstream>
-#include <iostream>
 #include <limits>
-#include <map>
-#include <memory>
 #include <sstream>
 #include <system_error>
 #include <thread>
 
 #include "client.hpp"
+#include "cluster_dir.hpp"
 #include "launcher.hpp"
 #include "process.hpp"
 
@@ -32,6 +25,8 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace redlock::nodes {
+
+using namespace dir;
 
 namespace {
 
@@ -46,14 +41,6 @@ constexpr const char* settings_file = "cluster.conf";
 }
 
 std::string errno_text(int err) { return std::generic_category().message(err); }
-
-std::optional<std::string> read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 // ---- redis ------------------------------------------------------------------------------------
 
@@ -85,72 +72,6 @@ std::string redis_server_path() {
 bool answers_ping(int port) {
   return nodes::answers_ping(Endpoint::local(static_cast<std::uint16_t>(port)), ping_timeout);
 }
-
-std::string log_tail(const fs::path& log, std::size_t lines) {
-  auto text = read_text(log);
-  if (!text || text->empty()) return "  (" + log.string() + " is empty)";
-  std::deque<std::string> last;
-  std::istringstream in(*text);
-  for (std::string line; std::getline(in, line);) {
-    last.push_back(line);
-    if (last.size() > lines) last.pop_front();
-  }
-  std::string out = "  last lines of " + log.string() + ":";
-  for (auto& l : last) out += "\n    " + l;
-  return out;
-}
-
-void write_file_atomic(const fs::path& path, const std::string& content) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << content;
-    if (!out.flush()) fail(ClusterError::Kind::usage, "cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) fail(ClusterError::Kind::usage, "cannot write " + path.string() + ": " + ec.message());
-}
-
-void remove_file(const fs::path& path) {
-  std::error_code ec;
-  fs::remove(path, ec);
-}
-
-// redis.conf string quoting (sdssplitargs): double quotes with backslash escapes.
-std::string conf_quote(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (ch == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += ch;
-  }
-  return out + "\"";
-}
-
-// Serialises state changes between concurrent CLIs on the same directory. Held only for the
-// duration of one call; CLOEXEC so redis never inherits it.
-class DirLock {
- public:
-  explicit DirLock(const fs::path& dir) {
-    fs::path p = dir / "cluster.lock";
-    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0)
-      fail(ClusterError::Kind::usage, "cannot open " + p.string() + ": " + errno_text(errno));
-    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-    }
-  }
-  ~DirLock() { ::close(fd_); }
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 template <class Pred>
 bool wait_for(Pred pred, std::chrono::milliseconds limit) {
@@ -343,48 +264,6 @@ void ClusterManager::save_settings() const {
                         "base_port=" + std::to_string(settings_.base_port) + "\n" +
                         "persistence=" + to_string(settings_.persistence) + "\n");
 }
-
-namespace {
-
-// What node-I.conf says: the port and persistence the node was last started with.
-struct NodeConf {
-  std::optional<int> port;
-  std::optional<Persistence> persistence;
-};
-
-NodeConf read_node_conf(const fs::path& conf) {
-  NodeConf nc;
-  auto text = read_text(conf);
-  if (!text) return nc;
-  std::istringstream in(*text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("port ", 0) == 0) {
-      if (auto v = parse_int(line.substr(5))) nc.port = static_cast<int>(*v);
-    } else if (line.rfind("appendonly ", 0) == 0) {
-      nc.persistence = line.substr(11) == "yes" ? Persistence::aof : Persistence::none;
-    }
-  }
-  return nc;
-}
-
-// Indices of the node-I.pid files present, whatever the current count.
-std::vector<int> pid_file_indices(const fs::path& dir) {
-  std::vector<int> out;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.rfind("node-", 0) != 0 || name.size() <= 9 || name.substr(name.size() - 4) != ".pid")
-      continue;
-    if (auto v = parse_int(name.substr(5, name.size() - 9)); v && *v >= 1 && *v <= max_port) {
-      out.push_back(static_cast<int>(*v));
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-}  // namespace
 
 ClusterManager::Proc ClusterManager::inspect(int index) const {
   Proc p;
