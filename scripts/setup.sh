@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 shift || true
 
-# Build: the first line. Tests: redis-server, python3 (CLI, ctypes and packaging tests), cmake (the
-# CMake consumer in tests/packaging), libfaketime and nftables (the chaos suite's clock-jump and
-# partition mixes), clang + libclang-rt-14-dev (libFuzzer, scripts/fuzz.sh).
-packages=(g++ libhiredis-dev libuv1-dev doctest-dev libcli11-dev meson ninja-build pkg-config
+# Build: the first line (nlohmann-json3-dev is the JSON writer of redlock-cli's --json outputs).
+# Tests: redis-server, python3 (CLI, ctypes and packaging tests), cmake (the CMake consumer in
+# tests/packaging), libfaketime and nftables (the chaos suite's clock-jump and partition mixes),
+# clang + libclang-rt-14-dev (libFuzzer, scripts/fuzz.sh).
+packages=(g++ libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
           redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -199,7 +199,7 @@ TEST_CASE("a stopped server accepts TCP but answers nothing until cont()") {
       FAIL("command to a stopped server should time out");
     } catch (const RedisIoError& e) {
       CHECK(e.timed_out());
-      CHECK(e.hiredis_err() == REDIS_ERR_IO);
+      CHECK(e.failure() == redlock::nodes::Failure::timeout);
     }
     CHECK(ms_since(t0) >= 190);
 

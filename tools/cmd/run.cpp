@@ -41,7 +41,8 @@ struct RunArgs {
   bool fair = false;
 };
 
-constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+constexpr int forwarded_signals[] = {SIGINT,  SIGTERM, SIGHUP,   SIGQUIT,
+                                     SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
 int status_to_exit(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -49,8 +50,9 @@ int status_to_exit(int status) {
   return 1;
 }
 
-pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, const std::string& resource,
-            const std::string& token, std::optional<std::uint64_t> fence) {
+pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask,
+            const std::string& resource, const std::string& token,
+            std::optional<std::uint64_t> fence) {
   // Everything the child needs is prepared before fork: the client's I/O thread exists, so the
   // child may only make async-signal-safe calls.
   std::vector<char*> argv;
@@ -60,7 +62,8 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, c
   std::string env_token = "REDLOCK_TOKEN=" + token;
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "REDLOCK_RESOURCE=", 17) != 0 && std::strncmp(*e, "REDLOCK_TOKEN=", 14) != 0 &&
+    if (std::strncmp(*e, "REDLOCK_RESOURCE=", 17) != 0 &&
+        std::strncmp(*e, "REDLOCK_TOKEN=", 14) != 0 &&
         std::strncmp(*e, "REDLOCK_FENCE=", 14) != 0) {
       envp.push_back(*e);
     }
@@ -90,10 +93,10 @@ int run_run(const RunArgs& a, const Globals& g) {
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
   if (command.empty()) throw UsageError("no command given (run RESOURCE -- COMMAND [ARGS...])");
   LockOptions lo;
-  lo.acquire.ttl = duration_arg("--ttl", a.ttl);
-  if (lo.acquire.ttl.count() <= 0) throw UsageError("--ttl: must be positive, got '" + a.ttl + "'");
-  if (lo.acquire.ttl > max_ttl) throw UsageError("--ttl: '" + a.ttl + "' is longer than 365 days");
-  if (lo.acquire.ttl < Millis{30}) throw UsageError("--ttl: '" + a.ttl + "' is too short to be extended (at least 30ms)");
+  lo.acquire.ttl = ttl_arg(a.ttl);
+  if (lo.acquire.ttl < Millis{30}) {
+    throw UsageError("--ttl: '" + a.ttl + "' is too short to be extended (at least 30ms)");
+  }
   if (!a.wait.empty()) {
     auto w = duration_arg("--wait", a.wait);
     if (w.count() > 0) lo.acquire.wait = w;
@@ -103,10 +106,8 @@ int run_run(const RunArgs& a, const Globals& g) {
   lo.acquire.fence = a.fence;
   lo.acquire.mode = lock_mode(a.read, a.write);
   lo.acquire.fair = a.fair;
-  if (a.fair && (lo.acquire.mode != LockMode::exclusive || a.fence)) {
-    throw UsageError("--fair goes without --read/--write/--fence");
-  }
-  if (lo.acquire.mode != LockMode::exclusive && a.fence) throw UsageError("--fence goes with exclusive locks only");
+  Options opts = make_options(g);
+  check_acquisition({a.resource}, lo.acquire, opts);
 
   sigset_t mask, old_mask;
   sigemptyset(&mask);
@@ -115,9 +116,9 @@ int run_run(const RunArgs& a, const Globals& g) {
   sigprocmask(SIG_BLOCK, &mask, &old_mask);  // before the client's thread exists
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   int lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (sfd < 0 || lost_fd < 0) throw std::runtime_error(std::string("signalfd/eventfd: ") + std::strerror(errno));
+  if (sfd < 0 || lost_fd < 0)
+    throw std::runtime_error(std::string("signalfd/eventfd: ") + std::strerror(errno));
 
-  Options opts = make_options(g);
   StopOnSignal interrupt;  // a signal while acquiring ends the wait; the command is not started
   lo.acquire.stop = interrupt.token();
   Client client(opts);
@@ -129,7 +130,9 @@ int run_run(const RunArgs& a, const Globals& g) {
   interrupt.disarm();
   if (interrupt.signal() != 0) {
     if (res) guard.release();
-    report_failure(g, make_error_code(Errc::cancelled), "cannot acquire", interrupt.describe() + "; nothing is held, " + command.front() + " was not started", {});
+    report_failure(
+        g, make_error_code(Errc::cancelled), "cannot acquire",
+        interrupt.describe() + "; nothing is held, " + command.front() + " was not started", {});
     return 128 + interrupt.signal();
   }
   if (!res) {
@@ -183,7 +186,8 @@ int run_run(const RunArgs& a, const Globals& g) {
       while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
         if (si.ssi_signo == SIGCHLD) continue;
         // A signal the kernel/terminal sent to our process group has reached the child too.
-        if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE) kill(child, static_cast<int>(si.ssi_signo));
+        if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE)
+          kill(child, static_cast<int>(si.ssi_signo));
       }
     }
     int status = 0;
@@ -204,22 +208,38 @@ int run_run(const RunArgs& a, const Globals& g) {
 
 }  // namespace
 
-void setup_run(CLI::App& app, Context& ctx) {
+Command run_command(const Globals& g) {
   auto a = std::make_shared<RunArgs>();
-  auto* sub = app.add_subcommand("run", "Run a command while holding a lock (like flock(1), across machines)");
-  sub->add_option("resource", a->resource, "Resource name")->required();
-  sub->add_option("command", a->command, "-- COMMAND [ARGS...]")->required();
-  sub->add_option("--ttl", a->ttl, "Lock ttl; extended every ttl/3 while COMMAND runs (default 30s)");
-  sub->add_option("--wait", a->wait, "Keep retrying the acquisition this long (default 0)");
-  sub->add_option("--grace", a->grace, "After a loss: SIGTERM, then SIGKILL after this long (default 5s)");
-  sub->add_flag("--fence", a->fence, "Take a fencing token and export it as REDLOCK_FENCE");
-  sub->add_flag("--fair", a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)");
-  sub->add_flag("--read", a->read, "Hold a shared read lock");
-  sub->add_flag("--write", a->write, "Hold a write lock (excludes readers)");
-  sub->footer("Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere, 2 usage,\n"
-              "3 no quorum, 4 the lock was lost while COMMAND ran.\n"
-              "COMMAND sees REDLOCK_RESOURCE and REDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its\nenvironment.");
-  sub->callback([a, &ctx] { ctx.action = [a, &ctx] { return run_run(*a, ctx.globals); }; });
+  return {
+      .name = "run",
+      .description = "Run a command while holding a lock (like flock(1), across machines)",
+      .footer =
+          "Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere, 2 usage,\n"
+          "3 no quorum, 4 the lock was lost while COMMAND ran.\n"
+          "COMMAND sees REDLOCK_RESOURCE and REDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in "
+          "its\nenvironment.",
+      .options =
+          {
+              {.names = "resource",
+               .target = &a->resource,
+               .help = "Resource name",
+               .required = true},
+              {.names = "command",
+               .target = &a->command,
+               .help = "-- COMMAND [ARGS...]",
+               .required = true},
+              {"--ttl", &a->ttl, "Lock ttl; extended every ttl/3 while COMMAND runs (default 30s)"},
+              {"--wait", &a->wait, "Keep retrying the acquisition this long (default 0)"},
+              {"--grace", &a->grace,
+               "After a loss: SIGTERM, then SIGKILL after this long (default 5s)"},
+              {"--fence", &a->fence, "Take a fencing token and export it as REDLOCK_FENCE"},
+              {"--fair", &a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)"},
+              {"--read", &a->read, "Hold a shared read lock"},
+              {"--write", &a->write, "Hold a write lock (excludes readers)"},
+          },
+      .run = [a, &g] { return run_run(*a, g); },
+      .storage = a,
+  };
 }
 
 }  // namespace redlock::cli

@@ -1,7 +1,8 @@
 #pragma once
-// Local demonstration Redis masters: real `redis-server` processes on 127.0.0.1, one per port
+// The node manager: local Redis masters, real `redis-server` processes on 127.0.0.1, one per port
 // base_port .. base_port+count-1, numbered 1..count. Used by `redlock-cli cluster` and by the
-// `demo` command, which drives the same nodes through this class.
+// `demo` command, which drives the same nodes through this class. Started through launcher.hpp
+// (detached: they outlive the CLI) and checked through client.hpp.
 //
 // Files in the cluster directory (all owned by this class):
 //   cluster.conf    the settings of the last `up` (count, base port, persistence)
@@ -24,9 +25,18 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
-namespace redlock::cli {
+namespace redlock::nodes {
+
+inline constexpr int max_count = 64;   // nodes in one cluster
+inline constexpr int min_port = 1024;  // no privileged ports
+inline constexpr int max_port = 65535;
+
+// Whole-string decimal integer (a leading '-' is accepted); nullopt on anything else (spaces,
+// '+', overflow).
+[[nodiscard]] std::optional<long long> parse_int(std::string_view s);
 
 enum class Persistence {
   none,  // save "" + appendonly no: a killed node restarts empty
@@ -36,9 +46,9 @@ enum class Persistence {
 [[nodiscard]] const char* to_string(Persistence p) noexcept;
 
 struct ClusterSettings {
-  int count = 5;                // 1..64
-  int base_port = 7001;         // >= 1024, base_port + count - 1 <= 65535
-  std::filesystem::path dir;    // empty: ClusterManager::default_dir()
+  int count = 5;              // 1..64
+  int base_port = 7001;       // >= 1024, base_port + count - 1 <= 65535
+  std::filesystem::path dir;  // empty: ClusterManager::default_dir()
   Persistence persistence = Persistence::none;
 };
 
@@ -58,17 +68,19 @@ class ClusterError : public std::runtime_error {
   Kind kind_;
 };
 
-enum class NodeState { up, paused, down };
-[[nodiscard]] const char* to_string(NodeState s) noexcept;
+// What a local redis-server process is doing (not to be confused with redlock::NodeState, a node's
+// answer in one operation).
+enum class ProcessState { up, paused, down };
+[[nodiscard]] const char* to_string(ProcessState s) noexcept;
 
 struct NodeStatus {
   int index = 0;
   int port = 0;
-  std::optional<pid_t> pid;              // empty when down
-  NodeState state = NodeState::down;
-  std::optional<long long> uptime_s;     // empty when not answering (down, paused, busy)
-  std::optional<long long> keys;         // DBSIZE; empty when not answering
-  std::string persistence;               // "none", "aof", "aof-everysec", ... (live or configured)
+  std::optional<pid_t> pid;  // empty when down
+  ProcessState state = ProcessState::down;
+  std::optional<long long> uptime_s;  // empty when not answering (down, paused, busy)
+  std::optional<long long> keys;      // DBSIZE; empty when not answering
+  std::string persistence;            // "none", "aof", "aof-everysec", ... (live or configured)
 };
 
 // What up/down/kill/stop/cont/start did to one node.
@@ -90,7 +102,8 @@ struct NodeReport {
   pid_t pid = 0;
   Outcome outcome = Outcome::started;
 };
-[[nodiscard]] std::string describe(const NodeReport& r);  // "node 2 (127.0.0.1:7002): started, pid 123"
+[[nodiscard]] std::string describe(
+    const NodeReport& r);  // "node 2 (127.0.0.1:7002): started, pid 123"
 
 class ClusterManager {
  public:
@@ -159,4 +172,4 @@ class ClusterManager {
   ClusterSettings settings_;
 };
 
-}  // namespace redlock::cli
+}  // namespace redlock::nodes
