@@ -46,8 +46,10 @@ struct REDLOCK_API NodeAddress {
 [[nodiscard]] REDLOCK_API std::optional<std::vector<NodeAddress>> parse_node_list(
     std::string_view text, std::string& error);
 
-// Parses `250ms`, `10s`, `2m`, `1h`, or a bare integer meaning milliseconds.
-// Rejects negative values, unknown units, overflow and empty text with a message naming the value.
+// Parses `250ms`, `1.5s`, `10s`, `2m`, `1h`, `7d`, or a bare number meaning milliseconds: digits,
+// optionally a fraction, and a unit (ms, s, m, h, d). The result must be a whole number of
+// milliseconds. Rejects negative values, unknown units, overflow and empty text with a message
+// naming the value.
 [[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text,
                                                                std::string& error);
 
