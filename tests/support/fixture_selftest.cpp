@@ -2,6 +2,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <hiredis/hiredis.h>
+#include <openssl/x509_vfy.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -20,6 +21,9 @@
 
 #include "fake_node.hpp"
 #include "redis_fixture.hpp"
+#include "support_util.hpp"
+#include "tls_client.hpp"
+#include "tls_fixture.hpp"
 
 using namespace redlock::test;
 using namespace std::chrono_literals;
@@ -553,4 +557,204 @@ TEST_CASE("FakeNode can take over a killed server's port") {
   }
   s.start();
   CHECK(s.command({"PING"}).str == "PONG");
+}
+
+// ------------------------------------------------------------------------------------------------
+// TLS: TlsFixture (certificates), RedisServer with ServerConfig::tls, TlsConnection
+
+#define REQUIRE_TLS_TOOLS()                                             \
+  do {                                                                  \
+    REQUIRE_REDIS();                                                    \
+    if (!openssl_cli_available()) {                                     \
+      MESSAGE("openssl CLI not found (Debian: openssl): test skipped"); \
+      return;                                                           \
+    }                                                                   \
+  } while (0)
+
+namespace {
+
+// The TlsError of a connection attempt that must fail ("" and 0 when it did not fail).
+std::pair<std::string, long> tls_failure(std::uint16_t port, const TlsClientOptions& o) {
+  try {
+    TlsConnection c(port, o, 2000ms);
+    (void)c.command({"PING"});  // TLS 1.3: a rejected client certificate shows up here
+    return {"", 0};
+  } catch (const TlsError& e) {
+    return {e.what(), e.verify_result()};
+  } catch (const RedisIoError& e) {
+    return {std::string("io: ") + e.what(), -1};
+  }
+}
+
+}  // namespace
+
+TEST_CASE("TLS server: plaintext port for control, TLS port accepts only the CA's clients") {
+  REQUIRE_TLS_TOOLS();
+  TlsFixture tls;
+  MESSAGE("TlsFixture: certificates made in " << tls.generation_time().count() << " ms");
+  for (const auto& f :
+       {tls.ca_cert(), tls.server_cert(), tls.server_key(), tls.client_cert(), tls.other_ca_cert(),
+        tls.other_server_cert(), tls.other_client_cert(), tls.expired_server_cert(),
+        tls.wrong_host_server_cert(), tls.malformed_cert(), tls.empty_file()}) {
+    CHECK_MESSAGE(std::filesystem::is_regular_file(f), f);
+  }
+  std::string dir = tls.dir();
+
+  ServerConfig cfg;
+  cfg.tls = tls.server_options("yes");
+  {
+    RedisServer s(cfg);
+    REQUIRE(s.tls_port() != 0);
+    CHECK(s.tls_port() != s.port());
+    CHECK(s.tls_address() == "127.0.0.1:" + std::to_string(s.tls_port()));
+    CHECK_FALSE(s.tls_only());
+    CHECK(s.command({"PING"}).str == "PONG");  // the plaintext port still serves the fixture
+
+    // A plaintext client on the TLS port: the server never answers in RESP, it drops us.
+    {
+      Ctx c = connect(s.tls_port(), 1000ms);
+      RawReply r = cmd(c.get(), {"PING"});
+      CHECK_FALSE(r);
+    }
+    // The CA + a client certificate it signed: accepted.
+    {
+      TlsConnection c(s.tls_port(), tls.client_options());
+      CHECK(c.command({"PING"}).str == "PONG");
+      CHECK(c.command({"SET", "k", "v"}).is_ok());
+      CHECK(c.protocol().rfind("TLSv1.", 0) == 0);
+      CHECK(s.get("k") == "v");  // same data on both listeners
+    }
+    // DNS:localhost is in the certificate too.
+    TlsClientOptions by_name = tls.client_options();
+    by_name.host = "localhost";
+    CHECK(tls_command_at(s.tls_port(), {"PING"}, by_name).str == "PONG");
+
+    // --tls-auth-clients yes: no client certificate, or one from another CA: rejected.
+    TlsClientOptions no_cert = tls.client_options();
+    no_cert.cert_file.clear();
+    no_cert.key_file.clear();
+    auto [why, vr] = tls_failure(s.tls_port(), no_cert);
+    CHECK_MESSAGE(!why.empty(), "a client without a certificate was accepted");
+    TlsClientOptions foreign = tls.client_options();
+    foreign.cert_file = tls.other_client_cert();
+    foreign.key_file = tls.other_client_key();
+    std::tie(why, vr) = tls_failure(s.tls_port(), foreign);
+    CHECK_MESSAGE(!why.empty(), "a client certificate of another CA was accepted");
+
+    // Trusting the wrong CA: our side refuses the server.
+    TlsClientOptions wrong_ca = tls.client_options();
+    wrong_ca.ca_file = tls.other_ca_cert();
+    std::tie(why, vr) = tls_failure(s.tls_port(), wrong_ca);
+    // (Redis sends its CA along when it builds the chain from --tls-ca-cert-file.)
+    CHECK_MESSAGE((vr == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+                   vr == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN),
+                  why);
+
+    // Bad local files: the client cannot even start the handshake.
+    for (const auto& bad :
+         {tls.malformed_cert(), tls.empty_file(), tls.missing_file(), tls.directory_path()}) {
+      TlsClientOptions o = tls.client_options();
+      o.ca_file = bad;
+      std::tie(why, vr) = tls_failure(s.tls_port(), o);
+      CHECK_MESSAGE(why.find("cannot load CA file") != std::string::npos, bad << ": " << why);
+    }
+    TlsClientOptions bad_key = tls.client_options();
+    bad_key.key_file = tls.malformed_key();
+    std::tie(why, vr) = tls_failure(s.tls_port(), bad_key);
+    CHECK_MESSAGE(why.find("cannot load client key") != std::string::npos, why);
+    if (tls.unreadable_file_is_unreadable()) {  // not as root
+      TlsClientOptions o = tls.client_options();
+      o.ca_file = tls.unreadable_file();
+      std::tie(why, vr) = tls_failure(s.tls_port(), o);
+      CHECK_MESSAGE(why.find("cannot load CA file") != std::string::npos, why);
+    }
+
+    // redis-cli agrees (when it is installed; Debian's is built with TLS).
+    if (!find_executable("redis-cli").empty()) {
+      const ProcessResult r = run_process(
+          {"redis-cli", "--tls", "--cacert", tls.ca_cert(), "--cert", tls.client_cert(), "--key",
+           tls.client_key(), "-h", "127.0.0.1", "-p", std::to_string(s.tls_port()), "PING"},
+          5s);
+      CHECK_MESSAGE(r.output.find("PONG") != std::string::npos, r.describe() << ": " << r.output);
+    }
+    // It survives a restart on the same ports.
+    const auto tls_port = s.tls_port();
+    s.restart();
+    CHECK(s.tls_port() == tls_port);
+    CHECK(tls_command_at(s.tls_port(), {"PING"}, tls.client_options()).str == "PONG");
+  }
+}
+
+TEST_CASE("TLS-only servers (--port 0) with bad certificates: the fixture copes, clients refuse") {
+  REQUIRE_TLS_TOOLS();
+  TlsFixture tls;
+  struct Case {
+    std::string cert, key, host;
+    long expected;
+  };
+  const Case cases[] = {
+      {tls.expired_server_cert(), tls.expired_server_key(), "127.0.0.1",
+       X509_V_ERR_CERT_HAS_EXPIRED},
+      {tls.wrong_host_server_cert(), tls.wrong_host_server_key(), "127.0.0.1",
+       X509_V_ERR_IP_ADDRESS_MISMATCH},
+      {tls.wrong_host_server_cert(), tls.wrong_host_server_key(), "localhost",
+       X509_V_ERR_HOSTNAME_MISMATCH},
+      {tls.other_server_cert(), tls.other_server_key(), "127.0.0.1",
+       X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.cert);
+    ServerConfig cfg;
+    cfg.tls = tls.server_options("no", /*tls_only=*/true);
+    cfg.tls->cert_file = c.cert;
+    cfg.tls->key_file = c.key;
+    RedisServer s(cfg);  // readiness checked over TLS, without verifying the server
+    CHECK(s.tls_only());
+    CHECK(s.tls_port() == s.port());
+    // No plaintext listener at all.
+    redisContext* raw = redisConnectWithTimeout("127.0.0.1", s.port(), tv_of(1000ms));
+    Ctx plain(raw);
+    if (plain && plain->err == 0) {
+      REQUIRE(redisSetTimeout(plain.get(), tv_of(1000ms)) == REDIS_OK);
+      CHECK_FALSE(cmd(plain.get(), {"PING"}));
+    }
+    // The fixture's own commands go over TLS.
+    s.set("k", "v");
+    CHECK(s.get("k") == "v");
+    // A verifying client refuses the certificate ...
+    TlsClientOptions o = tls.client_options();
+    o.host = c.host;
+    auto [why, vr] = tls_failure(s.port(), o);
+    CHECK_MESSAGE(vr == c.expected, why);
+    // ... one that does not verify gets in (--tls-auth-clients no: no certificate needed).
+    TlsClientOptions blind;
+    blind.verify_peer = false;
+    CHECK(tls_command_at(s.port(), {"GET", "k"}, blind).str == "v");
+  }
+
+  // TLS-only with --tls-auth-clients yes: the fixture presents the server certificate as client.
+  ServerConfig cfg;
+  cfg.tls = tls.server_options("yes", /*tls_only=*/true);
+  RedisServer s(cfg);
+  CHECK(s.command({"PING"}).str == "PONG");
+  s.restart();
+  CHECK(tls_command_at(s.port(), {"PING"}, tls.client_options()).str == "PONG");
+
+  // A server given a malformed certificate does not start, and says why.
+  ServerConfig bad;
+  bad.tls = tls.server_options("yes");
+  bad.tls->cert_file = tls.malformed_cert();
+  bad.startup_timeout = 3000ms;
+  CHECK_THROWS_AS(RedisServer{bad}, std::runtime_error);
+}
+
+TEST_CASE("TlsFixture removes its directory") {
+  if (!openssl_cli_available()) return;
+  std::string dir;
+  {
+    TlsFixture tls;
+    dir = tls.dir();
+    CHECK(std::filesystem::is_directory(dir));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir));
 }

@@ -409,6 +409,7 @@ RedisServer::RedisServer(ServerConfig cfg) : RedisServer(std::move(cfg), DeferRe
 RedisServer::RedisServer(ServerConfig cfg, DeferReady) : cfg_(std::move(cfg)) {
   auto_port_ = cfg_.port == 0;
   port_ = auto_port_ ? free_port() : cfg_.port;
+  init_tls();
   dir_ = make_temp_dir(cfg_.aof_always);
   try {
     spawn();
@@ -428,7 +429,8 @@ RedisServer::RedisServer(RedisServer&& other) noexcept
       dir_(std::move(other.dir_)),
       log_offset_(other.log_offset_),
       pid_(std::exchange(other.pid_, -1)),
-      stopped_(std::exchange(other.stopped_, false)) {
+      stopped_(std::exchange(other.stopped_, false)),
+      tls_port_(other.tls_port_) {
   other.dir_.clear();
 }
 
@@ -443,6 +445,7 @@ RedisServer& RedisServer::operator=(RedisServer&& other) noexcept {
     log_offset_ = other.log_offset_;
     pid_ = std::exchange(other.pid_, -1);
     stopped_ = std::exchange(other.stopped_, false);
+    tls_port_ = other.tls_port_;
   }
   return *this;
 }
@@ -484,7 +487,7 @@ bool RedisServer::running() const {
 }
 
 void RedisServer::spawn() {
-  const std::string exe = find_redis_server();
+  const std::string exe = cfg_.executable.empty() ? find_redis_server() : cfg_.executable;
   if (exe.empty()) {
     throw std::runtime_error("redis-server not found in PATH (or REDLOCK_TEST_REDIS_SERVER)");
   }
@@ -506,6 +509,11 @@ void RedisServer::spawn() {
   }
   if (cfg_.unix_socket) {
     args.insert(args.end(), {"--unixsocket", unix_path(), "--unixsocketperm", "700"});
+  }
+  if (!cfg_.config_file.empty()) args.insert(args.begin() + 1, cfg_.config_file);
+  if (cfg_.tls) {
+    const std::vector<std::string> tls = tls_args();
+    args.insert(args.end(), tls.begin(), tls.end());
   }
   args.insert(args.end(), cfg_.extra_args.begin(), cfg_.extra_args.end());
 
@@ -529,6 +537,7 @@ void RedisServer::wait_ready() {
       if (port_taken && steady_clock::now() < deadline) {
         // Someone grabbed the port between free_port() and redis' bind (or it is a restart and a
         // client socket sits on it): pick another port if we may, else retry the same one.
+        repick_auto_tls_port();
         if (auto_port_) {
           port_ = free_port();
         } else {
@@ -542,19 +551,23 @@ void RedisServer::wait_ready() {
                                                (r > 0 ? describe_status(st) : "reaped elsewhere") +
                                                ")"));
     }
-    try {
-      ContextPtr c = connect_tcp(port_, milliseconds(200));
-      const Reply pong = run_command(c.get(), port_, {"PING"});
-      if (pong.type == Reply::Type::status && pong.str == "PONG") {
-        // Make sure it is *our* process answering, not a foreign server on a recycled port.
-        const Reply info = run_command(c.get(), port_, {"INFO", "server"});
-        if (info.type == Reply::Type::string &&
-            info.str.find(expected_pid_field) != std::string::npos) {
-          return;
+    if (tls_only()) {
+      if (tls_answers_as(expected_pid_field)) return;  // (catches its own errors)
+    } else {
+      try {
+        ContextPtr c = connect_tcp(port_, milliseconds(200));
+        const Reply pong = run_command(c.get(), port_, {"PING"});
+        if (pong.type == Reply::Type::status && pong.str == "PONG") {
+          // Make sure it is *our* process answering, not a foreign server on a recycled port.
+          const Reply info = run_command(c.get(), port_, {"INFO", "server"});
+          if (info.type == Reply::Type::string &&
+              info.str.find(expected_pid_field) != std::string::npos) {
+            return;
+          }
         }
+      } catch (const RedisIoError&) {
+        // not listening yet
       }
-    } catch (const RedisIoError&) {
-      // not listening yet
     }
     if (steady_clock::now() >= deadline) {
       throw std::runtime_error(failure_message(
@@ -626,11 +639,13 @@ void RedisServer::restart(std::chrono::milliseconds down_for) {
 }
 
 Reply RedisServer::command(const std::vector<std::string>& argv) const {
+  if (tls_only()) return tls_command(argv, kDefaultCommandTimeout);
   return command_at(port_, argv, kDefaultCommandTimeout);
 }
 
 Reply RedisServer::command(const std::vector<std::string>& argv,
                            std::chrono::milliseconds timeout) const {
+  if (tls_only()) return tls_command(argv, timeout);
   return command_at(port_, argv, timeout);
 }
 
