@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "cluster_fixture.hpp"
 #include "fake_node.hpp"
 #include "redis_fixture.hpp"
 #include "support_util.hpp"
@@ -757,4 +758,100 @@ TEST_CASE("TlsFixture removes its directory") {
     CHECK(std::filesystem::is_directory(dir));
   }
   CHECK_FALSE(std::filesystem::exists(dir));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Redis Cluster: ClusterFixture
+
+TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restart") {
+  REQUIRE_REDIS();
+  auto t0 = Clock::now();
+  ClusterConfig cc;
+  cc.replicas_per_master = 1;
+  ClusterFixture c(cc);
+  MESSAGE("ClusterFixture 3 masters + 3 replicas up in " << ms_since(t0) << " ms");
+  REQUIRE(c.size() == 6);
+  CHECK(c.masters() == std::vector<std::size_t>{0, 1, 2});
+  CHECK(c.seed_addresses().size() == 6);
+  CHECK(c.seed_address() == c.address(0));
+  for (std::size_t m = 0; m < 3; ++m) {
+    CHECK(c.replicas_of(m) == std::vector<std::size_t>{3 + m});
+    CHECK(c.master_of(3 + m) == m);
+    CHECK(c.node(m).command({"CLUSTER", "INFO"}).str.find("cluster_state:ok") != std::string::npos);
+  }
+  CHECK(c.owner_of_slot(0) == 0);
+  CHECK(c.owner_of_slot(ClusterFixture::kSlots - 1) == 2);
+
+  // A key sent to a master that does not own its slot: MOVED to the owner.
+  const std::string key = "lock:{a}";
+  const std::size_t owner = c.owner_of_key(key);
+  REQUIRE(c.node(owner).command({"SET", key, "v"}).is_ok());
+  CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);  // the replica has it
+  const std::size_t wrong = c.other_master(owner);
+  Reply r = c.node(wrong).command({"GET", key});
+  CHECK_MESSAGE(r.is_error("MOVED"), r.to_string());
+  CHECK(r.str == "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(owner));
+
+  // Half-migrated slot: the key already moved answers ASK at the source; the other is still
+  // served there; the target serves the moved key only after ASKING.
+  const int slot = c.key_slot("{t}");
+  const std::size_t src = c.owner_of_slot(slot);
+  const std::size_t dst = c.other_master(src);
+  REQUIRE(c.node(src).command({"SET", "k1{t}", "v1"}).is_ok());
+  REQUIRE(c.node(src).command({"SET", "k2{t}", "v2"}).is_ok());
+  c.begin_slot_migration(slot, dst, {"k1{t}"});
+  r = c.node(src).command({"GET", "k1{t}"});
+  CHECK_MESSAGE(r.is_error("ASK"), r.to_string());
+  CHECK(r.str == "ASK " + std::to_string(slot) + " " + c.address(dst));
+  CHECK(c.node(src).command({"GET", "k2{t}"}).str == "v2");
+  CHECK(c.node(dst).command({"GET", "k1{t}"}).is_error("MOVED"));
+  {
+    Ctx conn = connect(c.node(dst).port(), 2000ms);
+    RawReply asking = cmd(conn.get(), {"ASKING"});
+    REQUIRE(asking);
+    RawReply got = cmd(conn.get(), {"GET", "k1{t}"});
+    REQUIRE(got);
+    CHECK(std::string(got->str, got->len) == "v1");
+  }
+  c.finish_slot_migration(slot);
+  CHECK(c.owner_of_slot(slot) == dst);
+  CHECK(c.node(dst).command({"GET", "k2{t}"}).str == "v2");
+  CHECK(c.node(src).command({"GET", "k2{t}"}).is_error("MOVED"));
+  t0 = Clock::now();
+  c.migrate_slot(slot, src);  // and back, in one go
+  MESSAGE("migrate_slot (2 keys) in " << ms_since(t0) << " ms");
+  CHECK(c.owner_of_slot(slot) == src);
+  CHECK(c.node(src).command({"GET", "k1{t}"}).str == "v1");
+
+  // Kill the key's master: its replica takes over, with the data.
+  const std::size_t replica = c.replicas_of(owner).at(0);
+  t0 = Clock::now();
+  const std::size_t promoted = c.kill_master_and_wait_failover(owner);
+  MESSAGE("kill_master_and_wait_failover in " << ms_since(t0) << " ms");
+  CHECK(promoted == replica);
+  CHECK_FALSE(c.node(owner).running());
+  CHECK(c.owner_of_key(key) == promoted);
+  CHECK(c.node(promoted).get(key) == "v");
+  CHECK(c.node(wrong).command({"GET", key}).str ==
+        "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(promoted));
+
+  // The old master comes back as a replica of the promoted one.
+  t0 = Clock::now();
+  c.restart_node(owner);
+  MESSAGE("restart_node in " << ms_since(t0) << " ms");
+  CHECK(c.master_of(owner) == promoted);
+  CHECK(c.node(owner).command({"SET", key, "x"}).is_error("MOVED"));
+
+  // Manual failovers: graceful back to the old master, then TAKEOVER.
+  t0 = Clock::now();
+  c.manual_failover(owner);
+  MESSAGE("manual_failover (graceful) in " << ms_since(t0) << " ms");
+  CHECK(c.is_master(owner));
+  CHECK(c.master_of(promoted) == owner);
+  CHECK(c.owner_of_key(key) == owner);
+  t0 = Clock::now();
+  c.manual_failover(promoted, FailoverMode::takeover);
+  MESSAGE("manual_failover (takeover) in " << ms_since(t0) << " ms");
+  CHECK(c.is_master(promoted));
+  CHECK(c.owner_of_key(key) == promoted);
 }
