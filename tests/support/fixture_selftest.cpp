@@ -22,6 +22,7 @@
 #include "cluster_fixture.hpp"
 #include "fake_node.hpp"
 #include "redis_fixture.hpp"
+#include "sentinel_fixture.hpp"
 #include "support_util.hpp"
 #include "tls_client.hpp"
 #include "tls_fixture.hpp"
@@ -854,4 +855,63 @@ TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restar
   MESSAGE("manual_failover (takeover) in " << ms_since(t0) << " ms");
   CHECK(c.is_master(promoted));
   CHECK(c.owner_of_key(key) == promoted);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Sentinel: SentinelFixture
+
+TEST_CASE("SentinelFixture: sentinels follow SENTINEL FAILOVER and a killed master") {
+  REQUIRE_REDIS();
+  const std::string name = "mymaster";
+  auto t0 = Clock::now();
+  SentinelFixture f;
+  MESSAGE("SentinelFixture 1 master + 1 replica + 3 sentinels up in " << ms_since(t0) << " ms");
+  REQUIRE(f.sentinel_count() == 3);
+  REQUIRE(f.node_count(name) == 2);
+  CHECK(f.sentinel_addresses().size() == 3);
+  for (std::size_t s = 0; s < 3; ++s) {
+    CHECK(f.master_address_seen_by(s, name) == f.node(name, 0).address());
+    // Each sentinel has its own config file, which it rewrote (myid, known replicas/sentinels).
+    std::ifstream in(f.sentinel_config_file(s));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("sentinel myid") != std::string::npos);
+  }
+  CHECK_FALSE(f.master_address_seen_by(0, "no-such-name").has_value());
+  CHECK(f.current_master_index(name) == 0);
+  CHECK(f.why_unstable().empty());
+
+  f.node(name, 0).set("k", "v");
+  CHECK(f.node(name, 0).command({"WAIT", "1", "2000"}).integer == 1);
+
+  // A forced failover: all sentinels switch, the replica is master, the old master follows it.
+  t0 = Clock::now();
+  const std::size_t promoted = f.failover(name);
+  MESSAGE("SENTINEL FAILOVER seen by all (old master rejoined) in " << ms_since(t0) << " ms");
+  CHECK(promoted == 1);
+  for (const auto& a : f.master_addresses(name)) CHECK(a == f.node(name, 1).address());
+  CHECK(f.node(name, 1).command({"INFO", "replication"}).str.find("role:master") !=
+        std::string::npos);
+  CHECK(f.node(name, 0).command({"SET", "k", "x"}).is_error("READONLY"));
+  CHECK(f.node(name, 1).get("k") == "v");
+
+  // Kill the master: automatic failover back to node 0.
+  t0 = Clock::now();
+  const std::size_t again = f.kill_master_and_wait_failover(name);
+  MESSAGE("kill master -> automatic failover seen by all in " << ms_since(t0) << " ms");
+  CHECK(again == 0);
+  CHECK_FALSE(f.node(name, 1).running());
+  for (const auto& a : f.master_addresses(name)) CHECK(a == f.node(name, 0).address());
+  CHECK(f.current_master(name).get("k") == "v");
+
+  // A write the promoted replica "never got".
+  f.delete_on_master(name, "k");
+  CHECK_FALSE(f.node(name, 0).exists("k"));
+
+  // The killed node comes back and is made a replica of the current master.
+  t0 = Clock::now();
+  f.restart_node(name, 1);
+  MESSAGE("restart_node (rejoin as replica) in " << ms_since(t0) << " ms");
+  CHECK(f.node(name, 1).command({"INFO", "replication"}).str.find("role:slave") !=
+        std::string::npos);
+  CHECK(f.current_master_index(name) == 0);
 }
