@@ -915,3 +915,81 @@ TEST_CASE("SentinelFixture: sentinels follow SENTINEL FAILOVER and a killed mast
         std::string::npos);
   CHECK(f.current_master_index(name) == 0);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Valkey (Debian 12: bookworm-backports): the same fixtures with ServerConfig::executable
+
+TEST_CASE("Valkey: RedisServer, TLS, ClusterFixture and SentinelFixture run valkey-server") {
+  const std::string valkey = valkey_server_path();
+  if (valkey.empty()) {
+    MESSAGE("valkey-server not installed (scripts/setup.sh installs it): test skipped");
+    return;
+  }
+  ServerConfig base;
+  base.executable = valkey;
+  {
+    RedisServer s(base);
+    const std::string info = s.command({"INFO", "server"}).str;
+    CHECK_MESSAGE(info.find("server_name:valkey") != std::string::npos, info);
+    CHECK(info_field(info, "valkey_version").has_value());
+    s.set("k", "v");
+    s.restart();
+    CHECK_FALSE(s.exists("k"));
+  }
+  if (openssl_cli_available()) {
+    TlsFixture tls;
+    ServerConfig cfg = base;
+    cfg.tls = tls.server_options("yes", /*tls_only=*/true);
+    RedisServer s(cfg);
+    CHECK(tls_command_at(s.port(), {"INFO", "server"}, tls.client_options())
+              .str.find("server_name:valkey") != std::string::npos);
+  }
+  {
+    ClusterConfig cc;
+    cc.server = base;
+    ClusterFixture c(cc);
+    CHECK(c.node(0).command({"INFO", "server"}).str.find("server_name:valkey") !=
+          std::string::npos);
+    const std::string key = "valkey-key";
+    const std::size_t owner = c.owner_of_key(key);
+    CHECK(c.node(c.other_master(owner)).command({"SET", key, "v"}).is_error("MOVED"));
+  }
+  {
+    SentinelConfig sc;
+    sc.server = base;
+    SentinelFixture f(sc);
+    CHECK(f.sentinel(0).command({"INFO", "server"}).str.find("server_name:valkey") !=
+          std::string::npos);
+    CHECK(f.failover("mymaster") == 1);
+    for (const auto& a : f.master_addresses("mymaster"))
+      CHECK(a == f.node("mymaster", 1).address());
+  }
+}
+
+TEST_CASE("ClusterFixture over TLS (--tls-cluster, --tls-replication): MOVED names TLS ports") {
+  REQUIRE_TLS_TOOLS();
+  TlsFixture tls;
+  ClusterConfig cc;
+  cc.replicas_per_master = 1;
+  cc.server.tls = tls.server_options("yes");
+  cc.server.tls->cluster = true;
+  const auto t0 = Clock::now();
+  ClusterFixture c(cc);
+  MESSAGE("ClusterFixture over TLS, 3 masters + 3 replicas up in " << ms_since(t0) << " ms");
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    CHECK(c.announced_port(i) == c.node(i).tls_port());
+    CHECK(c.address(i) == c.node(i).tls_address());
+  }
+  const std::string key = "tls-key";
+  const std::size_t owner = c.owner_of_key(key);
+  const std::size_t wrong = c.other_master(owner);
+  TlsConnection conn(c.node(wrong).tls_port(), tls.client_options());
+  const Reply r = conn.command({"SET", key, "v"});
+  CHECK(r.str == "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(owner));
+  CHECK(tls_command_at(c.node(owner).tls_port(), {"SET", key, "v"}, tls.client_options()).is_ok());
+  // Replication runs over TLS too.
+  CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);
+  const int slot = c.key_slot(key);
+  c.migrate_slot(slot, wrong);  // MIGRATE over TLS
+  CHECK(c.node(wrong).get(key) == "v");
+}
