@@ -110,10 +110,16 @@ class ClusterFixture {
   // --- failover -------------------------------------------------------------------------------
   // SIGKILLs master `m` (by the pid its RedisServer recorded), waits until one of its replicas is
   // promoted and every running node says cluster_state:ok and agrees on the slot map; returns the
-  // promoted node. Throws std::logic_error if `m` is not a master with a running replica.
+  // promoted node. Throws std::logic_error if `m` is not a master with a running replica. (Kills
+  // only once no replica of `m` won an election in the last 4 x node_timeout: see below.)
   std::size_t kill_master_and_wait_failover(std::size_t m);
   // CLUSTER FAILOVER [FORCE|TAKEOVER] sent to `replica`; waits until it is master, the others
-  // agree and the cluster is ok. (graceful needs its master running; force/takeover do not.)
+  // agree and the cluster is ok. graceful needs its master reachable; force and takeover do not;
+  // graceful and force need the other masters' votes, which they give for the replicas of one
+  // master only once per 2 x node_timeout: a second failover in the same shard that soon is
+  // refused by Redis and retried here after its 5 s manual-failover timeout. takeover needs no
+  // votes. A replica that won an election less than 4 x node_timeout ago is made to wait that out
+  // first (Redis 7.0 would reuse that election's stale votes and epoch, and the cluster fails).
   void manual_failover(std::size_t replica, FailoverMode mode = FailoverMode::graceful);
   // Starts a killed node again (same port, dir and nodes.conf: it rejoins with its old identity,
   // as a replica when it was failed over meanwhile) and waits until the cluster is stable.
@@ -141,10 +147,13 @@ class ClusterFixture {
   void move_all_keys(int slot, std::size_t from, std::size_t to) const;
   void set_slot_node_everywhere(int slot, std::size_t owner) const;
   [[nodiscard]] std::string describe_views() const;
+  void wait_out_last_election(std::size_t replica) const;
 
   ClusterConfig cfg_;
   std::vector<Node> nodes_;
   std::map<int, Migration> migrations_;
+  // When a node last won an election (kill failover, graceful or forced manual failover).
+  std::map<std::size_t, std::chrono::steady_clock::time_point> last_election_;
 };
 
 }  // namespace redlock::test

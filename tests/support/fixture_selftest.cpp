@@ -855,6 +855,22 @@ TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restar
   MESSAGE("manual_failover (takeover) in " << ms_since(t0) << " ms");
   CHECK(c.is_master(promoted));
   CHECK(c.owner_of_key(key) == promoted);
+
+  // FORCE, in a shard that had no election yet (masters vote for the replicas of one master once
+  // per 2 x node timeout): the master is unreachable (paused), its replica is promoted by the
+  // other masters' votes; the old master, resumed, follows it.
+  std::size_t third = 0;
+  while (third == owner || third == promoted) ++third;
+  REQUIRE(c.is_master(third));
+  const std::size_t third_replica = c.replicas_of(third).at(0);
+  c.node(third).stop();
+  t0 = Clock::now();
+  c.manual_failover(third_replica, FailoverMode::force);
+  MESSAGE("manual_failover (force, master paused) in " << ms_since(t0) << " ms");
+  CHECK(c.is_master(third_replica));
+  c.node(third).cont();
+  c.wait_until_stable();
+  CHECK(c.master_of(third) == third_replica);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -864,10 +880,14 @@ TEST_CASE("SentinelFixture: sentinels follow SENTINEL FAILOVER and a killed mast
   REQUIRE_REDIS();
   const std::string name = "mymaster";
   auto t0 = Clock::now();
-  SentinelFixture f;
-  MESSAGE("SentinelFixture 1 master + 1 replica + 3 sentinels up in " << ms_since(t0) << " ms");
+  SentinelConfig sc;
+  sc.master_names = {name, "other"};
+  SentinelFixture f(sc);
+  MESSAGE("SentinelFixture 2 x (master + replica) + 3 sentinels up in " << ms_since(t0) << " ms");
   REQUIRE(f.sentinel_count() == 3);
   REQUIRE(f.node_count(name) == 2);
+  REQUIRE(f.node_count("other") == 2);
+  CHECK(f.current_master_index("other") == 0);
   CHECK(f.sentinel_addresses().size() == 3);
   for (std::size_t s = 0; s < 3; ++s) {
     CHECK(f.master_address_seen_by(s, name) == f.node(name, 0).address());
@@ -914,6 +934,9 @@ TEST_CASE("SentinelFixture: sentinels follow SENTINEL FAILOVER and a killed mast
   CHECK(f.node(name, 1).command({"INFO", "replication"}).str.find("role:slave") !=
         std::string::npos);
   CHECK(f.current_master_index(name) == 0);
+  // The other monitored master was left alone.
+  CHECK(f.current_master_index("other") == 0);
+  for (const auto& a : f.master_addresses("other")) CHECK(a == f.node("other", 0).address());
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,12 @@ std::string field(const Reply& entry, const std::string& key) {
 
 bool up(const RedisServer& s) { return s.running() && !s.stopped(); }
 
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("SentinelFixture: cannot write " + path);
+}
+
 Reply checked(const RedisServer& s, const std::vector<std::string>& argv) {
   Reply r = s.command(argv);
   if (r.is_error()) {
@@ -53,6 +60,10 @@ SentinelFixture::SentinelFixture(SentinelConfig cfg)
       for (int i = 0; i <= cfg_.replicas; ++i) {
         ServerConfig sc = cfg_.server;
         sc.port = 0;
+        // A config file of its own: Sentinel's CONFIG REWRITE records the role it gives the node
+        // there, and restart_node() can start it as a replica straight away.
+        sc.config_file = data_node_config_file(name, static_cast<std::size_t>(i));
+        write_text(sc.config_file, "");
         // Full syncs start at once (the default waits 5 s for more replicas to join).
         std::vector<std::string> args = {"--repl-diskless-sync-delay", "0"};
         args.insert(args.end(), sc.extra_args.begin(), sc.extra_args.end());
@@ -123,7 +134,20 @@ SentinelFixture::SentinelFixture(SentinelConfig cfg)
       sc.config_file = path;
       sc.extra_args = {"--sentinel"};
       sc.startup_timeout = cfg_.server.startup_timeout;
-      sentinels_.push_back(std::make_unique<RedisServer>(std::move(sc)));
+      for (int attempt = 1;; ++attempt) {
+        try {
+          sentinels_.push_back(std::make_unique<RedisServer>(sc));
+          break;
+        } catch (const std::runtime_error& e) {
+          // Its port was taken since free_port(): another one (the other sentinels' stale
+          // known-sentinel entry is corrected by its hello messages, which carry the same id).
+          if (attempt >= 3 ||
+              std::string(e.what()).find("Address already in use") == std::string::npos) {
+            throw;
+          }
+          sc.port = free_port();
+        }
+      }
     }
     wait_until_stable();
   } catch (...) {
@@ -424,12 +448,24 @@ std::size_t SentinelFixture::kill_master_and_wait_failover(const std::string& na
 }
 
 void SentinelFixture::restart_node(const std::string& name, std::size_t i, Rejoin how) {
-  if (!node(name, i).running()) node(name, i).start();
-  if (how == Rejoin::now) {
+  if (!node(name, i).running()) {
+    // Rejoin::now: it starts as a replica of the current master (the sentinels' first INFO of it
+    // already says so; a REPLICAOF sent after start could come after that INFO, and the next one
+    // is 10 s later). Otherwise as a master, whatever Sentinel's CONFIG REWRITE left there.
     const std::size_t m = current_master_index(name);
-    if (m != i) make_replica(name, i, m);
+    write_text(node(name, i).config().config_file,
+               how == Rejoin::now && m != i
+                   ? "replicaof 127.0.0.1 " + std::to_string(node(name, m).port()) + "\n"
+                   : std::string());
+    node(name, i).start();
   }
   if (how != Rejoin::no_wait) wait_until_stable();
+}
+
+std::string SentinelFixture::data_node_config_file(const std::string& name, std::size_t i) const {
+  std::string safe;
+  for (char ch : name) safe += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return dir_ + "/node-" + safe + "-" + std::to_string(i) + ".conf";
 }
 
 void SentinelFixture::delete_on_master(const std::string& name, const std::string& key) {

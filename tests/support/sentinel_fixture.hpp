@@ -9,7 +9,10 @@
 // sentinel, for every name.
 //
 // Data node indexes are stable per name: node(name, 0) starts as the master, node(name, 1..R) as
-// its replicas. After a failover, ask current_master(name).
+// its replicas. After a failover, ask current_master(name). Each data node has a config file of
+// its own in dir() (empty at first), which Sentinel's CONFIG REWRITE updates: a node restarted
+// with node(...).start() comes back with the role Sentinel last gave it, like a real deployment;
+// restart_node() decides explicitly. Sentinels talk plaintext to the data nodes.
 //
 // Threading and PR_SET_PDEATHSIG: as for RedisServer (construct on a thread that outlives it).
 #pragma once
@@ -116,6 +119,7 @@ class SentinelFixture {
   std::size_t wait_for_new_master(const std::string& name, std::size_t old_master,
                                   const char* what);
   void make_replica(const std::string& name, std::size_t i, std::size_t master);
+  [[nodiscard]] std::string data_node_config_file(const std::string& name, std::size_t i) const;
   [[nodiscard]] std::vector<std::size_t> running_sentinels() const;
 
   SentinelConfig cfg_;
