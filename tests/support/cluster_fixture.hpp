@@ -34,7 +34,8 @@ struct ClusterConfig {
   // Base for every node: executable (e.g. valkey_server_path()), aof_always, extra_args, tls...
   // Its `port` is ignored (each node gets free_port_with_bus_twin()). With server.tls and
   // server.tls->cluster, the bus and replication run over TLS and the cluster announces the TLS
-  // ports; tls->port is ignored too (each node gets a TLS port with a free bus twin).
+  // ports; tls->port is ignored too (each node gets a TLS port with a free bus twin). TLS-only
+  // nodes (tls->tls_only) need tls->cluster as well.
   ServerConfig server;
   // How long construction and each wait (failover, migration, restart) may take at most.
   std::chrono::milliseconds timeout{30000};

@@ -14,7 +14,9 @@
 //   c.command({"PING"});
 #pragma once
 
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "redis_fixture.hpp"
 #include "tls_client.hpp"
