@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh                     20 s per target
 #   scripts/fuzz.sh --seconds 10        (what scripts/test.sh runs)
 #   scripts/fuzz.sh --seconds 0         build + corpus replay only
-#   scripts/fuzz.sh --target reply      one target (address, duration, reply)
+#   scripts/fuzz.sh --target reply      one target (address, duration, classify, reply)
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/ (not to the seed corpus in the
 # repository; copy interesting ones by hand). A crash leaves build-fuzz/artifacts/<target>/crash-*
 # (reproduce: build-fuzz/tests/fuzz/fuzz_<target> FILE) and makes this script exit non-zero.
@@ -53,7 +53,7 @@ if [[ ! -f $dir/build.ninja ]]; then
     -Dcpp_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer" >/dev/null
 fi
 
-targets=(address duration reply)
+targets=(address duration classify reply)
 [[ -n $only ]] && targets=("$only")
 ninja -C "$dir" "${targets[@]/#/tests/fuzz/fuzz_}" >/dev/null
 

@@ -8,13 +8,14 @@ cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 shift || true
 
-# Build: the first line. Tests: redis-server, python3 (CLI, ctypes and packaging tests), cmake (the
-# CMake consumer in tests/packaging), libfaketime and nftables (the chaos suite's clock-jump and
-# partition mixes), clang + libclang-rt-14-dev (libFuzzer, scripts/fuzz.sh), redis-sentinel (the
-# sentinel fixture), openssl + libssl-dev (the TLS fixture makes certificates with the openssl CLI
-# and talks TLS to servers), valkey-server + valkey-tools (from bookworm-backports: the only other
-# server the suite can run against, REDLOCK_TEST_REDIS_SERVER=$(command -v valkey-server)).
-packages=(g++ libhiredis-dev libuv1-dev doctest-dev libcli11-dev meson ninja-build pkg-config
+# Build: the first line (nlohmann-json3-dev is the JSON writer of redlock-cli's --json outputs).
+# Tests: redis-server, python3 (CLI, ctypes and packaging tests), cmake (the CMake consumer in
+# tests/packaging), libfaketime and nftables (the chaos suite's clock-jump and partition mixes),
+# clang + libclang-rt-14-dev (libFuzzer, scripts/fuzz.sh), redis-sentinel (the sentinel fixture),
+# openssl + libssl-dev (the TLS fixture makes certificates with the openssl CLI and talks TLS to
+# servers), valkey-server + valkey-tools (from bookworm-backports: the only other server the suite
+# can run against, REDLOCK_TEST_REDIS_SERVER=$(command -v valkey-server)).
+packages=(g++ libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
           redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev
           redis-sentinel openssl libssl-dev)
 backports_packages=(valkey-server valkey-tools)
@@ -61,7 +62,8 @@ SOURCES
 fi
 
 # The packaged redis-server may start a system service on 6379; the tests never use it.
+# Warnings are errors here (and in CI): the tree builds clean with -Wall -Wextra -Wpedantic.
 if [[ ! -f "$build_dir/build.ninja" ]]; then
-  meson setup "$build_dir" "$@" >/dev/null
+  meson setup "$build_dir" -Dwerror=true "$@" >/dev/null
 fi
 ninja -C "$build_dir" >/dev/null

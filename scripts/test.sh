@@ -59,7 +59,7 @@ if [[ ${REDLOCK_SANITIZERS:-1} != 0 ]]; then
       tsan) flags=(-Db_sanitize=thread) ;;
     esac
     if [[ ! -f $dir/build.ninja ]]; then
-      meson setup "$dir" -Dbuildtype=debug "${flags[@]}" >/dev/null
+      meson setup "$dir" -Dbuildtype=debug -Dwerror=true "${flags[@]}" >/dev/null
     fi
     echo "== $san: ${sanitizer_tests[*]}"
     ninja -C "$dir" "${targets[@]}" >/dev/null

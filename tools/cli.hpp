@@ -1,18 +1,22 @@
 #pragma once
-// Shared pieces of redlock-cli: exit codes, global flags, and how subcommands are registered.
-// Each subcommand lives in its own file with a `setup_<name>(CLI::App&, Context&)` function that
-// adds the subcommand; its CLI11 callback only stores `ctx.action`, which main runs after parsing
-// (so the work happens once, outside the parser, whatever CLI11 does with callbacks).
-
-#include <CLI/CLI.hpp>
+// Shared pieces of redlock-cli: exit codes, global flags, and how a subcommand describes itself.
+//
+// Each subcommand lives in tools/cmd/<name>.cpp and returns a `Command`: plain data naming its
+// options, help texts and footer, with pointers to where the parsed values go, and the function
+// that runs it. main.cpp is the only file that includes CLI11: it turns these descriptions into
+// CLI11 calls, parses, and runs the `run` of the command chosen. (Debian's CLI11 2.1.2 is
+// header-only and predates its precompiled mode; every file that included it took a minute or more
+// to compile.)
 
 #include <atomic>
-#include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "redlock/options.hpp"
@@ -28,14 +32,14 @@ enum Exit : int {
   exit_lost = 4,       // run: the lock was lost while the command ran
 };
 
-// Raised from a subcommand callback for a usage/configuration error; main prints
+// Raised from a subcommand for a usage/configuration error; main prints
 // "redlock-cli: <message>" on stderr and exits 2.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
 struct Globals {
-  std::string nodes;  // -n/--nodes; falls back to REDLOCK_NODES, then the local demo nodes
+  std::string nodes;         // -n/--nodes; falls back to REDLOCK_NODES, then the local demo nodes
   bool nodes_given = false;  // -n was on the command line (then it must not be empty)
   bool json = false;
   bool verbose = false;
@@ -48,33 +52,72 @@ struct Globals {
   std::string min_uptime;  // also REDLOCK_MIN_UPTIME
 };
 
-struct Context {
-  Globals globals;
-  int exit_code = exit_ok;
-  std::function<int()> action;  // set by the chosen subcommand; returns the exit code
+// ---- the declaration layer ---------------------------------------------------------------------
+
+// Where a parsed value goes. The pointee's type decides how the text is converted and the type
+// name that --help shows (TEXT, INT, FLOAT, ...); a bool is a flag, a vector takes every value.
+using Target = std::variant<bool*, std::string*, std::vector<std::string>*, double*,
+                            std::optional<int>*, std::optional<double>*>;
+
+struct Option {
+  std::string names;  // "-n,--nodes", "--ttl", or the name of a positional ("resource")
+  Target target;
+  std::string help;
+  std::string type_name = {};  // shown instead of the type's own name when not empty
+  bool required = false;
+  std::string needs = {};     // the name of an option of the same command this one needs
+  std::string excludes = {};  // the name of an option of the same command this one excludes
 };
 
+struct Command {
+  std::string name;
+  std::string description;
+  std::string footer = {};  // also shown by the subcommands (as CLI11 inherits it)
+  std::vector<Option> options = {};
+  // At most one is chosen. A command that has them lets them and itself take the global flags
+  // after their names too (CLI11's fallthrough), as every command does.
+  std::vector<Command> subcommands = {};
+  // Runs when this is the command chosen (the last one named on the command line), after the
+  // whole line was parsed. Returns the exit status; throws UsageError for a usage error.
+  std::function<int()> run = {};
+  // Owns what the targets point into, for as long as the description lives.
+  std::shared_ptr<void> storage = {};
+};
+
+// The subcommands, in the order --help lists them. `g` is filled in by the parser before any
+// `run` is called.
+[[nodiscard]] Command acquire_command(const Globals& g);
+[[nodiscard]] Command release_command(const Globals& g);
+[[nodiscard]] Command extend_command(const Globals& g);
+[[nodiscard]] Command status_command(const Globals& g);
+[[nodiscard]] Command run_command(const Globals& g);
+[[nodiscard]] Command cluster_command(const Globals& g);
+[[nodiscard]] Command bench_command(const Globals& g);
+[[nodiscard]] Command demo_command(const Globals& g);
+
+// ---- shared helpers (common.cpp) ---------------------------------------------------------------
+
 // The default nodes: what `redlock-cli cluster up` starts.
-inline constexpr const char* default_nodes = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,"
-                                             "127.0.0.1:7004,127.0.0.1:7005";
+inline constexpr const char* default_nodes =
+    "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,"
+    "127.0.0.1:7004,127.0.0.1:7005";
 
 // Parses a duration flag or throws UsageError naming the flag and the value.
-Millis duration_arg(const std::string& flag, const std::string& text);
+[[nodiscard]] Millis duration_arg(const std::string& flag, const std::string& text);
+
+// A --ttl value: a duration that is positive and at most 365 days, or UsageError.
+[[nodiscard]] Millis ttl_arg(const std::string& text);
 
 // --read / --write flags to a lock mode; throws UsageError when both are given.
-LockMode lock_mode(bool read, bool write);
+[[nodiscard]] LockMode lock_mode(bool read, bool write);
 
 // Builds engine options from the global flags and the environment; throws UsageError.
-Options make_options(const Globals& g);
+[[nodiscard]] Options make_options(const Globals& g);
 
-void setup_acquire(CLI::App& app, Context& ctx);
-void setup_release(CLI::App& app, Context& ctx);
-void setup_extend(CLI::App& app, Context& ctx);
-void setup_status(CLI::App& app, Context& ctx);
-void setup_run(CLI::App& app, Context& ctx);
-void setup_cluster(CLI::App& app, Context& ctx);
-void setup_bench(CLI::App& app, Context& ctx);
-void setup_demo(CLI::App& app, Context& ctx);
+// The library's own checks of an acquisition (how the lock kinds combine, the resources, a ttl
+// the drift uses up), made before anything is sent: UsageError with the library's reason.
+void check_acquisition(const std::vector<std::string>& resources, const AcquireOptions& options,
+                       const Options& client_options);
 
 // Turns SIGINT, SIGTERM, SIGHUP and SIGQUIT into a stop request while a lock is being acquired,
 // so Ctrl-C during `acquire --wait` or `run --wait` ends the wait at once, with the attempt in
@@ -106,8 +149,5 @@ class StopOnSignal {
   int wake_fd_ = -1;
   std::thread watcher_;
 };
-
-// JSON string escaping for the --json outputs (bytes that are not printable ASCII become \u00XX).
-std::string json_string(std::string_view s);
 
 }  // namespace redlock::cli

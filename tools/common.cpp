@@ -21,6 +21,22 @@ Millis duration_arg(const std::string& flag, const std::string& text) {
   return *d;
 }
 
+Millis ttl_arg(const std::string& text) {
+  const Millis ttl = duration_arg("--ttl", text);
+  if (ttl.count() <= 0) throw UsageError("--ttl: must be positive, got '" + text + "'");
+  if (ttl > max_ttl) throw UsageError("--ttl: '" + text + "' is longer than 365 days");
+  return ttl;
+}
+
+void check_acquisition(const std::vector<std::string>& resources, const AcquireOptions& options,
+                       const Options& client_options) {
+  // The engine would refuse the same with Errc::invalid_argument; asking first means nothing is
+  // sent and the reason is reported as what it is, a usage error.
+  if (auto why = check_acquire(resources, options, client_options.drift_factor)) {
+    throw UsageError("cannot acquire: " + *why);
+  }
+}
+
 namespace {
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -31,25 +47,28 @@ const char* env(const char* name) {
 Options make_options(const Globals& g) {
   Options o;
   if (g.nodes_given && g.nodes.empty()) throw UsageError("--nodes: empty node list");
-  std::string list = !g.nodes.empty()        ? g.nodes
+  std::string list = !g.nodes.empty()       ? g.nodes
                      : env("REDLOCK_NODES") ? std::string(env("REDLOCK_NODES"))
-                                              : std::string(default_nodes);
+                                            : std::string(default_nodes);
   std::string err;
   auto nodes = parse_node_list(list, err);
   if (!nodes) throw UsageError(err);
   o.nodes = std::move(*nodes);
   if (!g.node_timeout.empty()) o.node_timeout = duration_arg("--node-timeout", g.node_timeout);
-  if (!g.connect_timeout.empty()) o.connect_timeout = duration_arg("--connect-timeout", g.connect_timeout);
+  if (!g.connect_timeout.empty())
+    o.connect_timeout = duration_arg("--connect-timeout", g.connect_timeout);
   if (o.node_timeout.count() == 0) throw UsageError("--node-timeout: must be positive");
   if (o.connect_timeout.count() == 0) throw UsageError("--connect-timeout: must be positive");
   if (g.drift_factor) {
     if (!(*g.drift_factor >= 0.0 && *g.drift_factor < 0.5)) {
-      throw UsageError("--drift-factor: " + std::to_string(*g.drift_factor) + " is outside [0, 0.5)");
+      throw UsageError("--drift-factor: " + std::to_string(*g.drift_factor) +
+                       " is outside [0, 0.5)");
     }
     o.drift_factor = *g.drift_factor;
   }
   if (g.retry_count) {
-    if (*g.retry_count < 0) throw UsageError("--retry-count: " + std::to_string(*g.retry_count) + " is negative");
+    if (*g.retry_count < 0)
+      throw UsageError("--retry-count: " + std::to_string(*g.retry_count) + " is negative");
     o.retry_count = *g.retry_count;
   }
   if (!g.retry_delay.empty()) {
@@ -131,37 +150,13 @@ void StopOnSignal::watch() {
 std::string StopOnSignal::describe() const {
   const int s = signal_.load();
   const char* abbrev = sigabbrev_np(s);
-  return std::string("interrupted by ") + (abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(s));
+  return std::string("interrupted by ") +
+         (abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(s));
 }
 
 LockMode lock_mode(bool read, bool write) {
   if (read && write) throw UsageError("--read and --write exclude each other");
   return read ? LockMode::read : write ? LockMode::write : LockMode::exclusive;
-}
-
-std::string json_string(std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          // Bytes, not characters: a resource need not be UTF-8. Each byte maps to U+00XX.
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-  return out;
 }
 
 }  // namespace redlock::cli

@@ -1,11 +1,70 @@
 // redlock-cli: acquire and release Redlock locks from a shell, run commands under a lock, and
 // manage local demonstration nodes. The contract (commands, exit codes, output) is docs/cli.md.
+//
+// The only file that includes CLI11: it owns the parser and builds it from the descriptions the
+// subcommands return (cli.hpp, "the declaration layer").
 
-#include <cstdio>
+#include <CLI/CLI.hpp>
 #include <iostream>
+#include <map>
 
 #include "cli.hpp"
 #include "redlock/redlock.hpp"
+
+namespace redlock::cli {
+namespace {
+
+// Adds one described option to `app`; the target's type picks the CLI11 overload, so the type
+// name in --help and the conversion errors are CLI11's own for that type.
+CLI::Option* add(CLI::App& app, const Option& o) {
+  return std::visit(
+      [&](auto* target) -> CLI::Option* {
+        using T = std::remove_pointer_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return app.add_flag(o.names, *target, o.help);
+        } else {
+          return app.add_option(o.names, *target, o.help);
+        }
+      },
+      o.target);
+}
+
+void add_options(CLI::App& app, const std::vector<Option>& options) {
+  std::vector<CLI::Option*> added;
+  for (const auto& o : options) {
+    CLI::Option* opt = add(app, o);
+    if (!o.type_name.empty()) opt->type_name(o.type_name);
+    if (o.required) opt->required();
+    added.push_back(opt);
+  }
+  // After all of them: a rule may name an option declared later.
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    if (!options[i].needs.empty()) added[i]->needs(options[i].needs);
+    if (!options[i].excludes.empty()) added[i]->excludes(options[i].excludes);
+  }
+}
+
+// Builds `cmd` as a subcommand of `parent` and records which description each CLI11 app came
+// from. The order of the calls matters: a subcommand inherits its parent's footer, fallthrough
+// and subcommand limit when it is created.
+void add_command(CLI::App& parent, const Command& cmd,
+                 std::map<const CLI::App*, const Command*>& made) {
+  CLI::App* app = parent.add_subcommand(cmd.name, cmd.description);
+  made[app] = &cmd;
+  if (!cmd.subcommands.empty()) {
+    // At most one; none is reported by the command's own `run`. With a minimum of 1 CLI11 would
+    // answer `cluster bogus` with "A subcommand is required" instead of naming the word it did
+    // not understand.
+    app->require_subcommand(0, 1);
+  }
+  app->fallthrough();  // global flags may also follow the subcommand
+  add_options(*app, cmd.options);
+  if (!cmd.footer.empty()) app->footer(cmd.footer);
+  for (const auto& sub : cmd.subcommands) add_command(*app, sub, made);
+}
+
+}  // namespace
+}  // namespace redlock::cli
 
 int main(int argc, char** argv) {
   using namespace redlock::cli;
@@ -13,47 +72,57 @@ int main(int argc, char** argv) {
   app.name("redlock-cli");
   app.set_version_flag("--version", std::string("redlock-cli ") + redlock::version());
   app.require_subcommand(0, 1);  // an unknown word is then reported by name
-  app.fallthrough();  // global flags may also follow the subcommand
+  app.fallthrough();             // global flags may also follow the subcommand
 
-  Context ctx;
-  auto& g = ctx.globals;
-  app.add_option("-n,--nodes", g.nodes,
-                 "Comma-separated node addresses (redis://[user:pass@]host:port[/db], "
-                 "unix:///path[?db=N], host:port). Default: $REDLOCK_NODES, else "
-                 "127.0.0.1:7001..7005");
-  app.add_flag("--json", g.json, "Print one JSON object on stdout");
-  app.add_flag("-v,--verbose", g.verbose, "Per-node outcomes and connection events on stderr");
-  app.add_flag("-q,--quiet", g.quiet,
-               "Print nothing on success, nor for exit status 1 (held elsewhere / not held); "
-               "other failures are still reported on stderr");
-  app.add_option("--node-timeout", g.node_timeout, "Deadline of one command on one node (default 50ms)");
-  app.add_option("--connect-timeout", g.connect_timeout, "Deadline of a connect (default 250ms)");
-  app.add_option("--drift-factor", g.drift_factor, "Clock drift factor (default 0.01)");
-  app.add_option("--retry-count", g.retry_count, "Extra attempts after the first (default 3)");
-  app.add_option("--retry-delay", g.retry_delay, "Sleep between attempts (default 200ms, +-100ms jitter)");
-  app.add_option("--min-uptime", g.min_uptime,
-                 "Restart guard: a node whose Redis uptime is below this gives no vote "
-                 "(default $REDLOCK_MIN_UPTIME, else 0)");
+  Globals g;
+  add_options(
+      app,
+      {
+          {"-n,--nodes", &g.nodes,
+           "Comma-separated node addresses (redis://[user:pass@]host:port[/db], "
+           "unix:///path[?db=N], host:port). Default: $REDLOCK_NODES, else "
+           "127.0.0.1:7001..7005"},
+          {"--json", &g.json, "Print one JSON object on stdout"},
+          {"-v,--verbose", &g.verbose, "Per-node outcomes and connection events on stderr"},
+          {"-q,--quiet", &g.quiet,
+           "Print nothing on success, nor for exit status 1 (held elsewhere / not held); "
+           "other failures are still reported on stderr"},
+          {"--node-timeout", &g.node_timeout, "Deadline of one command on one node (default 50ms)"},
+          {"--connect-timeout", &g.connect_timeout, "Deadline of a connect (default 250ms)"},
+          {"--drift-factor", &g.drift_factor, "Clock drift factor (default 0.01)"},
+          {"--retry-count", &g.retry_count, "Extra attempts after the first (default 3)"},
+          {"--retry-delay", &g.retry_delay,
+           "Sleep between attempts (default 200ms, +-100ms jitter)"},
+          {"--min-uptime", &g.min_uptime,
+           "Restart guard: a node whose Redis uptime is below this gives no vote "
+           "(default $REDLOCK_MIN_UPTIME, else 0)"},
+      });
 
-  setup_acquire(app, ctx);
-  setup_release(app, ctx);
-  setup_extend(app, ctx);
-  setup_status(app, ctx);
-  setup_run(app, ctx);
-  setup_cluster(app, ctx);
-  setup_bench(app, ctx);
-  setup_demo(app, ctx);
+  const std::vector<Command> commands = {
+      acquire_command(g), release_command(g), extend_command(g), status_command(g),
+      run_command(g),     cluster_command(g), bench_command(g),  demo_command(g),
+  };
+  std::map<const CLI::App*, const Command*> made;
+  for (const auto& c : commands) add_command(app, c, made);
 
   try {
     app.parse(argc, argv);
     // `-n "$UNSET"` must not silently fall back to REDLOCK_NODES or the local demo nodes.
     g.nodes_given = app.get_option("--nodes")->count() > 0;
-    if (!ctx.action) {
+    // The command chosen is the last one named: `cluster kill 2` runs `kill`.
+    const Command* chosen = nullptr;
+    for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
+      at = at->get_subcommands().front();
+      chosen = made.at(at);
+    }
+    if (chosen == nullptr) {
       std::cerr << "redlock-cli: a command is required\n"
                 << "Run 'redlock-cli --help' for usage.\n";
       return exit_usage;
     }
-    ctx.exit_code = ctx.action();
+    const int code = chosen->run();
+    std::cout.flush();
+    return code;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -71,6 +140,4 @@ int main(int argc, char** argv) {
     std::cerr << "redlock-cli: " << e.what() << "\n";
     return exit_usage;
   }
-  std::cout.flush();
-  return ctx.exit_code;
 }

@@ -1,33 +1,68 @@
 #include "output.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 
+#include "json.hpp"
+
 namespace redlock::cli {
+namespace {
+
+// The one table of error names and the exit codes they give.
+struct ErrcInfo {
+  Errc errc;
+  const char* name;
+  int exit_code;
+};
+constexpr ErrcInfo errc_table[] = {
+    {Errc::contended, "contended", exit_held},
+    {Errc::no_quorum, "no_quorum", exit_no_quorum},
+    {Errc::expired, "expired", exit_no_quorum},
+    {Errc::not_held, "not_held", exit_held},
+    {Errc::invalid_argument, "invalid_argument", exit_usage},
+    {Errc::cancelled, "cancelled", exit_no_quorum},
+    {Errc::shutdown, "shutdown", exit_no_quorum},
+};
+
+const ErrcInfo* info_of(std::error_code ec) {
+  if (!ec || ec.category() != category()) return nullptr;
+  for (const auto& i : errc_table) {
+    if (static_cast<int>(i.errc) == ec.value()) return &i;
+  }
+  return nullptr;
+}
+
+Json texts(const std::vector<std::string>& items) {
+  Json a = Json::array();
+  for (const auto& i : items) a.push_back(text(i));
+  return a;
+}
+
+// `"per_node":[...]`: one node's outcome of the operation each.
+Json per_node(const std::vector<NodeOutcome>& nodes) {
+  Json a = Json::array();
+  for (const auto& n : nodes) {
+    Json o = {
+        {"node", text(n.node)}, {"state", to_string(n.state)}, {"latency_us", n.latency.count()}};
+    if (!n.detail.empty()) o["detail"] = text(n.detail);
+    a.push_back(std::move(o));
+  }
+  return a;
+}
+
+}  // namespace
 
 int exit_code_for(std::error_code ec) {
   if (!ec) return exit_ok;
-  if (ec.category() != category()) return exit_no_quorum;
-  switch (static_cast<Errc>(ec.value())) {
-    case Errc::contended:
-    case Errc::not_held: return exit_held;
-    case Errc::invalid_argument: return exit_usage;
-    default: return exit_no_quorum;
-  }
+  const ErrcInfo* i = info_of(ec);
+  return i != nullptr ? i->exit_code : exit_no_quorum;
 }
 
 std::string error_name(std::error_code ec) {
   if (!ec) return "";
-  switch (static_cast<Errc>(ec.value())) {
-    case Errc::contended: return "contended";
-    case Errc::no_quorum: return "no_quorum";
-    case Errc::expired: return "expired";
-    case Errc::not_held: return "not_held";
-    case Errc::invalid_argument: return "invalid_argument";
-    case Errc::cancelled: return "cancelled";
-    case Errc::shutdown: return "shutdown";
-  }
-  return "error";
+  const ErrcInfo* i = info_of(ec);
+  return i != nullptr ? i->name : "error";
 }
 
 void print_nodes(std::ostream& out, const std::vector<NodeOutcome>& nodes) {
@@ -42,30 +77,81 @@ void print_nodes(std::ostream& out, const std::vector<NodeOutcome>& nodes) {
   }
 }
 
-std::string json_nodes(const std::vector<NodeOutcome>& nodes) {
-  std::string s = "\"per_node\":[";
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const auto& n = nodes[i];
-    if (i) s += ",";
-    s += "{\"node\":" + json_string(n.node) + ",\"state\":" + json_string(to_string(n.state)) +
-         ",\"latency_us\":" + std::to_string(n.latency.count());
-    if (!n.detail.empty()) s += ",\"detail\":" + json_string(n.detail);
-    s += "}";
-  }
-  return s + "]";
-}
-
-std::string json_array(const std::vector<std::string>& items) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? "," : "") + json_string(items[i]);
-  return s + "]";
-}
-
 void report_failure(const Globals& g, std::error_code ec, const std::string& what,
                     const std::string& message, const std::vector<NodeOutcome>& nodes) {
   if (g.quiet && exit_code_for(ec) == exit_held) return;
   std::cerr << "redlock-cli: " << what << ": " << message << "\n";
   if (g.verbose) print_nodes(std::cerr, nodes);
+}
+
+std::string printable(std::string_view bytes) {
+  const std::string quoted = dump(text(bytes));
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+void print_acquire_json(const std::vector<std::string>& resources, const AcquireResult& res,
+                        std::size_t nodes, int quorum) {
+  Json j = {{"resource", text(resources.front())}, {"resources", texts(resources)}};
+  if (res) {
+    j["token"] = text(res.lock.token());
+    j["ttl_ms"] = res.lock.ttl().count();
+    j["validity_ms"] = res.lock.validity().count();
+    j["votes"] = res.lock.votes();
+    if (res.lock.fence()) j["fence"] = *res.lock.fence();
+  } else {
+    j["error"] = error_name(res.error);
+    j["message"] = text(res.message);
+    j["votes"] = std::count_if(res.nodes.begin(), res.nodes.end(),
+                               [](const NodeOutcome& n) { return n.state == NodeState::ok; });
+  }
+  j["nodes"] = nodes;
+  j["quorum"] = quorum;
+  j["attempts"] = res.attempts;
+  j["per_node"] = per_node(res.nodes);
+  print_json(j);
+}
+
+void print_release_json(const std::vector<std::string>& resources, const std::string& token,
+                        const ReleaseResult& res) {
+  Json j = {{"resource", text(resources.front())},
+            {"resources", texts(resources)},
+            {"token", text(token)},
+            {"deleted", res.deleted},
+            {"not_held", res.not_held},
+            {"unreachable", res.unreachable}};
+  if (res.error) j["error"] = error_name(res.error);
+  j["per_node"] = per_node(res.nodes);
+  print_json(j);
+}
+
+void print_extend_json(const std::vector<std::string>& resources, const std::string& token,
+                       Millis ttl, const ExtendResult& res) {
+  Json j = {{"resource", text(resources.front())},
+            {"resources", texts(resources)},
+            {"token", text(token)},
+            {"ttl_ms", ttl.count()}};
+  if (res) {
+    j["validity_ms"] = res.lock.validity().count();
+  } else {
+    j["error"] = error_name(res.error);
+    j["message"] = text(res.message);
+  }
+  j["per_node"] = per_node(res.nodes);
+  print_json(j);
+}
+
+void print_status_json(const std::string& resource, const StatusResult& res) {
+  Json nodes = Json::array();
+  for (const auto& n : res.nodes) {
+    Json o = {{"node", text(n.node)},
+              {"up", n.up},
+              {"value", n.value ? text(*n.value) : Json(nullptr)},
+              {"pttl_ms", n.pttl ? Json(n.pttl->count()) : Json(nullptr)}};
+    if (!n.type.empty()) o["type"] = text(n.type);
+    if (!n.detail.empty()) o["detail"] = text(n.detail);
+    nodes.push_back(std::move(o));
+  }
+  print_json({{"resource", text(resource)}, {"nodes", std::move(nodes)}});
 }
 
 }  // namespace redlock::cli

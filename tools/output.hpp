@@ -1,29 +1,42 @@
 #pragma once
-// Printing of results shared by the lock subcommands: per-node tables (stderr, -v) and JSON.
+// How results look: exit codes and names of errors, per-node tables (stderr, -v), and the --json
+// objects of the lock commands (json.hpp, the one JSON writer, stays out of the command files).
 
+#include <iosfwd>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
 #include "cli.hpp"
 #include "redlock/error.hpp"
+#include "redlock/lock.hpp"
 
 namespace redlock::cli {
 
 // Exit code for an operation's error (0 when none).
-int exit_code_for(std::error_code ec);
-// The short name of an error for JSON ("contended", "no_quorum", ...).
-std::string error_name(std::error_code ec);
+[[nodiscard]] int exit_code_for(std::error_code ec);
+// The short name of an error for JSON ("contended", "no_quorum", ...); empty when none.
+[[nodiscard]] std::string error_name(std::error_code ec);
+
 // Per-node outcomes, one per line, aligned.
 void print_nodes(std::ostream& out, const std::vector<NodeOutcome>& nodes);
-// `"per_node":[...]` (without a leading comma).
-std::string json_nodes(const std::vector<NodeOutcome>& nodes);
-// A JSON array of strings.
-std::string json_array(const std::vector<std::string>& items);
 // Prints "redlock-cli: <what>: <message>" on stderr. With -q only what exit status 1 means (held
 // elsewhere / not held: an answer a script asked for) is left out; failures that need someone to
 // look (no quorum, an interruption) are still printed.
 void report_failure(const Globals& g, std::error_code ec, const std::string& what,
                     const std::string& message, const std::vector<NodeOutcome>& nodes);
+
+// `bytes` for a table: control and non-ASCII bytes escaped as in the JSON outputs, no quotes.
+[[nodiscard]] std::string printable(std::string_view bytes);
+
+// The --json object of each lock command, one line on stdout.
+void print_acquire_json(const std::vector<std::string>& resources, const AcquireResult& res,
+                        std::size_t nodes, int quorum);
+void print_release_json(const std::vector<std::string>& resources, const std::string& token,
+                        const ReleaseResult& res);
+void print_extend_json(const std::vector<std::string>& resources, const std::string& token,
+                       Millis ttl, const ExtendResult& res);
+void print_status_json(const std::string& resource, const StatusResult& res);
 
 }  // namespace redlock::cli

@@ -57,8 +57,8 @@ class REDLOCK_API Engine {
   // It never re-acquires. Neither callback runs after stop_hold() or close().
   // `options.on_lost` is ignored here (use the parameter). Returns 0 and calls nothing when the
   // options are unusable (extend_every not below the ttl) or the engine is closed.
-  [[nodiscard]] HoldId hold(const Lock& lock, const HoldOptions& options, ExtendedCallback on_extended,
-                            LostCallback on_lost);
+  [[nodiscard]] HoldId hold(const Lock& lock, const HoldOptions& options,
+                            ExtendedCallback on_extended, LostCallback on_lost);
   void stop_hold(HoldId id);
 
   // Fails every pending operation with Errc::shutdown, closes the connections and then calls

@@ -23,7 +23,7 @@ struct LossInfo {
 };
 
 struct HoldOptions {
-  bool auto_extend = false;           // keep extending while held (the watchdog)
+  bool auto_extend = false;            // keep extending while held (the watchdog)
   std::optional<Millis> extend_every;  // default: ttl / 3
   std::optional<Millis> max_hold;      // stop extending after this long in total
   std::optional<int> max_extensions;   // stop extending after this many extends

@@ -74,9 +74,9 @@ class REDLOCK_API Lock {
 };
 
 struct AcquireResult {
-  std::error_code error;  // empty on success
-  std::string message;    // human explanation of `error`
-  Lock lock;              // meaningful only on success
+  std::error_code error;           // empty on success
+  std::string message;             // human explanation of `error`
+  Lock lock;                       // meaningful only on success
   std::vector<NodeOutcome> nodes;  // per-node record of the last attempt
   int attempts = 0;
   [[nodiscard]] explicit operator bool() const noexcept { return !error; }
@@ -104,10 +104,10 @@ struct ReleaseResult {
 struct NodeKeyState {
   std::string node;
   bool up = false;
-  std::string detail;                  // error text when not up or the read failed
-  std::optional<std::string> value;    // the stored token, nullopt when no key
-  std::optional<Millis> pttl;          // remaining ttl on the node, nullopt when no key/no expiry
-  std::string type;                    // Redis type of the key ("string", "none", "hash", ...)
+  std::string detail;                // error text when not up or the read failed
+  std::optional<std::string> value;  // the stored token, nullopt when no key
+  std::optional<Millis> pttl;        // remaining ttl on the node, nullopt when no key/no expiry
+  std::string type;                  // Redis type of the key ("string", "none", "hash", ...)
 };
 
 struct StatusResult {

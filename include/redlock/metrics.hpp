@@ -13,8 +13,8 @@ namespace redlock {
 
 // Cumulative histogram with fixed bucket bounds (seconds, Prometheus style).
 struct REDLOCK_API Histogram {
-  static constexpr std::array<double, 13> bounds = {0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                    0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
+  static constexpr std::array<double, 13> bounds = {
+      0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5};
   std::array<std::uint64_t, bounds.size() + 1> buckets{};  // last: above every bound (+Inf)
   std::uint64_t count = 0;
   double sum_seconds = 0;
@@ -42,12 +42,13 @@ struct Metrics {
   std::uint64_t extended = 0;
   std::uint64_t extend_failed = 0;
   std::uint64_t released = 0;
-  std::uint64_t lost = 0;  // held locks whose watchdog reported a loss
+  std::uint64_t lost = 0;     // held locks whose watchdog reported a loss
   Histogram acquire_latency;  // from the call to its result, retries included
   std::vector<NodeMetrics> nodes;
 };
 
 // The Prometheus text exposition format (version 0.0.4), metric names prefixed with `prefix`.
-[[nodiscard]] REDLOCK_API std::string to_prometheus(const Metrics& m, std::string_view prefix = "redlock");
+[[nodiscard]] REDLOCK_API std::string to_prometheus(const Metrics& m,
+                                                    std::string_view prefix = "redlock");
 
 }  // namespace redlock

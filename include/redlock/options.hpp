@@ -48,7 +48,8 @@ struct REDLOCK_API NodeAddress {
 
 // Parses `250ms`, `10s`, `2m`, `1h`, or a bare integer meaning milliseconds.
 // Rejects negative values, unknown units, overflow and empty text with a message naming the value.
-[[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text, std::string& error);
+[[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text,
+                                                               std::string& error);
 
 enum class LogLevel { debug, info, warning, error };
 
@@ -69,9 +70,9 @@ struct Options {
   double drift_factor = 0.01;  // drift = ttl * drift_factor + 2 ms
   Millis min_validity{0};      // success needs validity > min_validity
 
-  int retry_count = 3;        // extra attempts after the first (when no wait deadline is given)
-  Millis retry_delay{200};    // sleep between attempts ...
-  Millis retry_jitter{100};   // ... plus a uniform value in [-jitter, +jitter]
+  int retry_count = 3;       // extra attempts after the first (when no wait deadline is given)
+  Millis retry_delay{200};   // sleep between attempts ...
+  Millis retry_jitter{100};  // ... plus a uniform value in [-jitter, +jitter]
 
   std::string key_prefix;  // prepended to every resource to form the key; default none
 
@@ -129,8 +130,8 @@ struct AcquireOptions {
 // Resources (non-empty, distinct, at most 1 MiB each) and how the lock kinds combine: fencing,
 // read/write and fair locks take one resource; fair locks are exclusive and unfenced; fencing is
 // for exclusive locks. `drift_factor` is the client's (a ttl the drift alone uses up is refused).
-[[nodiscard]] REDLOCK_API std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
-                                                                   const AcquireOptions& options,
-                                                                   double drift_factor = 0.01);
+[[nodiscard]] REDLOCK_API std::optional<std::string> check_acquire(
+    const std::vector<std::string>& resources, const AcquireOptions& options,
+    double drift_factor = 0.01);
 
 }  // namespace redlock

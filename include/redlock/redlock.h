@@ -140,8 +140,8 @@ REDLOCK_C_API int redlock_options_free(redlock_options* options);
 /** Comma-separated addresses: "host:port", "redis://[[user]:password@]host[:port][/db]",
  * "unix:///path?db=N", "redis://[::1]:7001". REDLOCK_E_INVALID (message naming the bad address in
  * `detail`) for a malformed list or a duplicate; the options are then unchanged. */
-REDLOCK_C_API int redlock_options_set_nodes(redlock_options* options, const char* list,
-                                            size_t len, redlock_result* detail);
+REDLOCK_C_API int redlock_options_set_nodes(redlock_options* options, const char* list, size_t len,
+                                            redlock_result* detail);
 /** Per-command deadline on each node; keep it far below the ttl. Must be > 0. */
 REDLOCK_C_API int redlock_options_set_node_timeout_ms(redlock_options* options, uint64_t ms);
 REDLOCK_C_API int redlock_options_set_connect_timeout_ms(redlock_options* options, uint64_t ms);

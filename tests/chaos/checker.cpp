@@ -17,19 +17,24 @@ std::string fmt(const char* f, double v) {
 
 const char* end_name(Interval::End e) {
   switch (e) {
-    case Interval::End::leave: return "left";
-    case Interval::End::died: return "died";
-    case Interval::End::mix_end: return "open at end";
+    case Interval::End::leave:
+      return "left";
+    case Interval::End::died:
+      return "died";
+    case Interval::End::mix_end:
+      return "open at end";
   }
   return "?";
 }
 
 std::string describe(const Interval& iv, std::int64_t t0) {
   std::ostringstream os;
-  os << "worker " << iv.slot << " (pid " << iv.pid << ") fence " << (iv.fence ? std::to_string(*iv.fence) : "-")
-     << " in " << fmt("%.1f", ms(iv.enter_ns - t0)) << ".." << fmt("%.1f", ms(iv.leave_ns - t0)) << " ms ("
-     << end_name(iv.end) << ", validity left at enter " << iv.remaining_at_enter_us / 1000 << " ms, at leave "
-     << iv.remaining_at_leave_us / 1000 << " ms" << (iv.paused_inside ? ", paused inside" : "") << ")";
+  os << "worker " << iv.slot << " (pid " << iv.pid << ") fence "
+     << (iv.fence ? std::to_string(*iv.fence) : "-") << " in " << fmt("%.1f", ms(iv.enter_ns - t0))
+     << ".." << fmt("%.1f", ms(iv.leave_ns - t0)) << " ms (" << end_name(iv.end)
+     << ", validity left at enter " << iv.remaining_at_enter_us / 1000 << " ms, at leave "
+     << iv.remaining_at_leave_us / 1000 << " ms" << (iv.paused_inside ? ", paused inside" : "")
+     << ")";
   return os.str();
 }
 
@@ -51,7 +56,8 @@ void check(const OracleRecord& rec, MixResult& r) {
   r.rechecks = a.rechecks;
   r.errors = a.errors;
   r.wall_skew_s = a.max_wall_skew_s;
-  r.availability = a.attempts ? 100.0 * static_cast<double>(a.acquired) / static_cast<double>(a.attempts) : 0;
+  r.availability =
+      a.attempts ? 100.0 * static_cast<double>(a.acquired) / static_cast<double>(a.attempts) : 0;
   r.p50_ms = percentile(a.latency_us, 0.50);
   r.p99_ms = percentile(a.latency_us, 0.99);
 
@@ -74,7 +80,8 @@ void check(const OracleRecord& rec, MixResult& r) {
   std::int64_t longest = 0;
   for (std::size_t res = 0; res < by_res.size(); ++res) {
     auto& v = by_res[res];
-    std::sort(v.begin(), v.end(), [](const Interval* x, const Interval* y) { return x->enter_ns < y->enter_ns; });
+    std::sort(v.begin(), v.end(),
+              [](const Interval* x, const Interval* y) { return x->enter_ns < y->enter_ns; });
     for (std::size_t i = 0; i < v.size(); ++i) {
       for (std::size_t j = i + 1; j < v.size() && v[j]->enter_ns < v[i]->leave_ns; ++j) {
         const std::int64_t ov = std::min(v[i]->leave_ns, v[j]->leave_ns) - v[j]->enter_ns;
@@ -82,8 +89,8 @@ void check(const OracleRecord& rec, MixResult& r) {
         ++r.overlaps;
         longest = std::max(longest, ov);
         if (r.details.size() < 12) {
-          r.details.push_back("overlap on r" + std::to_string(res) + " for " + fmt("%.1f", ms(ov)) + " ms: " +
-                              describe(*v[i], t0) + " / " + describe(*v[j], t0));
+          r.details.push_back("overlap on r" + std::to_string(res) + " for " + fmt("%.1f", ms(ov)) +
+                              " ms: " + describe(*v[i], t0) + " / " + describe(*v[j], t0));
         }
       }
     }
@@ -113,37 +120,43 @@ void check(const OracleRecord& rec, MixResult& r) {
     need_zero("fence regressions", static_cast<double>(r.fence_regressions));
     need_zero("stale fences rejected", static_cast<double>(r.stale_rejected));
     need_zero("exits after the deadline", static_cast<double>(r.late_exits));
-    if (r.entered == 0) r.harness_errors.push_back("no critical section was entered: the mix proves nothing");
+    if (r.entered == 0)
+      r.harness_errors.push_back("no critical section was entered: the mix proves nothing");
   }
 }
 
 void print_table(std::ostream& out, const std::vector<MixResult>& results) {
-  out << "| mix | must be 0 | fence | faults | attempts | avail % | p50 ms | p99 ms | entered | skipped | "
-         "overlaps | longest ms | lost incr | stale acc | fence regr | stale rej | late exits | verdict |\n";
+  out << "| mix | must be 0 | fence | faults | attempts | avail % | p50 ms | p99 ms | entered | "
+         "skipped | "
+         "overlaps | longest ms | lost incr | stale acc | fence regr | stale rej | late exits | "
+         "verdict |\n";
   out << "|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
   for (const auto& r : results) {
     if (r.skipped) {
-      out << "| " << r.name << " | " << (r.must_be_zero ? "yes" : "no") << " | | skipped: " << r.skip_reason
-          << " | | | | | | | | | | | | | | skipped |\n";
+      out << "| " << r.name << " | " << (r.must_be_zero ? "yes" : "no")
+          << " | | skipped: " << r.skip_reason << " | | | | | | | | | | | | | | skipped |\n";
       continue;
     }
     std::string faults;
-    for (const auto& [k, v] : r.faults) faults += (faults.empty() ? "" : ", ") + k + " " + std::to_string(v);
+    for (const auto& [k, v] : r.faults)
+      faults += (faults.empty() ? "" : ", ") + k + " " + std::to_string(v);
     if (faults.empty()) faults = "none";
     std::string verdict = !r.harness_errors.empty() ? "HARNESS ERROR"
                           : !r.violations.empty()   ? "FAIL"
                           : r.must_be_zero          ? "ok"
                                                     : "reported";
     out << "| " << r.name << " | " << (r.must_be_zero ? "yes" : "no") << " | " << r.fencing << " | "
-        << faults << " | " << r.attempts << " | " << fmt("%.1f", r.availability) << " | " << fmt("%.1f", r.p50_ms)
-        << " | " << fmt("%.1f", r.p99_ms) << " | " << r.entered << " | " << r.skipped_low_validity << " | "
-        << r.overlaps << " | " << fmt("%.1f", r.longest_overlap_ms) << " | " << r.lost_increments << " | "
-        << r.stale_writes_accepted << " | " << r.fence_regressions << " | " << r.stale_rejected << " | "
-        << r.late_exits << " | " << verdict << " |\n";
+        << faults << " | " << r.attempts << " | " << fmt("%.1f", r.availability) << " | "
+        << fmt("%.1f", r.p50_ms) << " | " << fmt("%.1f", r.p99_ms) << " | " << r.entered << " | "
+        << r.skipped_low_validity << " | " << r.overlaps << " | "
+        << fmt("%.1f", r.longest_overlap_ms) << " | " << r.lost_increments << " | "
+        << r.stale_writes_accepted << " | " << r.fence_regressions << " | " << r.stale_rejected
+        << " | " << r.late_exits << " | " << verdict << " |\n";
   }
 }
 
-void print_details(std::ostream& out, const std::vector<MixResult>& results, bool with_nemesis_log) {
+void print_details(std::ostream& out, const std::vector<MixResult>& results,
+                   bool with_nemesis_log) {
   for (const auto& r : results) {
     if (r.skipped) continue;
     const bool trouble = r.failed();

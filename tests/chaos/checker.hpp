@@ -39,12 +39,12 @@ struct MixResult {
   long long stale_rejected = 0;
   long long late_exits = 0;
   long long paused_inside = 0;
-  long long increments = 0;  // accepted writes
-  long long wall_skew_s = 0;  // largest wall-clock offset the workers showed
+  long long increments = 0;                 // accepted writes
+  long long wall_skew_s = 0;                // largest wall-clock offset the workers showed
   std::map<std::string, long long> errors;  // failed acquisitions by reason
-  std::vector<std::string> violations;  // (a)-(d) in a must-be-zero mix
+  std::vector<std::string> violations;      // (a)-(d) in a must-be-zero mix
   std::vector<std::string> harness_errors;  // protocol errors, worker crashes, nemesis errors
-  std::vector<std::string> details;     // a few overlaps etc., for the log
+  std::vector<std::string> details;         // a few overlaps etc., for the log
   std::vector<std::string> nemesis_log;
 
   [[nodiscard]] bool failed() const { return !violations.empty() || !harness_errors.empty(); }

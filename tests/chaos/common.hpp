@@ -6,12 +6,10 @@
 //   HELLO <slot> <pid>                                   [OK]
 //   ACQ <res>                                            [OK]      about to call try_acquire
 //   GOT <res> <0|1> <latency_us> <error-or-fence>        [OK]      outcome of that call
-//   SKIP <res> <remaining_us>                            [OK]      acquired, too little validity left
-//   ENTER <res> <fence|-> <remaining_us> <planned_us>    [OK | RECHECK]
-//   READ <res> <fence|->                                 [VAL <n> | REJECT]
-//   WRITE <res> <fence|-> <n>                            [OK | REJECT]
-//   LEAVE <res> <remaining_us>                           [OK]
-//   REL <res> <deleted-nodes>                            [OK]
+//   SKIP <res> <remaining_us>                            [OK]      acquired, too little validity
+//   left ENTER <res> <fence|-> <remaining_us> <planned_us>    [OK | RECHECK] READ <res> <fence|->
+//   [VAL <n> | REJECT] WRITE <res> <fence|-> <n>                            [OK | REJECT] LEAVE
+//   <res> <remaining_us>                           [OK] REL <res> <deleted-nodes> [OK]
 // Every message gets a reply, so the oracle has handled a message before the worker does its
 // next step: an ENTER that follows a release elsewhere is always stamped after that LEAVE.
 

@@ -14,6 +14,9 @@
 //   --strict (every mix counts as must-be-zero: the lease-breaking ones then fail the run, which
 //   shows the checker catches what they do)
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,10 +33,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include "checker.hpp"
 #include "common.hpp"
@@ -56,9 +55,9 @@ struct Mix {
   std::string name;
   bool must_be_zero = true;
   std::vector<Fault> faults;
-  bool aof = false;              // nodes: appendonly yes + appendfsync always
-  bool durable = false;          // clients: durable_nodes = true
-  long min_node_uptime_ms = 0;   // clients' restart guard
+  bool aof = false;                 // nodes: appendonly yes + appendfsync always
+  bool durable = false;             // clients: durable_nodes = true
+  long min_node_uptime_ms = 0;      // clients' restart guard
   long restart_quarantine_ms = -2;  // -1: library default; -2: 2 x ttl
   Fencing fence = Fencing::mixed;
   bool faketime = false;
@@ -72,39 +71,81 @@ struct Mix {
 std::vector<Mix> all_mixes() {
   using F = Fault;
   std::vector<Mix> m;
-  m.push_back({.name = "baseline", .faults = {}, .short_seconds = 4, .weight = 1, .about = "no faults"});
-  m.push_back({.name = "node-kill-delayed", .faults = {F::node_kill_delayed}, .short_seconds = 10,
+  m.push_back(
+      {.name = "baseline", .faults = {}, .short_seconds = 4, .weight = 1, .about = "no faults"});
+  m.push_back({.name = "node-kill-delayed",
+               .faults = {F::node_kill_delayed},
+               .short_seconds = 10,
                .about = "kill -9 of up to N-Q nodes, restarted empty after more than one ttl"});
-  m.push_back({.name = "node-kill-aof", .faults = {F::node_kill_aof}, .aof = true, .durable = true,
-               .about = "kill -9 of up to N-Q nodes with appendfsync always, restarted at once; clients durable_nodes"});
-  m.push_back({.name = "node-pause", .faults = {F::node_pause},
+  m.push_back({.name = "node-kill-aof",
+               .faults = {F::node_kill_aof},
+               .aof = true,
+               .durable = true,
+               .about = "kill -9 of up to N-Q nodes with appendfsync always, restarted at once; "
+                        "clients durable_nodes"});
+  m.push_back({.name = "node-pause",
+               .faults = {F::node_pause},
                .about = "SIGSTOP of 1..N-Q+1 nodes for 50 ms .. 2 ttl"});
-  m.push_back({.name = "client-pause-acquire", .faults = {F::client_pause_acquire},
+  m.push_back({.name = "client-pause-acquire",
+               .faults = {F::client_pause_acquire},
                .about = "SIGSTOP of a worker while it acquires, 20 ms .. 2 ttl"});
-  m.push_back({.name = "client-kill", .faults = {F::client_kill},
-               .about = "kill -9 of a worker (half of them inside the critical section), respawned"});
-  m.push_back({.name = "clock-jump", .faults = {F::clock_jump}, .faketime = true,
+  m.push_back(
+      {.name = "client-kill",
+       .faults = {F::client_kill},
+       .about = "kill -9 of a worker (half of them inside the critical section), respawned"});
+  m.push_back({.name = "clock-jump",
+               .faults = {F::clock_jump},
+               .faketime = true,
                .about = "the workers' wall clock jumps by -1 d .. +1 y (libfaketime)"});
-  m.push_back({.name = "partition", .faults = {F::partition}, .partition = true,
-               .about = "nftables drops between some workers and some nodes (root, private netns)"});
+  m.push_back(
+      {.name = "partition",
+       .faults = {F::partition},
+       .partition = true,
+       .about = "nftables drops between some workers and some nodes (root, private netns)"});
   m.push_back({.name = "all-safe",
-               .faults = {F::node_kill_delayed, F::node_pause, F::client_pause_acquire, F::client_kill, F::clock_jump,
-                          F::partition},
-               .faketime = true, .partition = true, .short_seconds = 10, .weight = 4,
+               .faults = {F::node_kill_delayed, F::node_pause, F::client_pause_acquire,
+                          F::client_kill, F::clock_jump, F::partition},
+               .faketime = true,
+               .partition = true,
+               .short_seconds = 10,
+               .weight = 4,
                .about = "every must-be-zero fault together"});
-  m.push_back({.name = "holder-pause", .must_be_zero = false, .faults = {F::holder_pause}, .fence = Fencing::off,
-               .short_seconds = 6, .weight = 1,
+  m.push_back({.name = "holder-pause",
+               .must_be_zero = false,
+               .faults = {F::holder_pause},
+               .fence = Fencing::off,
+               .short_seconds = 6,
+               .weight = 1,
                .about = "SIGSTOP of a holder inside its critical section for ttl+0.2 .. ttl+1 s"});
-  m.push_back({.name = "holder-pause-fenced", .must_be_zero = false, .faults = {F::holder_pause},
-               .fence = Fencing::on, .short_seconds = 6, .weight = 1, .about = "the same, with fencing"});
-  m.push_back({.name = "restart-empty", .must_be_zero = false, .faults = {F::restart_empty},
-               .min_node_uptime_ms = 0, .restart_quarantine_ms = 0, .fence = Fencing::off, .cs_min_ms = 100,
-               .cs_max_ms = 300, .short_seconds = 6, .weight = 1,
-               .about = "kill -9 of a majority restarted at once without data; restart guard off"});
-  m.push_back({.name = "restart-empty-fenced", .must_be_zero = false, .faults = {F::restart_empty},
-               .min_node_uptime_ms = 0, .restart_quarantine_ms = 0, .fence = Fencing::on, .cs_min_ms = 100,
+  m.push_back({.name = "holder-pause-fenced",
+               .must_be_zero = false,
+               .faults = {F::holder_pause},
+               .fence = Fencing::on,
+               .short_seconds = 6,
+               .weight = 1,
+               .about = "the same, with fencing"});
+  m.push_back({.name = "restart-empty",
+               .must_be_zero = false,
+               .faults = {F::restart_empty},
+               .min_node_uptime_ms = 0,
+               .restart_quarantine_ms = 0,
+               .fence = Fencing::off,
+               .cs_min_ms = 100,
                .cs_max_ms = 300,
-               .short_seconds = 6, .weight = 1, .about = "the same, with fencing"});
+               .short_seconds = 6,
+               .weight = 1,
+               .about = "kill -9 of a majority restarted at once without data; restart guard off"});
+  m.push_back({.name = "restart-empty-fenced",
+               .must_be_zero = false,
+               .faults = {F::restart_empty},
+               .min_node_uptime_ms = 0,
+               .restart_quarantine_ms = 0,
+               .fence = Fencing::on,
+               .cs_min_ms = 100,
+               .cs_max_ms = 300,
+               .short_seconds = 6,
+               .weight = 1,
+               .about = "the same, with fencing"});
   return m;
 }
 
@@ -129,7 +170,8 @@ struct Settings {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "chaos-driver: %s\n(see the comment at the top of tests/chaos/driver.cpp)\n", why.c_str());
+  std::fprintf(stderr, "chaos-driver: %s\n(see the comment at the top of tests/chaos/driver.cpp)\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -142,28 +184,47 @@ Settings parse(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (k == "--short") s.short_mode = true;
-      else if (k == "--minutes") s.minutes = std::stod(val());
-      else if (k == "--seconds") s.seconds = std::stod(val());
-      else if (k == "--seed") { s.seed = std::stoull(val()); s.seed_given = true; }
-      else if (k == "--mix") s.only = split_csv(val());
-      else if (k == "--workers") s.workers = std::stoi(val());
-      else if (k == "--nodes") s.nodes = std::stoi(val());
-      else if (k == "--resources") s.resources = std::stoi(val());
-      else if (k == "--ttl-ms") s.ttl_ms = std::stol(val());
-      else if (k == "--worker") s.worker_exe = val();
-      else if (k == "--report") s.report = val();
-      else if (k == "--verbose") s.verbose = true;
-      else if (k == "--keep-logs") s.keep_logs = true;
-      else if (k == "--no-netns") s.netns = false;
-      else if (k == "--list") s.list = true;
-      else if (k == "--strict") s.strict = true;
-      else usage("unknown option " + k);
+      if (k == "--short")
+        s.short_mode = true;
+      else if (k == "--minutes")
+        s.minutes = std::stod(val());
+      else if (k == "--seconds")
+        s.seconds = std::stod(val());
+      else if (k == "--seed") {
+        s.seed = std::stoull(val());
+        s.seed_given = true;
+      } else if (k == "--mix")
+        s.only = split_csv(val());
+      else if (k == "--workers")
+        s.workers = std::stoi(val());
+      else if (k == "--nodes")
+        s.nodes = std::stoi(val());
+      else if (k == "--resources")
+        s.resources = std::stoi(val());
+      else if (k == "--ttl-ms")
+        s.ttl_ms = std::stol(val());
+      else if (k == "--worker")
+        s.worker_exe = val();
+      else if (k == "--report")
+        s.report = val();
+      else if (k == "--verbose")
+        s.verbose = true;
+      else if (k == "--keep-logs")
+        s.keep_logs = true;
+      else if (k == "--no-netns")
+        s.netns = false;
+      else if (k == "--list")
+        s.list = true;
+      else if (k == "--strict")
+        s.strict = true;
+      else
+        usage("unknown option " + k);
     } catch (const std::logic_error&) {
       usage("bad value for " + k);
     }
   }
-  if (s.workers < 2 || s.nodes < 3 || s.resources < 1 || s.ttl_ms < 500) usage("need >= 2 workers, >= 3 nodes, ttl >= 500 ms");
+  if (s.workers < 2 || s.nodes < 3 || s.resources < 1 || s.ttl_ms < 500)
+    usage("need >= 2 workers, >= 3 nodes, ttl >= 500 ms");
   if (!s.short_mode && s.minutes <= 0 && s.seconds <= 0 && !s.list) s.short_mode = true;
   if (s.worker_exe.empty()) {
     s.worker_exe = (fs::read_symlink("/proc/self/exe").parent_path() / "chaos-worker").string();
@@ -182,8 +243,9 @@ std::string find_faketime() {
   if (const char* e = std::getenv("CHAOS_FAKETIME_LIB"); e != nullptr && *e != 0) {
     return fs::exists(e) ? e : "";
   }
-  for (const char* dir : {"/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",
-                          "/usr/lib/faketime", "/usr/local/lib/faketime"}) {
+  for (const char* dir :
+       {"/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime",
+        "/usr/lib/faketime", "/usr/local/lib/faketime"}) {
     for (const char* lib : {"libfaketimeMT.so.1", "libfaketime.so.1"}) {
       fs::path p = fs::path(dir) / lib;
       if (fs::exists(p)) return p.string();
@@ -210,7 +272,8 @@ bool port_free(std::uint16_t port) {
 // (a client's outgoing connection can never sit on it).
 std::uint16_t pick_base_port(int n, std::mt19937_64& rng) {
   for (int tries = 0; tries < 200; ++tries) {
-    const auto base = static_cast<std::uint16_t>(std::uniform_int_distribution<int>(20000, 30000 - n)(rng));
+    const auto base =
+        static_cast<std::uint16_t>(std::uniform_int_distribution<int>(20000, 30000 - n)(rng));
     bool ok = true;
     for (int i = 0; i < n && ok; ++i) ok = port_free(static_cast<std::uint16_t>(base + i));
     if (ok) return base;
@@ -283,8 +346,11 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
     ws.exe = dir + "/chaos-worker";
     {
       std::error_code ec;
-      std::filesystem::copy_file(s.worker_exe, ws.exe, std::filesystem::copy_options::overwrite_existing, ec);
-      if (ec) throw std::runtime_error("cannot copy " + s.worker_exe + " to " + ws.exe + ": " + ec.message());
+      std::filesystem::copy_file(s.worker_exe, ws.exe,
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec)
+        throw std::runtime_error("cannot copy " + s.worker_exe + " to " + ws.exe + ": " +
+                                 ec.message());
       ::chmod(ws.exe.c_str(), 0755);
     }
     ws.socket_path = oracle.socket_path();
@@ -297,7 +363,8 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
     ws.fence_even_slots_only = mix.fence == Fencing::mixed;
     ws.durable = mix.durable;
     ws.min_node_uptime_ms = mix.min_node_uptime_ms;
-    ws.restart_quarantine_ms = mix.restart_quarantine_ms == -2 ? 2 * s.ttl_ms : mix.restart_quarantine_ms;
+    ws.restart_quarantine_ms =
+        mix.restart_quarantine_ms == -2 ? 2 * s.ttl_ms : mix.restart_quarantine_ms;
     if (use_faketime) {
       ws.faketime_lib = env.faketime_lib;
       ws.faketime_file = dir + "/faketime";
@@ -311,11 +378,13 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
     {
       WorkerPool pool(ws, s.workers);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (oracle.connected() < static_cast<std::size_t>(s.workers) && std::chrono::steady_clock::now() < deadline) {
+      while (oracle.connected() < static_cast<std::size_t>(s.workers) &&
+             std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       if (oracle.connected() < static_cast<std::size_t>(s.workers)) {
-        r.harness_errors.push_back("workers did not connect to the oracle (see " + ws.log_path + ")");
+        r.harness_errors.push_back("workers did not connect to the oracle (see " + ws.log_path +
+                                   ")");
       }
 
       NemesisSettings ns;
@@ -331,14 +400,18 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
       r.faults = nemesis.counts();
       r.nemesis_log = nemesis.log();
       for (const auto& e : nemesis.errors()) r.harness_errors.push_back("nemesis: " + e);
-      for (const auto& c : pool.crashes()) r.harness_errors.push_back("worker exited by itself: " + c);
+      for (const auto& c : pool.crashes())
+        r.harness_errors.push_back("worker exited by itself: " + c);
     }
     check(oracle.finish(), r);
   }
   if (use_faketime && r.wall_skew_s < 10 && r.faults.count("clock-jump") != 0) {
-    r.details.push_back("note: the workers' wall clock never looked faked (libfaketime not effective?)");
+    r.details.push_back(
+        "note: the workers' wall clock never looked faked (libfaketime not effective?)");
   }
-  if (use_faketime) r.details.push_back("workers' wall clock was off by up to " + std::to_string(r.wall_skew_s) + " s");
+  if (use_faketime)
+    r.details.push_back("workers' wall clock was off by up to " + std::to_string(r.wall_skew_s) +
+                        " s");
   if (r.failed() || s.keep_logs) {
     r.details.push_back("logs kept in " + dir);
   } else {
@@ -355,15 +428,19 @@ int main(int argc, char** argv) {
   std::vector<Mix> mixes = all_mixes();
   if (s.list) {
     for (const auto& m : mixes) {
-      std::printf("%-22s %-9s %s\n", m.name.c_str(), m.must_be_zero ? "must-be-0" : "reported", m.about.c_str());
+      std::printf("%-22s %-9s %s\n", m.name.c_str(), m.must_be_zero ? "must-be-0" : "reported",
+                  m.about.c_str());
     }
     return 0;
   }
   if (!s.only.empty()) {
     for (const auto& o : s.only) {
-      if (std::none_of(mixes.begin(), mixes.end(), [&](const Mix& m) { return m.name == o; })) usage("unknown mix " + o);
+      if (std::none_of(mixes.begin(), mixes.end(), [&](const Mix& m) { return m.name == o; }))
+        usage("unknown mix " + o);
     }
-    std::erase_if(mixes, [&](const Mix& m) { return std::find(s.only.begin(), s.only.end(), m.name) == s.only.end(); });
+    std::erase_if(mixes, [&](const Mix& m) {
+      return std::find(s.only.begin(), s.only.end(), m.name) == s.only.end();
+    });
   }
   if (!redlock::test::redis_server_available()) {
     std::printf("chaos: SKIP: redis-server not found\n");
@@ -401,10 +478,13 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < s.only.size(); ++i) cmd << (i ? "," : "") << s.only[i];
   }
   cmd << " --seed " << s.seed;
-  std::printf("chaos: seed %llu (replay: %s)\n", static_cast<unsigned long long>(s.seed), cmd.str().c_str());
-  std::printf("chaos: %d nodes, %d workers, %d resources, ttl %ld ms; faketime: %s; partitions: %s\n", s.nodes,
-              s.workers, s.resources, s.ttl_ms, env.faketime_lib.empty() ? "not installed" : env.faketime_lib.c_str(),
-              env.no_partition ? env.no_partition->c_str() : "yes (private network namespace)");
+  std::printf("chaos: seed %llu (replay: %s)\n", static_cast<unsigned long long>(s.seed),
+              cmd.str().c_str());
+  std::printf(
+      "chaos: %d nodes, %d workers, %d resources, ttl %ld ms; faketime: %s; partitions: %s\n",
+      s.nodes, s.workers, s.resources, s.ttl_ms,
+      env.faketime_lib.empty() ? "not installed" : env.faketime_lib.c_str(),
+      env.no_partition ? env.no_partition->c_str() : "yes (private network namespace)");
   std::fflush(stdout);
 
   std::vector<MixResult> results;
@@ -412,7 +492,8 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < mixes.size(); ++i) {
     const Mix& m = mixes[i];
     const double secs = seconds_for(m);
-    std::printf("[%zu/%zu] %-22s %5.0f s  %s ... ", i + 1, mixes.size(), m.name.c_str(), secs, m.about.c_str());
+    std::printf("[%zu/%zu] %-22s %5.0f s  %s ... ", i + 1, mixes.size(), m.name.c_str(), secs,
+                m.about.c_str());
     std::fflush(stdout);
     MixResult r;
     try {
@@ -426,8 +507,8 @@ int main(int argc, char** argv) {
       std::printf("skipped (%s)\n", r.skip_reason.c_str());
     } else {
       std::printf("%s: %lld acquired, %lld entered, %lld overlaps\n",
-                  r.failed() ? (r.violations.empty() ? "HARNESS ERROR" : "FAIL") : "done", r.acquired, r.entered,
-                  r.overlaps);
+                  r.failed() ? (r.violations.empty() ? "HARNESS ERROR" : "FAIL") : "done",
+                  r.acquired, r.entered, r.overlaps);
     }
     std::fflush(stdout);
     results.push_back(std::move(r));
@@ -447,15 +528,16 @@ int main(int argc, char** argv) {
   std::ostringstream details;
   print_details(details, results, s.verbose);
   std::printf("%s", details.str().c_str());
-  std::printf("\nchaos: %lld acquisitions in must-be-zero mixes, %.0f s; seed %llu\n", zero_acq, elapsed,
-              static_cast<unsigned long long>(s.seed));
+  std::printf("\nchaos: %lld acquisitions in must-be-zero mixes, %.0f s; seed %llu\n", zero_acq,
+              elapsed, static_cast<unsigned long long>(s.seed));
   std::printf("chaos: %s\n", failed ? "FAILED (see above; replay with the same --seed)" : "ok");
 
   if (!s.report.empty()) {
     std::ofstream out(s.report, std::ios::app);
-    out << "Command: `" << cmd.str() << "` (" << s.nodes << " nodes, " << s.workers << " workers, " << s.resources
-        << " resources, ttl " << s.ttl_ms << " ms), " << static_cast<long long>(elapsed) << " s, "
-        << zero_acq << " acquisitions in must-be-zero mixes.\n\n";
+    out << "Command: `" << cmd.str() << "` (" << s.nodes << " nodes, " << s.workers << " workers, "
+        << s.resources << " resources, ttl " << s.ttl_ms << " ms), "
+        << static_cast<long long>(elapsed) << " s, " << zero_acq
+        << " acquisitions in must-be-zero mixes.\n\n";
     out << table.str();
     out << details.str() << "\n";
   }

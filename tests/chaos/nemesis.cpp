@@ -15,21 +15,30 @@ namespace chaos {
 
 const char* to_string(Fault f) {
   switch (f) {
-    case Fault::node_kill_delayed: return "node-kill-delayed";
-    case Fault::node_kill_aof: return "node-kill-aof";
-    case Fault::node_pause: return "node-pause";
-    case Fault::client_pause_acquire: return "client-pause-acquire";
-    case Fault::client_kill: return "client-kill";
-    case Fault::clock_jump: return "clock-jump";
-    case Fault::holder_pause: return "holder-pause";
-    case Fault::restart_empty: return "restart-empty";
-    case Fault::partition: return "partition";
+    case Fault::node_kill_delayed:
+      return "node-kill-delayed";
+    case Fault::node_kill_aof:
+      return "node-kill-aof";
+    case Fault::node_pause:
+      return "node-pause";
+    case Fault::client_pause_acquire:
+      return "client-pause-acquire";
+    case Fault::client_kill:
+      return "client-kill";
+    case Fault::clock_jump:
+      return "clock-jump";
+    case Fault::holder_pause:
+      return "holder-pause";
+    case Fault::restart_empty:
+      return "restart-empty";
+    case Fault::partition:
+      return "partition";
   }
   return "?";
 }
 
-Nemesis::Nemesis(NemesisSettings s, redlock::test::RedisCluster& cluster, WorkerPool& workers, Oracle& oracle,
-                 std::uint64_t seed)
+Nemesis::Nemesis(NemesisSettings s, redlock::test::RedisCluster& cluster, WorkerPool& workers,
+                 Oracle& oracle, std::uint64_t seed)
     : s_(std::move(s)),
       cluster_(cluster),
       workers_(workers),
@@ -73,7 +82,8 @@ void Nemesis::run(long duration_ms) {
     workers_.check_unexpected_exits();
     // No new fault in the last second: every mix ends with a moment of calm before the heal.
     if (!s_.faults.empty() && now >= next_fault && now < end - 1'000'000'000LL) {
-      const Fault f = s_.faults[static_cast<std::size_t>(uniform(0, static_cast<long>(s_.faults.size()) - 1))];
+      const Fault f =
+          s_.faults[static_cast<std::size_t>(uniform(0, static_cast<long>(s_.faults.size()) - 1))];
       inject(f);
       next_fault = mono_ns() + uniform(s_.gap_min_ms, s_.gap_max_ms) * 1'000'000LL;
     }
@@ -97,15 +107,33 @@ void Nemesis::heal_all() {
 
 void Nemesis::inject(Fault f) {
   switch (f) {
-    case Fault::node_kill_delayed: node_kill(false); break;
-    case Fault::node_kill_aof: node_kill(true); break;
-    case Fault::node_pause: node_pause(); break;
-    case Fault::client_pause_acquire: client_pause_acquire(); break;
-    case Fault::client_kill: client_kill(); break;
-    case Fault::clock_jump: clock_jump(); break;
-    case Fault::holder_pause: holder_pause(); break;
-    case Fault::restart_empty: restart_empty(); break;
-    case Fault::partition: partition(); break;
+    case Fault::node_kill_delayed:
+      node_kill(false);
+      break;
+    case Fault::node_kill_aof:
+      node_kill(true);
+      break;
+    case Fault::node_pause:
+      node_pause();
+      break;
+    case Fault::client_pause_acquire:
+      client_pause_acquire();
+      break;
+    case Fault::client_kill:
+      client_kill();
+      break;
+    case Fault::clock_jump:
+      clock_jump();
+      break;
+    case Fault::holder_pause:
+      holder_pause();
+      break;
+    case Fault::restart_empty:
+      restart_empty();
+      break;
+    case Fault::partition:
+      partition();
+      break;
   }
 }
 
@@ -126,7 +154,8 @@ void Nemesis::start_node(int i) {
   } catch (const std::exception& e) {
     errors_.push_back(std::string("restart of node ") + std::to_string(i) + " failed: " + e.what());
   }
-  if (srv.port() != port) errors_.push_back("node " + std::to_string(i) + " came back on another port");
+  if (srv.port() != port)
+    errors_.push_back("node " + std::to_string(i) + " came back on another port");
   node_down_[static_cast<std::size_t>(i)] = false;
 }
 
@@ -138,8 +167,10 @@ void Nemesis::node_kill(bool aof) {
   int down = 0;
   std::vector<int> up;
   for (int i = 0; i < n; ++i) {
-    if (node_down_[static_cast<std::size_t>(i)]) ++down;
-    else if (!node_paused_[static_cast<std::size_t>(i)]) up.push_back(i);
+    if (node_down_[static_cast<std::size_t>(i)])
+      ++down;
+    else if (!node_paused_[static_cast<std::size_t>(i)])
+      up.push_back(i);
   }
   const int room = max_down - down;
   if (room <= 0 || up.empty()) return;
@@ -169,10 +200,12 @@ void Nemesis::node_pause() {
   const int n = static_cast<int>(cluster_.size());
   std::vector<int> up;
   for (int i = 0; i < n; ++i) {
-    if (!node_down_[static_cast<std::size_t>(i)] && !node_paused_[static_cast<std::size_t>(i)]) up.push_back(i);
+    if (!node_down_[static_cast<std::size_t>(i)] && !node_paused_[static_cast<std::size_t>(i)])
+      up.push_back(i);
   }
   if (up.empty()) return;
-  const int k = static_cast<int>(uniform(1, std::min<long>(n - (n / 2 + 1) + 1, static_cast<long>(up.size()))));
+  const int k = static_cast<int>(
+      uniform(1, std::min<long>(n - (n / 2 + 1) + 1, static_cast<long>(up.size()))));
   std::shuffle(up.begin(), up.end(), rng_);
   for (int j = 0; j < k; ++j) {
     const int i = up[static_cast<std::size_t>(j)];
@@ -207,12 +240,14 @@ void Nemesis::client_pause_acquire() {
   workers_.stop(slot);
   slot_busy_[static_cast<std::size_t>(slot)] = true;
   const bool was_inside = oracle_.inside(slot);  // cannot be: ENTER answers RECHECK meanwhile
-  if (was_inside) errors_.push_back("client-pause-acquire caught slot " + std::to_string(slot) + " inside");
+  if (was_inside)
+    errors_.push_back("client-pause-acquire caught slot " + std::to_string(slot) + " inside");
   const bool long_pause = uniform(0, 1) == 1;
-  const long dur = long_pause ? uniform(s_.ttl_ms + 100, 2 * s_.ttl_ms) : uniform(20, s_.ttl_ms / 3);
+  const long dur =
+      long_pause ? uniform(s_.ttl_ms + 100, 2 * s_.ttl_ms) : uniform(20, s_.ttl_ms / 3);
   ++counts_["client-pause-acquire"];
-  note("SIGSTOP worker " + std::to_string(slot) + (in_call ? " in try_acquire" : " after acquiring") + ", for " +
-       std::to_string(dur) + " ms");
+  note("SIGSTOP worker " + std::to_string(slot) +
+       (in_call ? " in try_acquire" : " after acquiring") + ", for " + std::to_string(dur) + " ms");
   at(mono_ns() + dur * 1'000'000LL, [this, slot] {
     workers_.cont(slot);
     oracle_.end_pause(slot);
@@ -233,7 +268,8 @@ void Nemesis::client_kill() {
   }
   workers_.kill_and_respawn(slot);
   ++counts_["client-kill"];
-  note("kill -9 worker " + std::to_string(slot) + (inside ? " inside its critical section" : "") + ", respawned");
+  note("kill -9 worker " + std::to_string(slot) + (inside ? " inside its critical section" : "") +
+       ", respawned");
 }
 
 void Nemesis::write_faketime(const std::string& spec) {
@@ -248,7 +284,8 @@ void Nemesis::write_faketime(const std::string& spec) {
 // The workers' wall clock jumps forward or back by seconds to days (libfaketime, read by the
 // workers at most one second later). The library must not notice: it only reads CLOCK_BOOTTIME.
 void Nemesis::clock_jump() {
-  static const char* const specs[] = {"+3600", "-3600", "+86400", "-86400", "+30", "-30", "+31536000", "-600", "+0"};
+  static const char* const specs[] = {"+3600", "-3600",     "+86400", "-86400", "+30",
+                                      "-30",   "+31536000", "-600",   "+0"};
   const std::string spec = specs[uniform(0, static_cast<long>(std::size(specs)) - 1)];
   write_faketime(spec);
   ++counts_["clock-jump"];

@@ -23,15 +23,15 @@ class WorkerPool;
 class Partitioner;
 
 enum class Fault {
-  node_kill_delayed,  // kill -9 of up to N-Q nodes, restart empty after more than one ttl
-  node_kill_aof,      // kill -9 of up to N-Q nodes (appendfsync always), restart at once
-  node_pause,         // SIGSTOP of 1..N-Q+1 nodes, SIGCONT later
+  node_kill_delayed,     // kill -9 of up to N-Q nodes, restart empty after more than one ttl
+  node_kill_aof,         // kill -9 of up to N-Q nodes (appendfsync always), restart at once
+  node_pause,            // SIGSTOP of 1..N-Q+1 nodes, SIGCONT later
   client_pause_acquire,  // SIGSTOP of a worker while it acquires (outside its critical section)
-  client_kill,        // kill -9 of a worker (inside or outside its critical section), respawned
-  clock_jump,         // the workers' wall clock jumps (libfaketime)
-  holder_pause,       // SIGSTOP of a worker inside its critical section for longer than the ttl
-  restart_empty,      // kill -9 of a majority, restarted at once without data (no restart guard)
-  partition,          // nftables drop rules cut some workers off from some nodes
+  client_kill,           // kill -9 of a worker (inside or outside its critical section), respawned
+  clock_jump,            // the workers' wall clock jumps (libfaketime)
+  holder_pause,          // SIGSTOP of a worker inside its critical section for longer than the ttl
+  restart_empty,         // kill -9 of a majority, restarted at once without data (no restart guard)
+  partition,             // nftables drop rules cut some workers off from some nodes
 };
 
 [[nodiscard]] const char* to_string(Fault f);
@@ -41,15 +41,15 @@ struct NemesisSettings {
   long ttl_ms = 1500;
   long gap_min_ms = 300;  // time between two fault starts
   long gap_max_ms = 1500;
-  std::string faketime_file;  // for clock_jump
+  std::string faketime_file;           // for clock_jump
   Partitioner* partitioner = nullptr;  // for partition
   bool verbose = false;
 };
 
 class Nemesis {
  public:
-  Nemesis(NemesisSettings s, redlock::test::RedisCluster& cluster, WorkerPool& workers, Oracle& oracle,
-          std::uint64_t seed);
+  Nemesis(NemesisSettings s, redlock::test::RedisCluster& cluster, WorkerPool& workers,
+          Oracle& oracle, std::uint64_t seed);
 
   // Injects faults until `duration_ms` has passed, then heals everything.
   void run(long duration_ms);

@@ -27,13 +27,16 @@ Oracle::Oracle(std::string socket_path, int resources, bool fencing)
     : path_(std::move(socket_path)), fencing_(fencing) {
   rec_.resources.resize(static_cast<std::size_t>(resources));
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw std::runtime_error("oracle: socket: " + std::string(std::strerror(errno)));
+  if (listen_fd_ < 0)
+    throw std::runtime_error("oracle: socket: " + std::string(std::strerror(errno)));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path_.size() >= sizeof addr.sun_path) throw std::runtime_error("oracle: socket path too long: " + path_);
+  if (path_.size() >= sizeof addr.sun_path)
+    throw std::runtime_error("oracle: socket path too long: " + path_);
   std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
   ::unlink(path_.c_str());
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 64) != 0) {
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listen_fd_, 64) != 0) {
     throw std::runtime_error("oracle: bind/listen " + path_ + ": " + std::strerror(errno));
   }
   acceptor_ = std::thread([this] { accept_loop(); });
@@ -127,7 +130,8 @@ void Oracle::close_open(Conn& c, Interval::End end, std::int64_t now) {
   open_.erase(it);
 }
 
-std::string Oracle::handle(Conn& c, const std::vector<std::string>& w, std::unique_lock<std::mutex>& lk) {
+std::string Oracle::handle(Conn& c, const std::vector<std::string>& w,
+                           std::unique_lock<std::mutex>& lk) {
   const std::int64_t now = mono_ns();
   auto bad = [&](const std::string& why) {
     std::string line;
@@ -150,7 +154,8 @@ std::string Oracle::handle(Conn& c, const std::vector<std::string>& w, std::uniq
 
     if (op == "ACQ") {
       if (w.size() == 3) {
-        const long long skew = std::llabs(std::stoll(w[2]) - static_cast<long long>(::time(nullptr)));
+        const long long skew =
+            std::llabs(std::stoll(w[2]) - static_cast<long long>(::time(nullptr)));
         rec_.acq.max_wall_skew_s = std::max(rec_.acq.max_wall_skew_s, skew);
       }
       if (armed_ == Trigger::at_acquire && (armed_slot_ == -1 || armed_slot_ == c.slot)) {
@@ -200,7 +205,8 @@ std::string Oracle::handle(Conn& c, const std::vector<std::string>& w, std::uniq
       iv.remaining_at_enter_us = std::stoll(w[3]);
       if (iv.fence) {
         if (r.highest_enter_fence && *iv.fence <= *r.highest_enter_fence) ++r.fence_regressions;
-        if (!r.highest_enter_fence || *iv.fence > *r.highest_enter_fence) r.highest_enter_fence = iv.fence;
+        if (!r.highest_enter_fence || *iv.fence > *r.highest_enter_fence)
+          r.highest_enter_fence = iv.fence;
       }
       open_[&c] = rec_.intervals.size();
       rec_.intervals.push_back(iv);
@@ -230,9 +236,10 @@ std::string Oracle::handle(Conn& c, const std::vector<std::string>& w, std::uniq
       if (v != r.value + 1) {  // its read was stale: an increment is lost
         ++r.clobbered_writes;
         if (rec_.stale_writes.size() < 10) {
-          rec_.stale_writes.push_back("worker " + std::to_string(c.slot) + " wrote " + w[3] + " with fence " + w[2] +
-                                      " over " + std::to_string(r.value) + " on r" + std::to_string(ri) +
-                                      " (highest fence seen " + std::to_string(r.highest_fence) + ")");
+          rec_.stale_writes.push_back("worker " + std::to_string(c.slot) + " wrote " + w[3] +
+                                      " with fence " + w[2] + " over " + std::to_string(r.value) +
+                                      " on r" + std::to_string(ri) + " (highest fence seen " +
+                                      std::to_string(r.highest_fence) + ")");
         }
       }
       r.value = v;

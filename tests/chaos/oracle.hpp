@@ -45,21 +45,22 @@ struct ResourceState {
   std::uint64_t highest_fence = 0;  // highest fence accepted by a read or write
   std::optional<std::uint64_t> highest_enter_fence;
   long long accepted_writes = 0;
-  long long rejected_reads = 0;   // stale fence
-  long long rejected_writes = 0;  // stale fence
-  long long clobbered_writes = 0;  // accepted, but based on a value someone else had replaced
+  long long rejected_reads = 0;     // stale fence
+  long long rejected_writes = 0;    // stale fence
+  long long clobbered_writes = 0;   // accepted, but based on a value someone else had replaced
   long long fence_regressions = 0;  // an ENTER whose fence is not above every earlier ENTER's
 };
 
 struct AcquireStats {
   long long attempts = 0;  // try_acquire calls
   long long acquired = 0;
-  long long skipped = 0;   // acquired, but too little validity left to enter
+  long long skipped = 0;  // acquired, but too little validity left to enter
   long long entered = 0;
   long long rechecks = 0;
   std::vector<long long> latency_us;  // of successful calls
   std::map<std::string, long long> errors;
-  long long max_wall_skew_s = 0;  // largest |worker's wall clock - oracle's| seen (libfaketime at work)
+  long long max_wall_skew_s =
+      0;  // largest |worker's wall clock - oracle's| seen (libfaketime at work)
 };
 
 struct OracleRecord {

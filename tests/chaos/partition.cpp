@@ -49,7 +49,8 @@ std::string set_of(const std::vector<std::string>& items) {
 }  // namespace
 
 std::optional<std::string> enter_private_netns() {
-  if (::unshare(CLONE_NEWNET) != 0) return std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
+  if (::unshare(CLONE_NEWNET) != 0)
+    return std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
   int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return std::string("socket: ") + std::strerror(errno);
   ifreq ifr{};
@@ -73,7 +74,8 @@ std::optional<std::string> partition_unavailable(bool in_private_netns) {
 Partitioner::Partitioner(std::vector<std::uint16_t> node_ports) : ports_(std::move(node_ports)) {
   nft({"delete", "table", "inet", kTable});  // left over from a crashed run in this namespace
   if (nft({"add", "table", "inet", kTable}) != 0 ||
-      nft({"add", "chain", "inet", kTable, "out", "{ type filter hook output priority 0; policy accept; }"}) != 0) {
+      nft({"add", "chain", "inet", kTable, "out",
+           "{ type filter hook output priority 0; policy accept; }"}) != 0) {
     error_ = "nft could not create table inet " + std::string(kTable);
     return;
   }
@@ -84,7 +86,8 @@ Partitioner::~Partitioner() {
   if (ok_) nft({"delete", "table", "inet", kTable});
 }
 
-bool Partitioner::cut(const std::vector<int>& slots, const std::vector<int>& nodes, std::string& what) {
+bool Partitioner::cut(const std::vector<int>& slots, const std::vector<int>& nodes,
+                      std::string& what) {
   std::vector<std::string> uids, ports;
   std::string ws, ns;
   for (int s : slots) {
@@ -97,8 +100,8 @@ bool Partitioner::cut(const std::vector<int>& slots, const std::vector<int>& nod
   }
   what = "workers " + ws + " cut off from nodes " + ns;
   if (!ok_) return false;
-  return nft({"add", "rule", "inet", kTable, "out", "meta", "skuid", set_of(uids), "tcp", "dport", set_of(ports),
-              "drop"}) == 0;
+  return nft({"add", "rule", "inet", kTable, "out", "meta", "skuid", set_of(uids), "tcp", "dport",
+              set_of(ports), "drop"}) == 0;
 }
 
 void Partitioner::heal() {

@@ -56,8 +56,8 @@ int main() {
     }
     std::string who;
     for (const auto& n : r.lock.nodes()) who += std::string(" ") + redlock::to_string(n.state);
-    std::printf("%-60s fence %llu  (nodes:%s)\n", step, static_cast<unsigned long long>(*r.lock.fence()),
-                who.c_str());
+    std::printf("%-60s fence %llu  (nodes:%s)\n", step,
+                static_cast<unsigned long long>(*r.lock.fence()), who.c_str());
     (void)client.try_release(r.lock);
     return *r.lock.fence();
   };
@@ -81,8 +81,10 @@ int main() {
   c[2].cont();
   c[3].cont();
   if (f != 0 && f <= highest) {
-    std::printf("REPRODUCED: fence %llu handed out after fence %llu (fences went backwards with the restart guard on)\n",
-                static_cast<unsigned long long>(f), static_cast<unsigned long long>(highest));
+    std::printf(
+        "REPRODUCED: fence %llu handed out after fence %llu (fences went backwards with the "
+        "restart guard on)\n",
+        static_cast<unsigned long long>(f), static_cast<unsigned long long>(highest));
     return 1;
   }
   std::puts("not reproduced");

@@ -6,7 +6,8 @@
 // the oracle over a unix socket and waits for its reply.
 //
 // The validity check uses the library's own deadline (CLOCK_BOOTTIME), right before ENTER. If the
-// oracle answers RECHECK (the nemesis paused this process around the ENTER), the check is made again.
+// oracle answers RECHECK (the nemesis paused this process around the ENTER), the check is made
+// again.
 //
 // Usage: chaos-worker --socket PATH --slot K --nodes CSV --resources a,b [options] (see parse()).
 
@@ -63,22 +64,38 @@ Config parse(int argc, char** argv) {
     if (i + 1 >= argc) die("missing value for " + k);
     std::string v = argv[++i];
     auto num = [&] { return std::stol(v); };
-    if (k == "--socket") c.socket_path = v;
-    else if (k == "--slot") c.slot = static_cast<int>(num());
-    else if (k == "--nodes") c.nodes = v;
-    else if (k == "--resources") c.resources = chaos::split_csv(v);
-    else if (k == "--ttl-ms") c.ttl_ms = num();
-    else if (k == "--cs-min-ms") c.cs_min_ms = num();
-    else if (k == "--cs-max-ms") c.cs_max_ms = num();
-    else if (k == "--margin-ms") c.margin_ms = num();
-    else if (k == "--wait-ms") c.wait_ms = num();
-    else if (k == "--think-max-ms") c.think_max_ms = num();
-    else if (k == "--fence") c.fence = num() != 0;
-    else if (k == "--durable") c.durable = num() != 0;
-    else if (k == "--min-node-uptime-ms") c.min_node_uptime_ms = num();
-    else if (k == "--restart-quarantine-ms") c.restart_quarantine_ms = num();
-    else if (k == "--seed") c.seed = std::stoull(v);
-    else die("unknown option " + k);
+    if (k == "--socket")
+      c.socket_path = v;
+    else if (k == "--slot")
+      c.slot = static_cast<int>(num());
+    else if (k == "--nodes")
+      c.nodes = v;
+    else if (k == "--resources")
+      c.resources = chaos::split_csv(v);
+    else if (k == "--ttl-ms")
+      c.ttl_ms = num();
+    else if (k == "--cs-min-ms")
+      c.cs_min_ms = num();
+    else if (k == "--cs-max-ms")
+      c.cs_max_ms = num();
+    else if (k == "--margin-ms")
+      c.margin_ms = num();
+    else if (k == "--wait-ms")
+      c.wait_ms = num();
+    else if (k == "--think-max-ms")
+      c.think_max_ms = num();
+    else if (k == "--fence")
+      c.fence = num() != 0;
+    else if (k == "--durable")
+      c.durable = num() != 0;
+    else if (k == "--min-node-uptime-ms")
+      c.min_node_uptime_ms = num();
+    else if (k == "--restart-quarantine-ms")
+      c.restart_quarantine_ms = num();
+    else if (k == "--seed")
+      c.seed = std::stoull(v);
+    else
+      die("unknown option " + k);
   }
   if (c.socket_path.empty() || c.slot < 0 || c.nodes.empty() || c.resources.empty()) {
     die("need --socket, --slot, --nodes and --resources");
@@ -101,13 +118,15 @@ int connect_unix(const std::string& path) {
 
 // Microseconds left before the lock's own deadline (negative once passed), on the library's clock.
 long long remaining_us(const redlock::Lock& lock) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(lock.deadline() - redlock::BootClock::now())
+  return std::chrono::duration_cast<std::chrono::microseconds>(lock.deadline() -
+                                                               redlock::BootClock::now())
       .count();
 }
 
 class Worker {
  public:
-  explicit Worker(Config cfg) : cfg_(std::move(cfg)), conn_(connect_unix(cfg_.socket_path)), rng_(cfg_.seed) {}
+  explicit Worker(Config cfg)
+      : cfg_(std::move(cfg)), conn_(connect_unix(cfg_.socket_path)), rng_(cfg_.seed) {}
 
   int run() {
     redlock::Client client(client_options());
@@ -123,10 +142,12 @@ class Worker {
 
     while (!g_stop.load()) {
       const std::string& res = cfg_.resources[pick_res(rng_)];
-      ask("ACQ " + res + " " + std::to_string(static_cast<long long>(::time(nullptr))));  // wall clock
+      ask("ACQ " + res + " " +
+          std::to_string(static_cast<long long>(::time(nullptr))));  // wall clock
       const auto t0 = std::chrono::steady_clock::now();
       redlock::AcquireResult r = client.try_acquire({res}, ao);
-      const auto lat = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+      const auto lat = std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::steady_clock::now() - t0);
       if (!r) {
         std::string why = r.error.message();
         for (auto& ch : why) {
@@ -149,7 +170,8 @@ class Worker {
           ask("SKIP " + res + " " + std::to_string(left));
           break;
         }
-        auto reply = ask("ENTER " + res + " " + fence + " " + std::to_string(left) + " " + std::to_string(planned_us));
+        auto reply = ask("ENTER " + res + " " + fence + " " + std::to_string(left) + " " +
+                         std::to_string(planned_us));
         if (reply == "OK") {
           entered = true;
           break;
@@ -187,7 +209,8 @@ class Worker {
     o.retry_jitter = redlock::Millis{10};
     o.durable_nodes = cfg_.durable;
     o.min_node_uptime = redlock::Millis{cfg_.min_node_uptime_ms};
-    if (cfg_.restart_quarantine_ms >= 0) o.restart_quarantine = redlock::Millis{cfg_.restart_quarantine_ms};
+    if (cfg_.restart_quarantine_ms >= 0)
+      o.restart_quarantine = redlock::Millis{cfg_.restart_quarantine_ms};
     if (std::getenv("CHAOS_WORKER_LOG") != nullptr) {
       const int slot = cfg_.slot;
       o.logger = [slot](redlock::LogLevel, std::string_view m) {

@@ -37,7 +37,8 @@ pid_t waitpid_eintr(pid_t pid, int* st, int flags) {
 
 }  // namespace
 
-WorkerPool::WorkerPool(WorkerSettings s, int count) : s_(std::move(s)), slots_(static_cast<std::size_t>(count)) {
+WorkerPool::WorkerPool(WorkerSettings s, int count)
+    : s_(std::move(s)), slots_(static_cast<std::size_t>(count)) {
   for (int i = 0; i < count; ++i) spawn(i);
 }
 
@@ -59,25 +60,39 @@ void WorkerPool::spawn(int slot) {
   // Everything the child needs is built before fork(): the driver has other threads.
   std::vector<std::string> args = {
       s_.exe,
-      "--socket", s_.socket_path,
-      "--slot", std::to_string(slot),
-      "--nodes", s_.nodes_csv,
-      "--resources", [&] {
+      "--socket",
+      s_.socket_path,
+      "--slot",
+      std::to_string(slot),
+      "--nodes",
+      s_.nodes_csv,
+      "--resources",
+      [&] {
         std::string r;
         for (const auto& x : s_.resources) r += (r.empty() ? "" : ",") + x;
         return r;
       }(),
-      "--ttl-ms", std::to_string(s_.ttl_ms),
-      "--cs-min-ms", std::to_string(s_.cs_min_ms),
-      "--cs-max-ms", std::to_string(s_.cs_max_ms),
-      "--margin-ms", std::to_string(s_.margin_ms),
-      "--wait-ms", std::to_string(s_.wait_ms),
-      "--fence", s_.fence && !(s_.fence_even_slots_only && slot % 2 == 1) ? "1" : "0",
-      "--durable", s_.durable ? "1" : "0",
-      "--min-node-uptime-ms", std::to_string(s_.min_node_uptime_ms),
-      "--restart-quarantine-ms", std::to_string(s_.restart_quarantine_ms),
-      "--seed", std::to_string(s_.seed * 1000003ULL + static_cast<unsigned>(slot) * 7919ULL +
-                               static_cast<unsigned>(sl.generation)),
+      "--ttl-ms",
+      std::to_string(s_.ttl_ms),
+      "--cs-min-ms",
+      std::to_string(s_.cs_min_ms),
+      "--cs-max-ms",
+      std::to_string(s_.cs_max_ms),
+      "--margin-ms",
+      std::to_string(s_.margin_ms),
+      "--wait-ms",
+      std::to_string(s_.wait_ms),
+      "--fence",
+      s_.fence && !(s_.fence_even_slots_only && slot % 2 == 1) ? "1" : "0",
+      "--durable",
+      s_.durable ? "1" : "0",
+      "--min-node-uptime-ms",
+      std::to_string(s_.min_node_uptime_ms),
+      "--restart-quarantine-ms",
+      std::to_string(s_.restart_quarantine_ms),
+      "--seed",
+      std::to_string(s_.seed * 1000003ULL + static_cast<unsigned>(slot) * 7919ULL +
+                     static_cast<unsigned>(sl.generation)),
   };
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -103,7 +118,8 @@ void WorkerPool::spawn(int slot) {
   // A child that cannot become the worker says why through this pipe (the step and its errno);
   // a successful execve closes it (O_CLOEXEC) and the parent reads end-of-file.
   int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) throw std::runtime_error("pipe2: " + std::string(std::strerror(errno)));
+  if (::pipe2(report, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe2: " + std::string(std::strerror(errno)));
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(report[0]);
@@ -148,7 +164,8 @@ void WorkerPool::spawn(int slot) {
     static const char* const steps[] = {"setuid", "prctl(PR_SET_PDEATHSIG)", "execve"};
     std::string who = uid >= 0 ? " as uid " + std::to_string(uid) : std::string();
     throw std::runtime_error(std::string("cannot start worker ") + s_.exe + who + ": " +
-                             steps[what[0] >= 0 && what[0] <= 2 ? what[0] : 2] + ": " + std::strerror(what[1]));
+                             steps[what[0] >= 0 && what[0] <= 2 ? what[0] : 2] + ": " +
+                             std::strerror(what[1]));
   }
   sl.pid = pid;
   sl.stopped = false;
@@ -172,7 +189,8 @@ void WorkerPool::stop(int slot) {
   int st = 0;
   const pid_t r = waitpid_eintr(sl.pid, &st, WUNTRACED);
   if (r == sl.pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
-    crashes_.push_back("slot " + std::to_string(slot) + " pid " + std::to_string(sl.pid) + ": " + describe(st));
+    crashes_.push_back("slot " + std::to_string(slot) + " pid " + std::to_string(sl.pid) + ": " +
+                       describe(st));
     sl.pid = -1;
     spawn(slot);
     return;
@@ -194,7 +212,8 @@ void WorkerPool::check_unexpected_exits() {
     int st = 0;
     const pid_t r = waitpid_eintr(sl.pid, &st, WNOHANG);
     if (r == sl.pid) {
-      crashes_.push_back("slot " + std::to_string(i) + " pid " + std::to_string(sl.pid) + ": " + describe(st));
+      crashes_.push_back("slot " + std::to_string(i) + " pid " + std::to_string(sl.pid) + ": " +
+                         describe(st));
       sl.pid = -1;
       spawn(i);
     }

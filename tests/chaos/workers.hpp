@@ -47,7 +47,8 @@ class WorkerPool {
   void kill_and_respawn(int slot);  // SIGKILL, reap, start a new process in the slot
   void stop(int slot);              // SIGSTOP and wait until the kernel reports it stopped
   void cont(int slot);
-  // Reaps workers that exited by themselves (a crash: counted, stderr in the log) and respawns them.
+  // Reaps workers that exited by themselves (a crash: counted, stderr in the log) and respawns
+  // them.
   void check_unexpected_exits();
   // SIGCONT all, SIGTERM all (a worker ends its current iteration and exits 0), wait up to
   // `grace_ms`, then SIGKILL the rest.

@@ -33,13 +33,15 @@ std::string expected_display(const NodeAddress& a) {
 }
 
 std::string identity(const NodeAddress& a) {
-  return a.transport == NodeAddress::Transport::unix_socket ? "unix|" + a.path
-                                                              : "tcp|" + a.host + "|" + std::to_string(a.port);
+  return a.transport == NodeAddress::Transport::unix_socket
+             ? "unix|" + a.path
+             : "tcp|" + a.host + "|" + std::to_string(a.port);
 }
 
 void check_error(std::string_view input, const std::string& error, std::string_view prefix) {
   FUZZ_CHECK(!error.empty(), "no error message for " + fuzz::show(input));
-  FUZZ_CHECK(error.rfind(prefix, 0) == 0, "error " + fuzz::show(error) + " for " + fuzz::show(input));
+  FUZZ_CHECK(error.rfind(prefix, 0) == 0,
+             "error " + fuzz::show(error) + " for " + fuzz::show(input));
   for (unsigned char c : error) {
     FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in error " + fuzz::show(error));
   }
@@ -57,25 +59,29 @@ void check_address(std::string_view input, const NodeAddress& a) {
     FUZZ_CHECK(a.path.empty(), in);
   }
   const std::string display = a.to_string();
-  FUZZ_CHECK(display == expected_display(a),
-             "to_string " + fuzz::show(display) + " != " + fuzz::show(expected_display(a)) + " for " + in);
+  FUZZ_CHECK(display == expected_display(a), "to_string " + fuzz::show(display) + " != " +
+                                                 fuzz::show(expected_display(a)) + " for " + in);
   if (!a.user.empty() || !a.password.empty()) {
-    FUZZ_CHECK(display.find('@') == std::string::npos || a.transport == NodeAddress::Transport::unix_socket,
+    FUZZ_CHECK(display.find('@') == std::string::npos ||
+                   a.transport == NodeAddress::Transport::unix_socket,
                "credentials shown in " + fuzz::show(display));
   }
 
   // The display form parses back, as it is, to the same server and database.
   std::string err;
   auto back = NodeAddress::parse(display, err);
-  FUZZ_CHECK(back.has_value(), "to_string " + fuzz::show(display) + " of " + in + " does not parse: " + err);
+  FUZZ_CHECK(back.has_value(),
+             "to_string " + fuzz::show(display) + " of " + in + " does not parse: " + err);
   FUZZ_CHECK(back->transport == a.transport && back->db == a.db,
              fuzz::show(display) + " re-parses differently");
   if (a.transport == NodeAddress::Transport::tcp) {
-    FUZZ_CHECK(back->host == a.host && back->port == a.port, fuzz::show(display) + " re-parses differently");
+    FUZZ_CHECK(back->host == a.host && back->port == a.port,
+               fuzz::show(display) + " re-parses differently");
   } else {
     FUZZ_CHECK(back->path == a.path, fuzz::show(display) + " re-parses differently");
   }
-  FUZZ_CHECK(back->user.empty() && back->password.empty(), "credentials came back from " + fuzz::show(display));
+  FUZZ_CHECK(back->user.empty() && back->password.empty(),
+             "credentials came back from " + fuzz::show(display));
 }
 
 }  // namespace
@@ -95,7 +101,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::string_view> items;
   for (std::size_t start = 0;;) {
     auto comma = text.find(',', start);
-    items.push_back(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    items.push_back(text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -113,10 +120,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   std::string list_err;
   auto list = redlock::parse_node_list(text, list_err);
-  FUZZ_CHECK(list.has_value() == valid, "parse_node_list " + std::string(list ? "accepted " : "refused ") +
+  FUZZ_CHECK(list.has_value() == valid, "parse_node_list " +
+                                            std::string(list ? "accepted " : "refused ") +
                                             fuzz::show(text) + (list ? "" : ": " + list_err));
   if (list) {
-    FUZZ_CHECK(*list == expect, "parse_node_list differs from item-wise parsing for " + fuzz::show(text));
+    FUZZ_CHECK(*list == expect,
+               "parse_node_list differs from item-wise parsing for " + fuzz::show(text));
     for (std::size_t i = 0; i < list->size(); ++i) check_address(items[i], (*list)[i]);
   } else if (!text.empty()) {
     check_error(text, list_err, list_err.rfind("node '", 0) == 0 ? "node '" : "bad node address '");

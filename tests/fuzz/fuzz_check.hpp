@@ -9,7 +9,8 @@
 
 namespace fuzz {
 
-[[noreturn]] inline void fail(const char* file, int line, const char* cond, const std::string& what) {
+[[noreturn]] inline void fail(const char* file, int line, const char* cond,
+                              const std::string& what) {
   std::fprintf(stderr, "%s:%d: invariant broken: %s\n  %s\n", file, line, cond, what.c_str());
   std::abort();
 }
@@ -34,7 +35,7 @@ inline std::string show(std::string_view s) {
 
 }  // namespace fuzz
 
-#define FUZZ_CHECK(cond, what)                                            \
-  do {                                                                    \
-    if (!(cond)) ::fuzz::fail(__FILE__, __LINE__, #cond, (what));         \
+#define FUZZ_CHECK(cond, what)                                    \
+  do {                                                            \
+    if (!(cond)) ::fuzz::fail(__FILE__, __LINE__, #cond, (what)); \
   } while (0)

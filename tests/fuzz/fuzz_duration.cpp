@@ -25,10 +25,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   const std::string_view unit = text.substr(digits);
   i128 mult = 0;
-  if (unit.empty() || unit == "ms") mult = 1;
-  else if (unit == "s") mult = 1000;
-  else if (unit == "m") mult = 60'000;
-  else if (unit == "h") mult = 3'600'000;
+  if (unit.empty() || unit == "ms")
+    mult = 1;
+  else if (unit == "s")
+    mult = 1000;
+  else if (unit == "m")
+    mult = 60'000;
+  else if (unit == "h")
+    mult = 3'600'000;
   const i128 limit = std::numeric_limits<long long>::max();
   i128 value = 0;
   bool fits = digits > 0 && mult != 0;
@@ -39,7 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::string err;
   auto d = redlock::parse_duration(text, err);
-  FUZZ_CHECK(d.has_value() == fits, std::string(d ? "accepted " : "refused ") + in + (d ? "" : ": " + err));
+  FUZZ_CHECK(d.has_value() == fits,
+             std::string(d ? "accepted " : "refused ") + in + (d ? "" : ": " + err));
   if (d) {
     FUZZ_CHECK(d->count() >= 0, in);
     FUZZ_CHECK(static_cast<i128>(d->count()) == value * mult, "wrong value for " + in);
@@ -47,11 +52,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const std::string& again : {printed, printed + "ms"}) {
       std::string e2;
       auto d2 = redlock::parse_duration(again, e2);
-      FUZZ_CHECK(d2 && *d2 == *d, "re-parse of " + again + " (from " + in + ") gives something else: " + e2);
+      FUZZ_CHECK(d2 && *d2 == *d,
+                 "re-parse of " + again + " (from " + in + ") gives something else: " + e2);
     }
   } else {
-    FUZZ_CHECK(!err.empty() && err.rfind("bad duration '", 0) == 0, "error " + fuzz::show(err) + " for " + in);
-    for (unsigned char c : err) FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in " + fuzz::show(err));
+    FUZZ_CHECK(!err.empty() && err.rfind("bad duration '", 0) == 0,
+               "error " + fuzz::show(err) + " for " + in);
+    for (unsigned char c : err)
+      FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in " + fuzz::show(err));
   }
   return 0;
 }

@@ -27,14 +27,17 @@ inline redlock::Options options_for(const std::string& csv) {
   o.nodes = std::move(*nodes);
   o.retry_count = 0;
   if (std::getenv("REDLOCK_TEST_LOG")) {  // debugging aid: engine events on stderr
-    o.logger = [](redlock::LogLevel, std::string_view m) { fprintf(stderr, "[redlock] %.*s\n", int(m.size()), m.data()); };
+    o.logger = [](redlock::LogLevel, std::string_view m) {
+      fprintf(stderr, "[redlock] %.*s\n", int(m.size()), m.data());
+    };
   }
   return o;
 }
 
 inline redlock::Options options_for(const RedisCluster& c) { return options_for(c.nodes_csv()); }
 
-inline redlock::AcquireOptions ttl_opts(redlock::Millis ttl, std::optional<redlock::Millis> wait = {},
+inline redlock::AcquireOptions ttl_opts(redlock::Millis ttl,
+                                        std::optional<redlock::Millis> wait = {},
                                         std::optional<int> retry_count = {}) {
   redlock::AcquireOptions o;
   o.ttl = ttl;

@@ -245,7 +245,7 @@ TEST_CASE("retries: a fresh token per attempt, and a wait deadline that bounds t
   auto took = ms_since(start);
   REQUIRE_MESSAGE(waiter, waiter.message);
   CHECK(waiter.attempts > 1);
-  CHECK(took >= 500);   // the holder's key expired after ~700 ms
+  CHECK(took >= 500);  // the holder's key expired after ~700 ms
   CHECK(took < 2000);
   CHECK(waiter.lock.token() != holder.lock.token());
 

@@ -22,7 +22,8 @@ AcquireOptions stoppable(Millis ttl, Millis wait, const std::stop_source& src) {
 
 }  // namespace
 
-TEST_CASE("cancel: a stop while waiting for a held lock ends the wait, the holder's key untouched") {
+TEST_CASE(
+    "cancel: a stop while waiting for a held lock ends the wait, the holder's key untouched") {
   RedisCluster c(5);
   Client client(options_for(c));
   auto holder = client.try_acquire({"busy"}, ttl_opts(20s));
@@ -30,7 +31,8 @@ TEST_CASE("cancel: a stop while waiting for a held lock ends the wait, the holde
 
   std::stop_source src;
   auto start = Clock::now();
-  auto waiter = std::async(std::launch::async, [&] { return client.try_acquire({"busy"}, stoppable(10s, 30s, src)); });
+  auto waiter = std::async(std::launch::async,
+                           [&] { return client.try_acquire({"busy"}, stoppable(10s, 30s, src)); });
   std::this_thread::sleep_for(400ms);  // a few attempts have been refused meanwhile
   src.request_stop();
   auto r = waiter.get();
@@ -46,12 +48,15 @@ TEST_CASE("cancel: a stop during an attempt in flight deletes the SETs that alre
   // Two real nodes grant at once; three silent ones keep the attempt undecided for node_timeout.
   RedisCluster real(2);
   FakeNode f1(FakeNode::silent()), f2(FakeNode::silent()), f3(FakeNode::silent());
-  Options o = options_for(real.nodes_csv() + "," + f1.address() + "," + f2.address() + "," + f3.address());
+  Options o =
+      options_for(real.nodes_csv() + "," + f1.address() + "," + f2.address() + "," + f3.address());
   o.node_timeout = 5s;
   Client client(o);
   std::stop_source src;
   auto start = Clock::now();
-  auto pending = std::async(std::launch::async, [&] { return client.try_acquire({"inflight"}, stoppable(30s, 0ms, src)); });
+  auto pending = std::async(std::launch::async, [&] {
+    return client.try_acquire({"inflight"}, stoppable(30s, 0ms, src));
+  });
   REQUIRE(eventually([&] { return real.count_with_key("inflight") == 2; }, 3s));  // the SETs ran
   src.request_stop();
   auto r = pending.get();
@@ -67,7 +72,9 @@ TEST_CASE("cancel: a stop during an attempt in flight deletes the SETs that alre
   CHECK(eventually([&] { return real.count_with_key("inflight") == 0; }));
 }
 
-TEST_CASE("cancel: a stop requested before the call sends nothing; a stop after success changes nothing") {
+TEST_CASE(
+    "cancel: a stop requested before the call sends nothing; a stop after success changes "
+    "nothing") {
   RedisCluster c(3);
   Client client(options_for(c));
   std::stop_source early;
@@ -144,7 +151,9 @@ TEST_CASE("cancel: on the caller's own loop, a stop requested from a callback on
         waited = std::move(w);
         engine.release(held->lock, [&](ReleaseResult) { engine.close(); });
       });
-      uv_timer_start(&timer, [](uv_timer_t* t) { static_cast<std::stop_source*>(t->data)->request_stop(); }, 300, 0);
+      uv_timer_start(
+          &timer, [](uv_timer_t* t) { static_cast<std::stop_source*>(t->data)->request_stop(); },
+          300, 0);
     });
     uv_run(&loop, UV_RUN_DEFAULT);
   }

@@ -70,9 +70,8 @@ TEST_CASE("a blocking call from inside a callback fails instead of deadlocking")
   RedisCluster c(3);
   Client client(options_for(c));
   std::promise<AcquireResult> p;
-  client.acquire_async({"cb"}, ttl_opts(5s), [&](AcquireResult) {
-    p.set_value(client.try_acquire({"cb2"}, {}));
-  });
+  client.acquire_async({"cb"}, ttl_opts(5s),
+                       [&](AcquireResult) { p.set_value(client.try_acquire({"cb2"}, {})); });
   auto r = p.get_future().get();
   CHECK(r.error == Errc::invalid_argument);
 }
@@ -134,9 +133,8 @@ TEST_CASE("Engine destroyed with operations pending: callbacks run once with shu
   {
     Engine engine(&loop, options_for(c));
     for (int i = 0; i < 5; ++i) {
-      engine.acquire({"pending"}, ttl_opts(5s), [&](AcquireResult r) {
-        shutdowns += r.error == Errc::shutdown;
-      });
+      engine.acquire({"pending"}, ttl_opts(5s),
+                     [&](AcquireResult r) { shutdowns += r.error == Errc::shutdown; });
     }
   }  // destroyed before the loop ever ran
   uv_run(&loop, UV_RUN_DEFAULT);

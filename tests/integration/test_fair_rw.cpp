@@ -28,8 +28,8 @@ AcquireOptions mode_opts(LockMode m, Millis ttl, std::optional<Millis> wait = {}
 
 // `clients` threads, each with its own Client, take the fair lock `rounds` times; returns the
 // tickets in the order the critical sections were entered, and counts overlaps.
-std::vector<std::uint64_t> fair_run(const RedisCluster& c, const std::string& res, int clients, int rounds,
-                                    int& overlaps, int& failures) {
+std::vector<std::uint64_t> fair_run(const RedisCluster& c, const std::string& res, int clients,
+                                    int rounds, int& overlaps, int& failures) {
   std::mutex mu;
   std::vector<std::uint64_t> order;
   std::atomic<int> inside{0}, ov{0}, fails{0};
@@ -71,7 +71,8 @@ TEST_CASE("fair lock: 8 contending clients are granted in ticket order") {
   REQUIRE(order.size() == 32);
   for (std::size_t i = 1; i < order.size(); ++i) {
     // Equal tickets (two ticket rounds that overlapped) are ordered by waiter id on every node.
-    CHECK_MESSAGE(order[i] >= order[i - 1], "grant ", i, ": ticket ", order[i], " after ", order[i - 1]);
+    CHECK_MESSAGE(order[i] >= order[i - 1], "grant ", i, ": ticket ", order[i], " after ",
+                  order[i - 1]);
   }
   // Nothing left queued.
   CHECK(eventually([&] { return c[0].command({"ZCARD", "fifo:queue"}).integer == 0; }));
@@ -91,12 +92,13 @@ TEST_CASE("fair lock: a dead waiter blocks the queue only until its heartbeat ex
   auto r = client.try_acquire({"q"}, fair_opts(5s, 5s));
   auto took = ms_since(start);
   REQUIRE_MESSAGE(r, r.message);
-  CHECK(took >= 600);   // it did wait for the ghost ...
-  CHECK(took < 2000);   // ... but not much longer than its heartbeat
+  CHECK(took >= 600);  // it did wait for the ghost ...
+  CHECK(took < 2000);  // ... but not much longer than its heartbeat
   CHECK(c[0].command({"ZSCORE", "q:queue", "ghost"}).is_nil());
 }
 
-TEST_CASE("fair lock: a waiter with a short heartbeat does not cut the queue's expiry under others") {
+TEST_CASE(
+    "fair lock: a waiter with a short heartbeat does not cut the queue's expiry under others") {
   RedisCluster c(3);
   // A waiter that is paused, not dead: ticket 0, heartbeat valid for 10 s, and the queue kept for
   // twice that, as its own ticket round left it.
@@ -104,7 +106,8 @@ TEST_CASE("fair lock: a waiter with a short heartbeat does not cut the queue's e
     auto t = c[i].command({"TIME"});
     long long now_ms = std::stoll(t.elements[0].str) * 1000 + std::stoll(t.elements[1].str) / 1000;
     (void)c[i].command({"ZADD", "mixed:queue", "0", "sleeper"});
-    (void)c[i].command({"ZADD", "mixed:queue:heartbeats", std::to_string(now_ms + 10000), "sleeper"});
+    (void)c[i].command(
+        {"ZADD", "mixed:queue:heartbeats", std::to_string(now_ms + 10000), "sleeper"});
     (void)c[i].command({"PEXPIRE", "mixed:queue", "20000"});
     (void)c[i].command({"PEXPIRE", "mixed:queue:heartbeats", "20000"});
   }
@@ -161,7 +164,10 @@ TEST_CASE("fair lock: a waiter that gives up leaves the queue") {
   REQUIRE(holder);
   auto w = client.try_acquire({"leave"}, fair_opts(5s, 200ms));
   CHECK(w.error == Errc::contended);
-  CHECK(eventually([&] { return c.count_with_key("leave:queue") == 0 || c[0].command({"ZCARD", "leave:queue"}).integer == 0; }));
+  CHECK(eventually([&] {
+    return c.count_with_key("leave:queue") == 0 ||
+           c[0].command({"ZCARD", "leave:queue"}).integer == 0;
+  }));
 }
 
 TEST_CASE("read-write: readers overlap, writers exclude readers and each other") {
@@ -187,11 +193,13 @@ TEST_CASE("read-write: readers overlap, writers exclude readers and each other")
   REQUIRE(r3);
   auto e = client.try_extend(r3.lock, 10s);
   REQUIRE_MESSAGE(e, e.message);
-  CHECK(c[0].command({"ZSCORE", "doc:readers", r3.lock.token()}).type != redlock::test::Reply::Type::nil);
+  CHECK(c[0].command({"ZSCORE", "doc:readers", r3.lock.token()}).type !=
+        redlock::test::Reply::Type::nil);
   CHECK(client.try_release(e.lock).deleted >= 3);
 }
 
-TEST_CASE("read-write: a writer waiting behind a writer keeps new readers out when the key is freed") {
+TEST_CASE(
+    "read-write: a writer waiting behind a writer keeps new readers out when the key is freed") {
   RedisCluster c(3);
   Client client(options_for(c));
   auto w1 = client.try_acquire({"ww"}, mode_opts(LockMode::write, 10s));
@@ -217,7 +225,8 @@ TEST_CASE("read-write: releasing a read lock that expired reports not_held, as a
   RedisCluster c(3);
   Client client(options_for(c));
   auto brief = client.try_acquire({"rexp"}, mode_opts(LockMode::read, 200ms));
-  auto longer = client.try_acquire({"rexp"}, mode_opts(LockMode::read, 10s));  // keeps the zset alive
+  auto longer =
+      client.try_acquire({"rexp"}, mode_opts(LockMode::read, 10s));  // keeps the zset alive
   REQUIRE(brief);
   REQUIRE(longer);
   std::this_thread::sleep_for(300ms);
@@ -245,7 +254,8 @@ TEST_CASE("read-write: a crashed reader cannot block writers beyond its ttl") {
   CHECK(ms_since(start) < 1500);
 }
 
-TEST_CASE("read-write: no writer starvation under a continuous stream of readers, with nodes killed") {
+TEST_CASE(
+    "read-write: no writer starvation under a continuous stream of readers, with nodes killed") {
   RedisCluster c(5);
   c[4].kill();
   c[2].kill();

@@ -20,7 +20,8 @@ TEST_CASE("2 of 5 killed: still acquired; 3 of 5 killed: no_quorum and no key le
   auto r = client.try_acquire({"k"}, ttl_opts(10s));
   REQUIRE_MESSAGE(r, r.message);
   CHECK(r.lock.votes() == 3);
-  CHECK(count_state(r.nodes, NodeState::ok) == 3);  // the dead two: down, or pending at the decision
+  CHECK(count_state(r.nodes, NodeState::ok) ==
+        3);  // the dead two: down, or pending at the decision
   REQUIRE(client.try_release(r.lock));
 
   c[2].kill();
@@ -156,7 +157,8 @@ TEST_CASE("a key of another type at the resource counts as held") {
   Client client(options_for(c));
   auto f = client.try_acquire({"typed"}, ttl_opts(10s));
   CHECK(f.error == Errc::contended);
-  CHECK(count_state(f.nodes, NodeState::held_by_other) >= 2);  // decided once a quorum is impossible
+  CHECK(count_state(f.nodes, NodeState::held_by_other) >=
+        2);  // decided once a quorum is impossible
   // Release with some token: WRONGTYPE on every node is an error, nothing is deleted.
   auto rel = client.try_release(Lock::from_token({"typed"}, std::string(40, 'b')));
   CHECK(rel.deleted == 0);
@@ -181,7 +183,9 @@ TEST_CASE("a killed node comes back: the client reconnects and counts it again")
   CHECK(client.try_acquire({"mid"}, ttl_opts(5s)).error == Errc::no_quorum);
   c[0].start();
   c[1].start();
-  CHECK(eventually([&] { return bool(client.try_acquire({"post" + std::to_string(rand())}, ttl_opts(5s))); }, 3000ms));
+  CHECK(eventually(
+      [&] { return bool(client.try_acquire({"post" + std::to_string(rand())}, ttl_opts(5s))); },
+      3000ms));
 }
 
 TEST_CASE("AUTH with an ACL user, with a password alone, and SELECT of a database") {
@@ -193,7 +197,8 @@ TEST_CASE("AUTH with an ACL user, with a password alone, and SELECT of a databas
     auto r = client.try_acquire({"in-db3"}, ttl_opts(5s));
     REQUIRE_MESSAGE(r, r.message);
     CHECK_FALSE(s.exists("in-db3"));  // not in db 0
-    auto v = s.command({"EVAL", "redis.call('select', 3) return redis.call('get', KEYS[1])", "1", "in-db3"});
+    auto v = s.command(
+        {"EVAL", "redis.call('select', 3) return redis.call('get', KEYS[1])", "1", "in-db3"});
     CHECK(v.str == r.lock.token());
   }
   {

@@ -19,7 +19,9 @@ AcquireOptions fenced(Millis ttl) {
 }
 }  // namespace
 
-TEST_CASE("fences strictly increase over 1000 acquisitions while AOF-always nodes are killed and restarted") {
+TEST_CASE(
+    "fences strictly increase over 1000 acquisitions while AOF-always nodes are killed and "
+    "restarted") {
   ServerConfig cfg;
   cfg.aof_always = true;
   RedisCluster c(5, cfg);
@@ -51,7 +53,8 @@ TEST_CASE("fences strictly increase over 1000 acquisitions while AOF-always node
     if (!r) continue;  // a restart in progress may cost an attempt; never a smaller fence
     ++acquired;
     REQUIRE(r.lock.fence());
-    CHECK_MESSAGE(*r.lock.fence() > last, "fence went from ", last, " to ", *r.lock.fence(), " at ", i);
+    CHECK_MESSAGE(*r.lock.fence() > last, "fence went from ", last, " to ", *r.lock.fence(), " at ",
+                  i);
     last = *r.lock.fence();
     auto rel = client.try_release(r.lock);
     // What must hold is that the lock is gone, not that one reply came in time: check the keys.
@@ -64,7 +67,8 @@ TEST_CASE("fences strictly increase over 1000 acquisitions while AOF-always node
   MESSAGE("acquired ", acquired, " of 1000; last fence ", last);
 }
 
-TEST_CASE("write-back: the node with the highest counter drops out and the next fence is still higher") {
+TEST_CASE(
+    "write-back: the node with the highest counter drops out and the next fence is still higher") {
   RedisCluster c(3);
   // Node 0 has seen many grants the others never saw.
   c[0].set("wb:fence", "100");
@@ -168,7 +172,8 @@ TEST_CASE("the resource-side script rejects a stale fence") {
   // Only decimal digits: Lua's tonumber() would take these, and "nan" compares false with
   // everything, so after it any stale fence would have been accepted.
   for (const char* bad : {"nan", "inf", "-1", "1e3", "0x10", " 9", "9 ", "", "+8"}) {
-    CHECK_MESSAGE(data.command({"EVAL", script, "2", "acct", "acct:fence", bad, "evil"}).is_error(), bad);
+    CHECK_MESSAGE(data.command({"EVAL", script, "2", "acct", "acct:fence", bad, "evil"}).is_error(),
+                  bad);
   }
   CHECK(data.get("acct") == "b2");
   CHECK(data.get("acct:fence") == "7");
@@ -195,8 +200,12 @@ TEST_CASE("fencing with a paused holder: its stale write is refused by the resou
   auto b = client.try_acquire({"job"}, fenced(5s));
   REQUIRE(b);
   CHECK(*b.lock.fence() > *a.lock.fence());
-  CHECK(data.command({"EVAL", script, "2", "d", "d:fence", std::to_string(*b.lock.fence()), "from-b"}).integer == 1);
-  CHECK(data.command({"EVAL", script, "2", "d", "d:fence", std::to_string(*a.lock.fence()), "from-a"}).integer == 0);
+  CHECK(
+      data.command({"EVAL", script, "2", "d", "d:fence", std::to_string(*b.lock.fence()), "from-b"})
+          .integer == 1);
+  CHECK(
+      data.command({"EVAL", script, "2", "d", "d:fence", std::to_string(*a.lock.fence()), "from-a"})
+          .integer == 0);
   CHECK(data.get("d") == "from-b");
 }
 
@@ -292,11 +301,13 @@ TEST_CASE("fencing on nodes without appendfsync always is warned about, once per
     Client client(o);
     // A node is named once it has answered CONFIG and a fenced lock was handed out; the first
     // acquisition may be decided before the slowest node said anything.
-    CHECK(eventually([&] {
-      auto r = client.try_acquire({"fenced-everysec"}, fenced(5s));
-      if (r) (void)client.try_release(r.lock);
-      return log.count("fencing on a node with appendfsync everysec") >= 3;
-    }, 3000ms));
+    CHECK(eventually(
+        [&] {
+          auto r = client.try_acquire({"fenced-everysec"}, fenced(5s));
+          if (r) (void)client.try_release(r.lock);
+          return log.count("fencing on a node with appendfsync everysec") >= 3;
+        },
+        3000ms));
     CHECK(log.count("fencing on a node with appendfsync everysec") == 3);
   }
   SUBCASE("appendonly yes + appendfsync always: silent") {

@@ -102,8 +102,9 @@ TEST_CASE("hold() on a lock taken a while ago extends it at once instead of lett
     // extension period (ttl/3 = 200 ms) after hold() is called.
     std::this_thread::sleep_for(430ms);
     REQUIRE(got->lock.remaining() > 50ms);
-    const auto id = engine.hold(got->lock, HoldOptions{}, [&](const Lock&) { ++extended; },
-                                [&](const LossInfo&) { ++lost; });
+    const auto id = engine.hold(
+        got->lock, HoldOptions{}, [&](const Lock&) { ++extended; },
+        [&](const LossInfo&) { ++lost; });
     REQUIRE(id != 0);
     struct Stop {
       Engine* engine;
@@ -112,12 +113,15 @@ TEST_CASE("hold() on a lock taken a while ago extends it at once instead of lett
     uv_timer_t timer;
     uv_timer_init(&loop, &timer);
     timer.data = &stop;
-    uv_timer_start(&timer, [](uv_timer_t* t) {
-      auto* s = static_cast<Stop*>(t->data);
-      s->engine->stop_hold(s->id);
-      s->engine->close();
-      uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
-    }, 1000, 0);
+    uv_timer_start(
+        &timer,
+        [](uv_timer_t* t) {
+          auto* s = static_cast<Stop*>(t->data);
+          s->engine->stop_hold(s->id);
+          s->engine->close();
+          uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
+        },
+        1000, 0);
     uv_run(&loop, UV_RUN_DEFAULT);
   }
   uv_run(&loop, UV_RUN_DEFAULT);
@@ -220,7 +224,8 @@ TEST_CASE("reentrancy: a request for another kind of lock is refused, not handed
   // A writer must not get the read lock back: it would believe it excludes readers.
   auto writer = client.try_lock({"kinds"}, kind(LockMode::write, false, false));
   CHECK(writer.second.error == Errc::invalid_argument);
-  CHECK_MESSAGE(writer.second.message.find("read lock") != std::string::npos, writer.second.message);
+  CHECK_MESSAGE(writer.second.message.find("read lock") != std::string::npos,
+                writer.second.message);
   CHECK_FALSE(writer.first.owns());
   CHECK(reader.first.hold_count() == 1);
   auto reader2 = client.try_lock({"kinds"}, kind(LockMode::read, false, false));  // the same kind
@@ -235,8 +240,10 @@ TEST_CASE("reentrancy: a request for another kind of lock is refused, not handed
 
   auto plain = client.try_lock({"plain"}, kind(LockMode::exclusive, false, false));
   REQUIRE(plain.second);
-  CHECK(client.try_lock({"plain"}, kind(LockMode::exclusive, true, false)).second.error == Errc::invalid_argument);
-  CHECK(client.try_lock({"plain"}, kind(LockMode::exclusive, false, true)).second.error == Errc::invalid_argument);
+  CHECK(client.try_lock({"plain"}, kind(LockMode::exclusive, true, false)).second.error ==
+        Errc::invalid_argument);
+  CHECK(client.try_lock({"plain"}, kind(LockMode::exclusive, false, true)).second.error ==
+        Errc::invalid_argument);
   CHECK(plain.first.hold_count() == 1);
   CHECK(c.count_with_key("plain") == 3);
 }
@@ -269,23 +276,28 @@ TEST_CASE("restart guard: a run_id change excludes the node in a long-lived clie
   // every node, so once each row is up the client knows every run_id.
   REQUIRE(eventually([&] {
     auto st = client.status("learn");
-    return std::all_of(st.nodes.begin(), st.nodes.end(), [](const NodeKeyState& n) { return n.up; });
+    return std::all_of(st.nodes.begin(), st.nodes.end(),
+                       [](const NodeKeyState& n) { return n.up; });
   }));
   c[0].restart();
   c[2].kill();  // the quorum of two now needs node 0's vote: its state is always in the record
   AcquireResult r;
-  REQUIRE(eventually([&] {
-    r = client.try_acquire({"after-" + std::to_string(rand())}, ttl_opts(5s));
-    return r.nodes.size() == 3 && r.nodes[0].state == NodeState::excluded;
-  }, 2000ms));
+  REQUIRE(eventually(
+      [&] {
+        r = client.try_acquire({"after-" + std::to_string(rand())}, ttl_opts(5s));
+        return r.nodes.size() == 3 && r.nodes[0].state == NodeState::excluded;
+      },
+      2000ms));
   CHECK(r.error == Errc::no_quorum);  // node 0 answered OK, but its vote does not count
   CHECK(r.nodes[0].detail.find("restart guard") != std::string::npos);
   CHECK(r.nodes[1].state != NodeState::excluded);  // ok, or pending at the early decision
   // After the quarantine the node votes again.
-  CHECK(eventually([&] {
-    r = client.try_acquire({"later-" + std::to_string(rand())}, ttl_opts(5s));
-    return bool(r);
-  }, 4000ms));
+  CHECK(eventually(
+      [&] {
+        r = client.try_acquire({"later-" + std::to_string(rand())}, ttl_opts(5s));
+        return bool(r);
+      },
+      4000ms));
   CHECK(r.nodes[0].state == NodeState::ok);
 }
 
@@ -316,7 +328,9 @@ TEST_CASE("invalid hold options are refused before anything is sent") {
   CHECK(c.count_with_key("bad-hold") == 0);
 }
 
-TEST_CASE("hold limits: after max_extensions the watchdog stops and the loss is reported at the deadline") {
+TEST_CASE(
+    "hold limits: after max_extensions the watchdog stops and the loss is reported at the "
+    "deadline") {
   RedisCluster c(3);
   Client client(options_for(c));
   std::atomic<int> lost{0};
@@ -358,7 +372,8 @@ TEST_CASE("the watchdog and the guard work for read locks and fair locks") {
   CHECK(fair.owns());
   CHECK(reader.extensions() >= 5);
   CHECK(fair.extensions() >= 5);
-  CHECK(c[0].command({"ZSCORE", "rw-held:readers", reader.lock().token()}).type != redlock::test::Reply::Type::nil);
+  CHECK(c[0].command({"ZSCORE", "rw-held:readers", reader.lock().token()}).type !=
+        redlock::test::Reply::Type::nil);
   reader.release();
   fair.release();
   CHECK(c[0].command({"ZCARD", "rw-held:readers"}).integer == 0);

@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "nodes/client.hpp"
 #include "support_util.hpp"
 
 namespace redlock::test {
@@ -290,7 +291,8 @@ std::string ClusterFixture::why_unstable() const {
     if (!node(i).running() || node(i).stopped()) continue;
     const std::string where = "node " + std::to_string(i) + " (" + address(i) + ")";
     const Reply info = node(i).command({"CLUSTER", "INFO"});
-    if (info_field(info.str, "cluster_state") != "ok") return where + ": cluster_state not ok";
+    if (nodes::info_field(info.str, "cluster_state") != "ok")
+      return where + ": cluster_state not ok";
     // Canonical picture of the cluster as node i sees it: role and slots of every node.
     std::vector<ClusterNodeView> v = view(i);
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
@@ -322,8 +324,8 @@ std::string ClusterFixture::why_unstable() const {
     }
     // A running replica is synced with its master.
     const Reply repl = node(i).command({"INFO", "replication"});
-    if (info_field(repl.str, "role") == "slave" &&
-        info_field(repl.str, "master_link_status") != "up") {
+    if (nodes::info_field(repl.str, "role") == "slave" &&
+        nodes::info_field(repl.str, "master_link_status") != "up") {
       return where + ": replica link to its master not up";
     }
   }
@@ -364,7 +366,7 @@ std::string ClusterFixture::describe_views() const {
     }
     try {
       const Reply info = node(i).command({"CLUSTER", "INFO"}, std::chrono::milliseconds(500));
-      os << " state " << info_field(info.str, "cluster_state").value_or("?") << "\n"
+      os << " state " << nodes::info_field(info.str, "cluster_state").value_or("?") << "\n"
          << node(i).command({"CLUSTER", "NODES"}, std::chrono::milliseconds(500)).str;
     } catch (const std::exception& e) {
       os << ": " << e.what() << "\n";

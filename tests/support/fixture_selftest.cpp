@@ -205,7 +205,7 @@ TEST_CASE("a stopped server accepts TCP but answers nothing until cont()") {
       FAIL("command to a stopped server should time out");
     } catch (const RedisIoError& e) {
       CHECK(e.timed_out());
-      CHECK(e.hiredis_err() == REDIS_ERR_IO);
+      CHECK(e.failure() == redlock::nodes::Failure::timeout);
     }
     CHECK(ms_since(t0) >= 190);
 
@@ -954,7 +954,7 @@ TEST_CASE("Valkey: RedisServer, TLS, ClusterFixture and SentinelFixture run valk
     RedisServer s(base);
     const std::string info = s.command({"INFO", "server"}).str;
     CHECK_MESSAGE(info.find("server_name:valkey") != std::string::npos, info);
-    CHECK(info_field(info, "valkey_version").has_value());
+    CHECK(redlock::nodes::info_field(info, "valkey_version").has_value());
     s.set("k", "v");
     s.restart();
     CHECK_FALSE(s.exists("k"));

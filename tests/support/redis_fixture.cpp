@@ -1,13 +1,9 @@
 #include "redis_fixture.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +22,8 @@
 #include <thread>
 #include <utility>
 
+#include "nodes/launcher.hpp"
+
 extern char** environ;
 
 namespace redlock::test {
@@ -37,126 +35,32 @@ using std::chrono::steady_clock;
 constexpr const char* kLoopback = "127.0.0.1";
 
 // ---------------------------------------------------------------------------------------------
-// hiredis helpers
+// helpers
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const noexcept { redisFree(c); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-
-struct ReplyDeleter {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
-
-timeval to_timeval(milliseconds d) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
-  return tv;
-}
-
-bool looks_like_timeout(int saved_errno, const char* errstr) {
-  if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT) return true;
-  const std::string_view s(errstr);
-  return s.find("temporarily unavailable") != std::string_view::npos ||
-         s.find("timed out") != std::string_view::npos;
-}
-
-ContextPtr connect_tcp(std::uint16_t port, milliseconds timeout) {
-  errno = 0;
-  ContextPtr c(redisConnectWithTimeout(kLoopback, port, to_timeval(timeout)));
-  const int saved = errno;
-  if (!c) throw RedisIoError("redisConnect: out of memory", REDIS_ERR_OOM, false);
-  if (c->err) {
-    throw RedisIoError("connect 127.0.0.1:" + std::to_string(port) + ": " + c->errstr, c->err,
-                       looks_like_timeout(saved, c->errstr));
-  }
-  if (redisSetTimeout(c.get(), to_timeval(timeout)) != REDIS_OK) {
-    throw RedisIoError(std::string("redisSetTimeout: ") + c->errstr, c->err, false);
+nodes::SyncClient connect(std::uint16_t port, milliseconds timeout) {
+  nodes::SyncClient c(nodes::Endpoint::local(port),
+                      {.connect_timeout = timeout, .command_timeout = timeout});
+  if (!c.ok()) {
+    throw RedisIoError("connect 127.0.0.1:" + std::to_string(port) + ": " + c.error(), c.failure());
   }
   return c;
 }
 
-Reply convert(const redisReply* r) {
-  Reply out;
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::string;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::status;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::error;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::integer;
-      out.integer = r->integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::array;
-      out.elements.reserve(r->elements);
-      for (std::size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
-      break;
-    case REDIS_REPLY_NIL:
-    default:
-      out.type = Reply::Type::nil;
-      break;
-  }
-  return out;
-}
-
-Reply run_command(redisContext* c, std::uint16_t port, const std::vector<std::string>& argv) {
+Reply run_command(nodes::SyncClient& c, std::uint16_t port, const std::vector<std::string>& argv) {
   if (argv.empty()) throw std::invalid_argument("command: empty argv");
-  std::vector<const char*> args;
-  std::vector<std::size_t> lens;
-  args.reserve(argv.size());
-  lens.reserve(argv.size());
-  for (const auto& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  errno = 0;
-  ReplyPtr r(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data())));
-  const int saved = errno;
+  auto r = c.command(argv);
   if (!r) {
-    throw RedisIoError(argv.front() + " on 127.0.0.1:" + std::to_string(port) + ": " + c->errstr,
-                       c->err, c->err == REDIS_ERR_IO && looks_like_timeout(saved, c->errstr));
+    throw RedisIoError(argv.front() + " on 127.0.0.1:" + std::to_string(port) + ": " + c.error(),
+                       c.failure());
   }
-  return convert(r.get());
+  return std::move(*r);
 }
 
-// ---------------------------------------------------------------------------------------------
-// process helpers
-
-bool is_executable(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-}
-
+// REDLOCK_TEST_REDIS_SERVER, else PATH, else Debian's package location (even with a trimmed PATH).
 std::string find_redis_server() {
-  if (const char* env = std::getenv("REDLOCK_TEST_REDIS_SERVER"); env && *env) {
-    return is_executable(env) ? std::string(env) : std::string();
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = (path && *path) ? path : "/usr/local/bin:/usr/bin:/bin";
-  dirs += ":/usr/bin:/usr/sbin";  // Debian's package location, even with a trimmed PATH
-  std::size_t start = 0;
-  while (start <= dirs.size()) {
-    std::size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string d = dirs.substr(start, end - start);
-    if (d.empty()) d = ".";
-    const std::string candidate = d + "/redis-server";
-    if (is_executable(candidate)) return candidate;
-    start = end + 1;
-  }
-  return {};
+  return nodes::find_redis_server({.override_variable = "REDLOCK_TEST_REDIS_SERVER",
+                                   .extra_dirs = {"/usr/bin", "/usr/sbin"}})
+      .value_or("");
 }
 
 // The child's environment: ours minus libfaketime / LD_PRELOAD (redis + jemalloc + faketime
@@ -174,109 +78,12 @@ std::vector<std::string> child_environment() {
   return out;
 }
 
-// Moves fd to a number >= 3 (so the child's dup2 onto 0..3 cannot clobber it), keeping CLOEXEC.
-int raise_fd(int fd) {
-  if (fd < 0 || fd >= 3) return fd;
-  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  ::close(fd);
-  return moved;
-}
-
-void close_quietly(int fd) {
-  if (fd >= 0) ::close(fd);
-}
-
 pid_t waitpid_eintr(pid_t pid, int* status, int options) {
   pid_t r;
   do {
     r = ::waitpid(pid, status, options);
   } while (r < 0 && errno == EINTR);
   return r;
-}
-
-// Runs in the forked child: only async-signal-safe calls, no allocation.
-[[noreturn]] void exec_child(pid_t parent, int devnull, int out, int errw, const char* exe,
-                             char* const* argv, char* const* envp, int max_fd) {
-  // Die with the forking thread of the test process, and cover the race where it already died.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);
-
-  // exec keeps the signal mask and ignored dispositions: give redis a clean slate.
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  ::sigemptyset(&dfl.sa_mask);
-  const int sigs[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
-  for (int s : sigs) ::sigaction(s, &dfl, nullptr);
-
-  if (::dup2(devnull, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0 || ::dup2(errw, 3) < 0) {
-    ::_exit(127);
-  }
-  ::fcntl(3, F_SETFD, FD_CLOEXEC);
-  // Do not leak the test's sockets (hiredis connections, fake nodes) into redis.
-  if (::close_range(4, ~0U, 0) != 0) {
-    for (int fd = 4; fd < max_fd; ++fd) ::close(fd);
-  }
-  ::execve(exe, argv, envp);
-  const int e = errno;
-  ssize_t ignored = ::write(3, &e, sizeof e);
-  (void)ignored;
-  ::_exit(127);
-}
-
-pid_t spawn_process(const std::string& exe, const std::vector<std::string>& args,
-                    const std::vector<std::string>& env, const std::string& output_path) {
-  // Everything the child needs is prepared here, before fork().
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  envp.reserve(env.size() + 1);
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  long open_max = ::sysconf(_SC_OPEN_MAX);
-  const int max_fd = (open_max <= 0 || open_max > 65536) ? 65536 : static_cast<int>(open_max);
-
-  int devnull = raise_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  int out = raise_fd(::open(output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  int pipefd[2] = {-1, -1};
-  if (devnull < 0 || out < 0 || ::pipe2(pipefd, O_CLOEXEC) != 0) {
-    const int e = errno;
-    close_quietly(devnull);
-    close_quietly(out);
-    throw std::system_error(e, std::generic_category(), "spawn redis-server: fds");
-  }
-  pipefd[0] = raise_fd(pipefd[0]);
-  pipefd[1] = raise_fd(pipefd[1]);
-
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    exec_child(parent, devnull, out, pipefd[1], exe.c_str(), argv.data(), envp.data(), max_fd);
-  }
-  const int fork_errno = errno;
-  close_quietly(devnull);
-  close_quietly(out);
-  close_quietly(pipefd[1]);
-  if (pid < 0) {
-    close_quietly(pipefd[0]);
-    throw std::system_error(fork_errno, std::generic_category(), "fork");
-  }
-  // The pipe closes on a successful exec (CLOEXEC); otherwise the child writes its errno.
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(pipefd[0], &child_errno, sizeof child_errno);
-  } while (n < 0 && errno == EINTR);
-  close_quietly(pipefd[0]);
-  if (n == static_cast<ssize_t>(sizeof child_errno)) {
-    int st = 0;
-    waitpid_eintr(pid, &st, 0);
-    throw std::system_error(child_errno, std::generic_category(), "exec " + exe);
-  }
-  return pid;
 }
 
 // `in_memory`: the directory of a server that fsyncs every write (appendfsync always) goes on a
@@ -288,7 +95,8 @@ std::string make_temp_dir(bool in_memory) {
   std::string base = "/tmp";
   if (in_memory && ::access("/dev/shm", W_OK | X_OK) == 0) base = "/dev/shm";
   // Unix socket paths are limited to 107 bytes: only use TMPDIR when it is short.
-  else if (const char* t = std::getenv("TMPDIR"); t && *t && std::strlen(t) <= 60) base = t;
+  else if (const char* t = std::getenv("TMPDIR"); t && *t && std::strlen(t) <= 60)
+    base = t;
   std::string tmpl = base + "/redlock-redis-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
@@ -356,46 +164,8 @@ bool redis_server_available() { return !find_redis_server().empty(); }
 
 Reply command_at(std::uint16_t port, const std::vector<std::string>& argv,
                  std::chrono::milliseconds timeout) {
-  ContextPtr c = connect_tcp(port, timeout);
-  return run_command(c.get(), port, argv);
-}
-
-std::string Reply::to_string() const {
-  switch (type) {
-    case Type::nil:
-      return "(nil)";
-    case Type::status:
-      return str;
-    case Type::error:
-      return "(error) " + str;
-    case Type::integer:
-      return "(integer) " + std::to_string(integer);
-    case Type::string: {
-      std::string out = "\"";
-      for (unsigned char ch : str) {
-        if (ch == '"' || ch == '\\') {
-          out += '\\';
-          out += static_cast<char>(ch);
-        } else if (ch >= 0x20 && ch < 0x7f) {
-          out += static_cast<char>(ch);
-        } else {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", ch);
-          out += buf;
-        }
-      }
-      return out + "\"";
-    }
-    case Type::array: {
-      std::string out = "[";
-      for (std::size_t i = 0; i < elements.size(); ++i) {
-        if (i) out += ", ";
-        out += elements[i].to_string();
-      }
-      return out + "]";
-    }
-  }
-  return "?";
+  nodes::SyncClient c = connect(port, timeout);
+  return run_command(c, port, argv);
 }
 
 // -----------------------------------------------------------------------------------------------
@@ -492,8 +262,7 @@ void RedisServer::spawn() {
     throw std::runtime_error("redis-server not found in PATH (or REDLOCK_TEST_REDIS_SERVER)");
   }
   // clang-format off
-  std::vector<std::string> args = {exe,
-                                   "--port", std::to_string(port_),
+  std::vector<std::string> args = {"--port", std::to_string(port_),
                                    "--bind", kLoopback,
                                    "--dir", dir_,
                                    "--daemonize", "no",
@@ -510,7 +279,7 @@ void RedisServer::spawn() {
   if (cfg_.unix_socket) {
     args.insert(args.end(), {"--unixsocket", unix_path(), "--unixsocketperm", "700"});
   }
-  if (!cfg_.config_file.empty()) args.insert(args.begin() + 1, cfg_.config_file);
+  if (!cfg_.config_file.empty()) args.insert(args.begin(), cfg_.config_file);  // must come first
   if (cfg_.tls) {
     const std::vector<std::string> tls = tls_args();
     args.insert(args.end(), tls.begin(), tls.end());
@@ -520,13 +289,16 @@ void RedisServer::spawn() {
   std::error_code ec;
   const auto size = std::filesystem::file_size(log_path(), ec);
   log_offset_ = ec ? 0 : size;
-  pid_ = spawn_process(exe, args, child_environment(), dir_ + "/redis.out");
+  pid_ = nodes::launch({.exe = exe,
+                        .args = std::move(args),
+                        .output = dir_ + "/redis.out",
+                        .lifetime = nodes::Launch::Lifetime::child,
+                        .environment = child_environment()});
   stopped_ = false;
 }
 
 void RedisServer::wait_ready() {
   const auto deadline = steady_clock::now() + cfg_.startup_timeout;
-  std::string expected_pid_field = "process_id:" + std::to_string(pid_) + "\r\n";
   for (;;) {
     int st = 0;
     const pid_t r = pid_ > 0 ? waitpid_eintr(pid_, &st, WNOHANG) : -1;
@@ -544,7 +316,6 @@ void RedisServer::wait_ready() {
           std::this_thread::sleep_for(milliseconds(50));
         }
         spawn();
-        expected_pid_field = "process_id:" + std::to_string(pid_) + "\r\n";
         continue;
       }
       throw std::runtime_error(failure_message("redis-server exited during startup (" +
@@ -552,22 +323,10 @@ void RedisServer::wait_ready() {
                                                ")"));
     }
     if (tls_only()) {
-      if (tls_answers_as(expected_pid_field)) return;  // (catches its own errors)
-    } else {
-      try {
-        ContextPtr c = connect_tcp(port_, milliseconds(200));
-        const Reply pong = run_command(c.get(), port_, {"PING"});
-        if (pong.type == Reply::Type::status && pong.str == "PONG") {
-          // Make sure it is *our* process answering, not a foreign server on a recycled port.
-          const Reply info = run_command(c.get(), port_, {"INFO", "server"});
-          if (info.type == Reply::Type::string &&
-              info.str.find(expected_pid_field) != std::string::npos) {
-            return;
-          }
-        }
-      } catch (const RedisIoError&) {
-        // not listening yet
-      }
+      if (tls_answers_as(pid_)) return;  // (TLS PING + pid check; catches its own errors)
+    } else if (nodes::answers_ping(nodes::Endpoint::local(port_), milliseconds(200), pid_)) {
+      // Our process must be the one answering, not a foreign server on a recycled port.
+      return;
     }
     if (steady_clock::now() >= deadline) {
       throw std::runtime_error(failure_message(

@@ -1,5 +1,8 @@
 // Test support: start, fault and inspect real redis-server processes.
 //
+// Started through the tools' redis-server launcher and spoken to through their synchronous client
+// (tools/nodes/), so the tree has one of each.
+//
 // Every RedisServer owns one child process (fork/exec of redis-server) and one temp dir. It only
 // ever signals the pid it started, reaps it (no zombies) and removes its dir in the destructor.
 //
@@ -26,6 +29,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "nodes/client.hpp"
 
 namespace redlock::test {
 
@@ -80,44 +85,26 @@ struct ServerConfig {
   std::string config_file;
 };
 
-// A copy of one hiredis reply. `type` is an enum class because an unscoped enumerator named
-// `integer` would clash with the data member of the same name.
-struct Reply {
-  enum class Type { nil, status, error, integer, string, array };
-  Type type = Type::nil;
-  std::string str;  // status, error and string replies
-  long long integer = 0;
-  std::vector<Reply> elements;
-
-  [[nodiscard]] bool is_error() const { return type == Type::error; }
-  [[nodiscard]] bool is_nil() const { return type == Type::nil; }
-  // status "OK"
-  [[nodiscard]] bool is_ok() const { return type == Type::status && str == "OK"; }
-  // error reply that starts with `prefix`, e.g. "READONLY", "OOM", "WRONGTYPE", "NOSCRIPT".
-  [[nodiscard]] bool is_error(const std::string& prefix) const {
-    return type == Type::error && str.compare(0, prefix.size(), prefix) == 0;
-  }
-  // For failure messages, e.g. `(error) READONLY ...`, `(integer) 1`, `["a", (nil)]`.
-  [[nodiscard]] std::string to_string() const;
-};
+// A copy of one reply: the tools' synchronous client's (tools/nodes/client.hpp), which the fixture
+// uses for every command.
+using Reply = nodes::Reply;
 
 // Thrown when a command could not be sent or no reply came back (connection refused, reset,
 // timeout). A Redis error *reply* is not an exception: it is a Reply of Type::error.
 class RedisIoError : public std::runtime_error {
  public:
-  RedisIoError(const std::string& what, int hiredis_err, bool timed_out)
-      : std::runtime_error(what), hiredis_err_(hiredis_err), timed_out_(timed_out) {}
-  [[nodiscard]] int hiredis_err() const noexcept { return hiredis_err_; }  // REDIS_ERR_*
-  [[nodiscard]] bool timed_out() const noexcept { return timed_out_; }
+  RedisIoError(const std::string& what, nodes::Failure failure)
+      : std::runtime_error(what), failure_(failure) {}
+  [[nodiscard]] nodes::Failure failure() const noexcept { return failure_; }
+  [[nodiscard]] bool timed_out() const noexcept { return failure_ == nodes::Failure::timeout; }
 
  private:
-  int hiredis_err_;
-  bool timed_out_;
+  nodes::Failure failure_;
 };
 
 inline constexpr std::chrono::milliseconds kDefaultCommandTimeout{2000};
 
-// Send one command over a fresh blocking hiredis TCP connection to 127.0.0.1:port.
+// Send one command over a fresh blocking connection to 127.0.0.1:port.
 // Binary-safe. Throws RedisIoError on connect/IO failure or timeout.
 [[nodiscard]] Reply command_at(std::uint16_t port, const std::vector<std::string>& argv,
                                std::chrono::milliseconds timeout = kDefaultCommandTimeout);
@@ -202,7 +189,7 @@ class RedisServer {
   void init_tls();                                          // picks tls_port_
   void repick_auto_tls_port();                              // after "Address already in use"
   [[nodiscard]] std::vector<std::string> tls_args() const;  // --tls-port ... for spawn()
-  [[nodiscard]] bool tls_answers_as(const std::string& expected_pid_field) const;
+  [[nodiscard]] bool tls_answers_as(pid_t pid) const;       // PING + INFO pid over TLS
   [[nodiscard]] Reply tls_command(const std::vector<std::string>& argv,
                                   std::chrono::milliseconds timeout) const;
 

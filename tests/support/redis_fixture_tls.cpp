@@ -55,7 +55,8 @@ std::vector<std::string> RedisServer::tls_args() const {
   return a;
 }
 
-bool RedisServer::tls_answers_as(const std::string& expected_pid_field) const {
+bool RedisServer::tls_answers_as(pid_t pid) const {
+  const std::string expected_pid_field = "process_id:" + std::to_string(pid) + "\r\n";
   try {
     TlsConnection c(port_, control_options(*cfg_.tls), std::chrono::milliseconds(200));
     const Reply pong = c.command({"PING"});

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <utility>
 
+#include "nodes/client.hpp"
 #include "support_util.hpp"
 
 namespace redlock::test {
@@ -76,12 +77,12 @@ SentinelFixture::SentinelFixture(SentinelConfig cfg)
         [&] {
           for (const auto& [name, g] : groups_) {
             const Reply m = g.nodes[0]->command({"INFO", "replication"});
-            if (info_field(m.str, "connected_slaves") != std::to_string(cfg_.replicas)) {
+            if (nodes::info_field(m.str, "connected_slaves") != std::to_string(cfg_.replicas)) {
               return false;
             }
             for (std::size_t i = 1; i < g.nodes.size(); ++i) {
               const Reply r = g.nodes[i]->command({"INFO", "replication"});
-              if (info_field(r.str, "master_link_status") != "up") return false;
+              if (nodes::info_field(r.str, "master_link_status") != "up") return false;
             }
           }
           return true;
@@ -264,14 +265,14 @@ std::string SentinelFixture::why_unstable() const {
     const RedisServer& master = *g.nodes[m];
     if (!up(master)) return name + ": master " + master.address() + " is not running";
     const Reply mi = master.command({"INFO", "replication"});
-    if (info_field(mi.str, "role") != "master")
+    if (nodes::info_field(mi.str, "role") != "master")
       return name + ": " + master.address() + " no master";
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       if (i == m || !up(*g.nodes[i])) continue;
       const Reply ri = g.nodes[i]->command({"INFO", "replication"});
-      if (info_field(ri.str, "role") != "slave" ||
-          info_field(ri.str, "master_port") != std::to_string(master.port()) ||
-          info_field(ri.str, "master_link_status") != "up") {
+      if (nodes::info_field(ri.str, "role") != "slave" ||
+          nodes::info_field(ri.str, "master_port") != std::to_string(master.port()) ||
+          nodes::info_field(ri.str, "master_link_status") != "up") {
         return name + ": " + g.nodes[i]->address() + " is not a synced replica of " +
                master.address();
       }
@@ -346,8 +347,8 @@ std::string SentinelFixture::describe(const std::string& name) const {
     }
     try {
       const Reply r = g.nodes[i]->command({"INFO", "replication"}, milliseconds(500));
-      os << " role " << info_field(r.str, "role").value_or("?") << " master_port "
-         << info_field(r.str, "master_port").value_or("-") << "\n";
+      os << " role " << nodes::info_field(r.str, "role").value_or("?") << " master_port "
+         << nodes::info_field(r.str, "master_port").value_or("-") << "\n";
     } catch (const std::exception& e) {
       os << ": " << e.what() << "\n";
     }
@@ -386,7 +387,7 @@ std::size_t SentinelFixture::wait_for_new_master(const std::string& name, std::s
         const std::size_t m = current_master_index(name);  // throws while they disagree
         if (m == old_master) return false;
         const Reply r = node(name, m).command({"INFO", "replication"});
-        if (info_field(r.str, "role") != "master") return false;
+        if (nodes::info_field(r.str, "role") != "master") return false;
         promoted = m;
         return true;
       },
@@ -425,7 +426,7 @@ std::size_t SentinelFixture::failover(const std::string& name, Rejoin how) {
           for (std::size_t i = 0; i < node_count(name); ++i) {
             if (i == old || !up(node(name, i))) continue;
             const Reply info = node(name, i).command({"INFO", "replication"});
-            if (info_field(info.str, "role") == "master") chosen = i;
+            if (nodes::info_field(info.str, "role") == "master") chosen = i;
           }
           return chosen.has_value();
         },

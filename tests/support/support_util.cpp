@@ -213,20 +213,6 @@ std::string make_temp_dir(const std::string& prefix) {
   return std::string(buf.data());
 }
 
-std::optional<std::string> info_field(const std::string& info, const std::string& field) {
-  const std::string needle = field + ":";
-  std::size_t pos = 0;
-  while (pos < info.size()) {
-    std::size_t end = info.find('\n', pos);
-    if (end == std::string::npos) end = info.size();
-    std::string_view line(info.data() + pos, end - pos);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.starts_with(needle)) return std::string(line.substr(needle.size()));
-    pos = end + 1;
-  }
-  return std::nullopt;
-}
-
 namespace {
 bool bindable(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

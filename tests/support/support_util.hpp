@@ -40,10 +40,6 @@ struct ProcessResult {
 // A fresh directory /tmp/<prefix>-XXXXXX (or under a short $TMPDIR). The caller removes it.
 [[nodiscard]] std::string make_temp_dir(const std::string& prefix);
 
-// `field:value` from an INFO reply ("role" -> "master"); nullopt when absent.
-[[nodiscard]] std::optional<std::string> info_field(const std::string& info,
-                                                    const std::string& field);
-
 // A port P on 127.0.0.1 such that P and P + 10000 (Redis Cluster's bus port) were both free a
 // moment ago. Both lie below the kernel's ephemeral range (P in [10000, 22767]), so an outgoing
 // connection cannot take them meanwhile. Never returns the same P, or a twin of an earlier P, twice

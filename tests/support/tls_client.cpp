@@ -131,26 +131,26 @@ struct TlsConnection::Impl {
   void connect_tcp(milliseconds timeout) {
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-      throw RedisIoError(where() + ": socket: " + std::strerror(errno), REDIS_ERR_IO, false);
+      throw RedisIoError(where() + ": socket: " + std::strerror(errno), nodes::Failure::io);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(port);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
       if (errno != EINPROGRESS) {
-        throw RedisIoError(where() + ": connect: " + std::strerror(errno), REDIS_ERR_IO, false);
+        throw RedisIoError(where() + ": connect: " + std::strerror(errno), nodes::Failure::io);
       }
       pollfd p{fd, POLLOUT, 0};
       int r;
       do {
         r = ::poll(&p, 1, static_cast<int>(timeout.count()));
       } while (r < 0 && errno == EINTR);
-      if (r == 0) throw RedisIoError(where() + ": connect timed out", REDIS_ERR_IO, true);
+      if (r == 0) throw RedisIoError(where() + ": connect timed out", nodes::Failure::timeout);
       int err = 0;
       socklen_t len = sizeof err;
       ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
       if (err != 0) {
-        throw RedisIoError(where() + ": connect: " + std::strerror(err), REDIS_ERR_IO, false);
+        throw RedisIoError(where() + ": connect: " + std::strerror(err), nodes::Failure::io);
       }
     }
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -226,14 +226,14 @@ struct TlsConnection::Impl {
                      X509_V_OK);
     }
     if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && saved_errno == 0)) {
-      throw RedisIoError(where() + ": " + op + ": connection closed by the server", REDIS_ERR_EOF,
-                         false);
+      throw RedisIoError(where() + ": " + op + ": connection closed by the server",
+                         nodes::Failure::eof);
     }
     if (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
       const bool timed_out = is_timeout_errno(saved_errno);
       throw RedisIoError(where() + ": " + op + ": " +
                              (timed_out ? std::string("timed out") : std::strerror(saved_errno)),
-                         REDIS_ERR_IO, timed_out);
+                         timed_out ? nodes::Failure::timeout : nodes::Failure::io);
     }
     throw TlsError(where() + ": " + op + ": SSL error " + std::to_string(err) +
                        (reasons.empty() ? "" : ": " + reasons),
@@ -264,7 +264,7 @@ struct TlsConnection::Impl {
     for (;;) {
       void* raw = nullptr;
       if (redisReaderGetReply(reader, &raw) != REDIS_OK) {
-        throw RedisIoError(where() + ": protocol error", REDIS_ERR_PROTOCOL, false);
+        throw RedisIoError(where() + ": protocol error", nodes::Failure::protocol);
       }
       if (raw) {
         auto* reply = static_cast<redisReply*>(raw);
@@ -279,7 +279,7 @@ struct TlsConnection::Impl {
       const int n = SSL_read(ssl, buf, sizeof buf);
       if (n <= 0) fail("read", n, errno);
       if (redisReaderFeed(reader, buf, static_cast<std::size_t>(n)) != REDIS_OK) {
-        throw RedisIoError(where() + ": protocol error", REDIS_ERR_PROTOCOL, false);
+        throw RedisIoError(where() + ": protocol error", nodes::Failure::protocol);
       }
     }
   }
@@ -290,7 +290,7 @@ TlsConnection::TlsConnection(std::uint16_t port, const TlsClientOptions& opts,
     : impl_(std::make_unique<Impl>()) {
   impl_->port = port;
   impl_->reader = redisReaderCreate();
-  if (!impl_->reader) throw RedisIoError("redisReaderCreate: out of memory", REDIS_ERR_OOM, false);
+  if (!impl_->reader) throw RedisIoError("redisReaderCreate: out of memory", nodes::Failure::oom);
   impl_->connect_tcp(timeout);
   impl_->setup_ssl(opts);
   impl_->handshake();
@@ -311,7 +311,7 @@ Reply TlsConnection::command(const std::vector<std::string>& argv) {
   char* cmd = nullptr;
   const int len =
       redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), args.data(), lens.data());
-  if (len < 0 || !cmd) throw RedisIoError("redisFormatCommandArgv failed", REDIS_ERR_OOM, false);
+  if (len < 0 || !cmd) throw RedisIoError("redisFormatCommandArgv failed", nodes::Failure::oom);
   try {
     impl_->write_all(cmd, static_cast<std::size_t>(len));
   } catch (...) {

@@ -36,7 +36,7 @@ struct TlsClientOptions {
 class TlsError : public RedisIoError {
  public:
   TlsError(const std::string& what, long verify_result)
-      : RedisIoError(what, 1 /* REDIS_ERR_IO */, false), verify_result_(verify_result) {}
+      : RedisIoError(what, nodes::Failure::handshake), verify_result_(verify_result) {}
   // X509_V_OK (0) unless our verification of the server's certificate failed, e.g.
   // X509_V_ERR_CERT_HAS_EXPIRED (10), X509_V_ERR_HOSTNAME_MISMATCH (62),
   // X509_V_ERR_IP_ADDRESS_MISMATCH (64), X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY (20).

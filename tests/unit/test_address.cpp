@@ -111,10 +111,25 @@ TEST_CASE("address: unix sockets") {
 }
 
 TEST_CASE("address: malformed ones are refused with the bad value named") {
-  for (std::string_view s : {"", ":", "host:", "host:0", "host:65536", "host:-1", "host:abc",
-                             "redis://", "redis://h:1/x", "redis://h:1/-2", "http://h:1",
-                             "redis://[::1", "redis://[::1]x", "redis://[zz]:1", "ho st:1",
-                             "host\t:1", "redis://u:@h:1", "redis://u:p%zz@h", "h:1:2",
+  for (std::string_view s : {"",
+                             ":",
+                             "host:",
+                             "host:0",
+                             "host:65536",
+                             "host:-1",
+                             "host:abc",
+                             "redis://",
+                             "redis://h:1/x",
+                             "redis://h:1/-2",
+                             "http://h:1",
+                             "redis://[::1",
+                             "redis://[::1]x",
+                             "redis://[zz]:1",
+                             "ho st:1",
+                             "host\t:1",
+                             "redis://u:@h:1",
+                             "redis://u:p%zz@h",
+                             "h:1:2",
                              "redis://user@h:99999"}) {
     std::string err = bad(s);
     CHECK(err.find("bad node address '") == 0);

@@ -1,7 +1,7 @@
 // Quorum decisions and the validity formula, without servers.
 #include <doctest/doctest.h>
 
-#include "quorum.hpp"
+#include "core/quorum.hpp"
 
 using namespace redlock;
 using namespace redlock::detail;

@@ -2,9 +2,9 @@
 
 #include <set>
 
-#include "scripts.hpp"
-#include "sha1.hpp"
-#include "token.hpp"
+#include "core/scripts.hpp"
+#include "core/sha1.hpp"
+#include "core/token.hpp"
 
 using namespace redlock::detail;
 
@@ -42,10 +42,12 @@ TEST_CASE("sha1 matches the FIPS 180 test vectors") {
 }
 
 TEST_CASE("the single-key scripts are the documented ones, byte for byte") {
-  CHECK(script(ScriptId::release).body ==
-        R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)");
-  CHECK(script(ScriptId::extend).body ==
-        R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end)");
+  CHECK(
+      script(ScriptId::release).body ==
+      R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)");
+  CHECK(
+      script(ScriptId::extend).body ==
+      R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end)");
   for (std::size_t i = 0; i < script_count(); ++i) {
     const auto& s = script(static_cast<ScriptId>(i));
     CHECK(s.sha == sha1_hex(s.body));

@@ -1,0 +1,207 @@
+#include "core/kinds.hpp"
+
+#include "core/keys.hpp"
+
+namespace redlock::detail {
+namespace {
+
+Verdict yes(std::uint64_t value = 0) { return {Vote::yes, NodeState::ok, {}, value}; }
+Verdict no(NodeState s) { return {Vote::no, s, {}, 0}; }
+
+long long ms(Millis d) { return static_cast<long long>(d.count()); }
+
+// Integer 1 grants, 0 refuses: the scripted acquisitions.
+Verdict one_or_zero(const Reply& r) {
+  if (r.is_integer(1)) return yes();
+  if (r.is_integer(0)) return no(NodeState::held_by_other);
+  return unexpected(r);
+}
+
+class Plain : public LockKind {
+ public:
+  std::string_view name() const override { return "plain"; }
+  Command acquire(const AttemptArgs& a) const override {
+    return Command::plain({"SET", a.keys[0], a.token, "NX", "PX"}).arg(ms(a.ttl));
+  }
+  Verdict classify_acquire(const Reply& r) const override {
+    if (r.is_status("OK")) return yes();
+    if (r.type == Reply::Type::nil) return no(NodeState::held_by_other);
+    return unexpected(r);
+  }
+};
+
+class Multi : public LockKind {
+ public:
+  std::string_view name() const override { return "multi"; }
+  Command acquire(const AttemptArgs& a) const override {
+    return Command::call(ScriptId::acquire_multi, a.keys).arg(a.token).arg(ms(a.ttl));
+  }
+  Verdict classify_acquire(const Reply& r) const override { return one_or_zero(r); }
+};
+
+class Fenced : public Plain {
+ public:
+  std::string_view name() const override { return "fenced"; }
+  Command acquire(const AttemptArgs& a) const override {
+    return Command::call(ScriptId::acquire_fenced, {a.keys[0], keys::fence(a.keys[0])})
+        .arg(a.token)
+        .arg(ms(a.ttl));
+  }
+  Verdict classify_acquire(const Reply& r) const override {
+    if (r.type == Reply::Type::integer && r.integer > 0)
+      return yes(static_cast<std::uint64_t>(r.integer));
+    if (r.is_integer(0)) return no(NodeState::held_by_other);
+    return unexpected(r);
+  }
+  bool fenced() const override { return true; }
+};
+
+class Read : public LockKind {
+ public:
+  std::string_view name() const override { return "read"; }
+  Command acquire(const AttemptArgs& a) const override {
+    const auto& k = a.keys[0];
+    return Command::call(ScriptId::acquire_read, {k, keys::readers(k), keys::writer_waiting(k)})
+        .arg(a.token)
+        .arg(ms(a.ttl));
+  }
+  Verdict classify_acquire(const Reply& r) const override { return one_or_zero(r); }
+  // A reader's token is an entry of the readers set, not the value of the lock key.
+  Command extend(const std::vector<std::string>& k, std::string_view token,
+                 Millis ttl) const override {
+    return Command::call(ScriptId::extend_read, {keys::readers(k[0])}).arg(token).arg(ms(ttl));
+  }
+  Command release(const std::vector<std::string>& k, std::string_view token) const override {
+    return Command::call(ScriptId::release_read, {keys::readers(k[0])}).arg(token);
+  }
+};
+
+class Write : public LockKind {
+ public:
+  std::string_view name() const override { return "write"; }
+  Command acquire(const AttemptArgs& a) const override {
+    const auto& k = a.keys[0];
+    return Command::call(ScriptId::acquire_write, {k, keys::readers(k), keys::writer_waiting(k)})
+        .arg(a.token)
+        .arg(ms(a.ttl))
+        .arg(ms(a.writer_mark_ttl))
+        .arg(a.waiter);
+  }
+  Verdict classify_acquire(const Reply& r) const override { return one_or_zero(r); }
+  bool has_waiter_id() const override { return true; }
+  // A writer that gives up takes its waiting mark back, so readers need not wait it out (a
+  // granting node deleted it already).
+  std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
+                                        bool acquired) const override {
+    if (acquired) return std::nullopt;
+    return Command::call(ScriptId::release, {keys::writer_waiting(k[0])}).arg(waiter);
+  }
+};
+
+class Fair : public LockKind {
+ public:
+  std::string_view name() const override { return "fair"; }
+  Command acquire(const AttemptArgs& a) const override {
+    const auto& k = a.keys[0];
+    return Command::call(ScriptId::acquire_fair, {k, keys::queue(k), keys::heartbeats(k)})
+        .arg(a.token)
+        .arg(ms(a.ttl))
+        .arg(static_cast<long long>(a.ticket))
+        .arg(ms(a.heartbeat_ttl))
+        .arg(a.waiter);
+  }
+  Verdict classify_acquire(const Reply& r) const override { return one_or_zero(r); }
+  bool queued() const override { return true; }
+  bool has_waiter_id() const override { return true; }
+  // Leave the queue everywhere, acquired or not (nodes that granted already removed us), so
+  // nobody waits on a waiter that is done.
+  std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
+                                        bool) const override {
+    return Command::call(ScriptId::fair_leave, {keys::queue(k[0]), keys::heartbeats(k[0])})
+        .arg(waiter);
+  }
+};
+
+const Plain plain_kind;
+const Multi multi_kind;
+const Fenced fenced_kind;
+const Read read_kind;
+const Write write_kind;
+const Fair fair_kind;
+
+}  // namespace
+
+Command LockKind::extend(const std::vector<std::string>& keys, std::string_view token,
+                         Millis ttl) const {
+  return Command::call(keys.size() > 1 ? ScriptId::extend_multi : ScriptId::extend, keys)
+      .arg(token)
+      .arg(ms(ttl));
+}
+
+Command LockKind::release(const std::vector<std::string>& keys, std::string_view token) const {
+  return Command::call(keys.size() > 1 ? ScriptId::release_multi : ScriptId::release, keys)
+      .arg(token);
+}
+
+Verdict LockKind::classify_extend(const Reply& r) {
+  if (r.is_integer(1)) return yes();
+  if (r.is_integer(0)) return no(NodeState::not_held);
+  return unexpected(r);
+}
+
+Verdict LockKind::classify_release(const Reply& r) {
+  if (r.type == Reply::Type::integer && r.integer > 0) return yes();  // keys deleted
+  if (r.is_integer(0)) return no(NodeState::not_held);
+  return unexpected(r);
+}
+
+std::optional<Command> LockKind::finish_waiting(const std::vector<std::string>&, std::string_view,
+                                                bool) const {
+  return std::nullopt;
+}
+
+const LockKind& kind_for_acquire(const AcquireOptions& o, std::size_t resources) {
+  if (o.fair) return fair_kind;
+  if (o.mode == LockMode::read) return read_kind;
+  if (o.mode == LockMode::write) return write_kind;
+  if (o.fence) return fenced_kind;
+  return resources > 1 ? static_cast<const LockKind&>(multi_kind) : plain_kind;
+}
+
+const LockKind& kind_for_lock(LockMode mode, std::size_t resources) {
+  if (mode == LockMode::read) return read_kind;
+  if (mode == LockMode::write) return write_kind;
+  return resources > 1 ? static_cast<const LockKind&>(multi_kind) : plain_kind;
+}
+
+Command take_ticket(std::string_view key, std::string_view waiter, Millis heartbeat_ttl) {
+  return Command::call(ScriptId::ticket_take,
+                       {keys::ticket(key), keys::queue(key), keys::heartbeats(key)})
+      .arg(waiter)
+      .arg(ms(heartbeat_ttl));
+}
+
+Verdict classify_ticket(const Reply& r) {
+  if (r.type == Reply::Type::integer && r.integer > 0)
+    return yes(static_cast<std::uint64_t>(r.integer));
+  return unexpected(r);
+}
+
+Command raise_counter(std::string counter_key, std::uint64_t value) {
+  return Command::call(ScriptId::fence_raise, {std::move(counter_key)})
+      .arg(static_cast<long long>(value));
+}
+
+Verdict classify_raise(const Reply& r) {
+  if (r.is_integer(1)) return yes();
+  return unexpected(r);
+}
+
+Command read_status(std::string key) { return Command::call(ScriptId::status, {std::move(key)}); }
+
+Verdict unexpected(const Reply& r) {
+  if (r.is_error()) return {Vote::failed, NodeState::error, r.str, 0};
+  return {Vote::failed, NodeState::error, "unexpected reply " + r.describe(), 0};
+}
+
+}  // namespace redlock::detail

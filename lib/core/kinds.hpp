@@ -1,0 +1,101 @@
+#pragma once
+// Lock kinds: for each kind, the keys it uses, the command an attempt sends, and how a node's
+// reply votes. Pure: the engine runs the rounds, this says what they send and what the answers
+// mean. A new kind is one class here and one line in kind_for_acquire().
+//
+// Kinds (README, "Key layout"):
+//   plain   SET key token NX PX ttl: the wire format of every Redlock client
+//   multi   one token over several keys, all-or-nothing on each node
+//   fenced  plain, plus a fence counter grown on the granting nodes (and a write-back round)
+//   read    shared with other readers; not while a writer holds or waits
+//   write   one writer, no readers; a waiting writer marks itself so new readers wait
+//   fair    FIFO: a ticket round first, then the head of the queue takes the lock
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/command.hpp"
+#include "core/reply.hpp"
+#include "redlock/error.hpp"
+#include "redlock/options.hpp"
+
+namespace redlock::detail {
+
+enum class Vote { yes, no, failed };
+
+// What one node's reply means for one round.
+struct Verdict {
+  Vote vote = Vote::failed;
+  NodeState state = NodeState::error;  // ok, held_by_other, not_held or error
+  std::string detail;                  // an error reply's text, or what was unexpected
+  std::uint64_t value = 0;             // fenced acquire: the fence; ticket round: the ticket
+};
+
+// What one acquisition attempt puts in its command.
+struct AttemptArgs {
+  const std::vector<std::string>& keys;  // lock keys, key prefix applied
+  std::string_view token;                // fresh for every attempt
+  Millis ttl;
+  std::string_view waiter{};  // write and fair: this waiter's id, kept across attempts
+  std::uint64_t ticket = 0;   // fair: the place in the queue
+  Millis heartbeat_ttl{0};    // fair: how long the queue keeps a silent waiter
+  Millis writer_mark_ttl{0};  // write: how long the waiting mark outlives a silent writer
+};
+
+class LockKind {
+ public:
+  virtual ~LockKind() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+
+  [[nodiscard]] virtual Command acquire(const AttemptArgs& a) const = 0;
+  [[nodiscard]] virtual Verdict classify_acquire(const Reply& r) const = 0;
+
+  // Extend and release of a held lock of this kind; release is also the rollback of an attempt.
+  [[nodiscard]] virtual Command extend(const std::vector<std::string>& keys, std::string_view token,
+                                       Millis ttl) const;
+  [[nodiscard]] virtual Command release(const std::vector<std::string>& keys,
+                                        std::string_view token) const;
+  [[nodiscard]] static Verdict classify_extend(const Reply& r);   // 1 extended, 0 not held
+  [[nodiscard]] static Verdict classify_release(const Reply& r);  // >0 deleted, 0 not held
+
+  // Rounds besides the attempt, run by the engine:
+  // a fence write-back after a quorum granted (Lock::fence()),
+  [[nodiscard]] virtual bool fenced() const { return false; }
+  // a ticket round (and its write-back) before the attempts: fair queues,
+  [[nodiscard]] virtual bool queued() const { return false; }
+  // and what a waiter sends to every node once its acquisition has ended (`acquired` or not):
+  // a fair waiter leaves the queue, a writer that gave up takes back its waiting mark. Nothing
+  // for the other kinds.
+  [[nodiscard]] virtual std::optional<Command> finish_waiting(const std::vector<std::string>& keys,
+                                                              std::string_view waiter,
+                                                              bool acquired) const;
+  // Write and fair waiters keep one id across their attempts (the token changes every attempt).
+  [[nodiscard]] virtual bool has_waiter_id() const { return false; }
+};
+
+// The kind that acquires with these options (check_acquire() has accepted them).
+[[nodiscard]] const LockKind& kind_for_acquire(const AcquireOptions& o, std::size_t resources);
+// The kind that extends and releases a lock of `mode` over `resources` resources. Fenced and fair
+// locks extend and release like plain ones (a Lock rebuilt from a token does not know it was one).
+[[nodiscard]] const LockKind& kind_for_lock(LockMode mode, std::size_t resources);
+
+// The counter rounds of fencing and fair queues.
+// Ticket: grows the queue's counter and takes a place in the queue at once.
+[[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
+                                  Millis heartbeat_ttl);
+[[nodiscard]] Verdict classify_ticket(const Reply& r);  // the new counter (> 0)
+// Write-back: raises `counter_key` to at least `value` (counters never shrink).
+[[nodiscard]] Command raise_counter(std::string counter_key, std::uint64_t value);
+[[nodiscard]] Verdict classify_raise(const Reply& r);  // 1 once the counter is >= value
+
+// `status`: what a node stores for a key, whatever its type.
+[[nodiscard]] Command read_status(std::string key);
+
+// A reply no kind expects: an error reply (its text), or an unexpected type.
+[[nodiscard]] Verdict unexpected(const Reply& r);
+
+}  // namespace redlock::detail

@@ -1,0 +1,383 @@
+// options.hpp: parsing of node addresses and durations, and the checks of options and
+// acquisition arguments. Pure functions, no I/O.
+
+#include "redlock/options.hpp"
+
+#include <charconv>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "core/validate.hpp"
+
+namespace redlock {
+namespace {
+
+std::string quoted(std::string_view s) {
+  // Show the value the user gave, but keep control bytes from messing up a terminal.
+  std::string out = "'";
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += "'";
+  return out;
+}
+
+bool parse_int(std::string_view s, long long lo, long long hi, long long& out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size() && out >= lo && out <= hi;
+}
+
+// Decodes %XX escapes (user names and passwords may contain ':' '@' '/').
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    auto hex = [](char c) {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    const int hi = hex(in[i + 1]), lo = hex(in[i + 2]);  // exactly two hex digits: no sign
+    if (hi < 0 || lo < 0) return false;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return true;
+}
+
+bool valid_host(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  for (char c : h) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool valid_ipv6(std::string_view h) {
+  if (h.size() < 2 || h.size() > 45) return false;
+  bool colon = false;
+  for (char c : h) {
+    bool ok = (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || (c >= '0' && c <= '9') ||
+              c == ':' || c == '.';
+    if (!ok) return false;
+    colon |= c == ':';
+  }
+  return colon;
+}
+
+// host[:port] or [v6][:port]
+bool parse_host_port(std::string_view hp, NodeAddress& a, std::string& why) {
+  std::string_view host, port;
+  if (!hp.empty() && hp.front() == '[') {
+    auto close = hp.find(']');
+    if (close == std::string_view::npos) {
+      why = "unclosed '[' in IPv6 address";
+      return false;
+    }
+    host = hp.substr(1, close - 1);
+    auto rest = hp.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') {
+        why = "expected ':port' after ']'";
+        return false;
+      }
+      port = rest.substr(1);
+      if (port.empty()) {
+        why = "empty port";
+        return false;
+      }
+    }
+    if (!valid_ipv6(host)) {
+      why = "bad IPv6 address";
+      return false;
+    }
+  } else {
+    auto colon = hp.rfind(':');
+    if (colon != std::string_view::npos) {
+      if (hp.find(':') != colon) {
+        why = "IPv6 addresses need brackets, as in redis://[::1]:7001";
+        return false;
+      }
+      host = hp.substr(0, colon);
+      port = hp.substr(colon + 1);
+      if (port.empty()) {
+        why = "empty port";
+        return false;
+      }
+    } else {
+      host = hp;
+    }
+    if (!valid_host(host)) {
+      why = host.empty() ? "empty host" : "bad host name";
+      return false;
+    }
+  }
+  a.host = std::string(host);
+  if (!port.empty()) {
+    long long p = 0;
+    if (!parse_int(port, 1, 65535, p)) {
+      why = "port must be 1-65535";
+      return false;
+    }
+    a.port = static_cast<std::uint16_t>(p);
+  }
+  return true;
+}
+
+bool parse_db(std::string_view s, NodeAddress& a, std::string& why) {
+  long long db = 0;
+  if (!parse_int(s, 0, std::numeric_limits<int>::max(), db)) {
+    why = "database must be a non-negative integer";
+    return false;
+  }
+  a.db = static_cast<int>(db);
+  return true;
+}
+
+bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
+  if (text.empty()) {
+    why = "empty address";
+    return false;
+  }
+  for (unsigned char c : text) {
+    if (c <= 0x20 || c == 0x7f) {
+      why = "spaces or control characters";
+      return false;
+    }
+  }
+  constexpr std::string_view redis_scheme = "redis://";
+  constexpr std::string_view unix_scheme = "unix://";
+  if (text.starts_with(unix_scheme)) {
+    a.transport = NodeAddress::Transport::unix_socket;
+    auto rest = text.substr(unix_scheme.size());
+    auto q = rest.find('?');
+    auto path = rest.substr(0, q);
+    if (path.empty() || path.front() != '/') {
+      why = "unix socket path must be absolute (unix:///path)";
+      return false;
+    }
+    if (path.size() > 107) {
+      why = "unix socket path longer than 107 bytes";
+      return false;
+    }
+    a.path = std::string(path);
+    if (q != std::string_view::npos) {
+      auto query = rest.substr(q + 1);
+      if (!query.starts_with("db=")) {
+        why = "only ?db=N is understood after a unix socket path";
+        return false;
+      }
+      if (!parse_db(query.substr(3), a, why)) return false;
+    }
+    return true;
+  }
+  if (text.starts_with(redis_scheme)) {
+    auto rest = text.substr(redis_scheme.size());
+    auto slash = rest.find('/');
+    auto authority = rest.substr(0, slash);
+    if (slash != std::string_view::npos) {
+      auto db = rest.substr(slash + 1);
+      if (!db.empty() && !parse_db(db, a, why)) return false;
+    }
+    auto at = authority.rfind('@');
+    if (at != std::string_view::npos) {
+      auto userinfo = authority.substr(0, at);
+      authority = authority.substr(at + 1);
+      auto colon = userinfo.find(':');
+      std::string user, pass;
+      if (colon == std::string_view::npos) {
+        // redis://secret@host: a password alone, as redis-cli understands it
+        if (!percent_decode(userinfo, pass)) {
+          why = "bad %-escape in password";
+          return false;
+        }
+      } else {
+        if (!percent_decode(userinfo.substr(0, colon), user) ||
+            !percent_decode(userinfo.substr(colon + 1), pass)) {
+          why = "bad %-escape in user or password";
+          return false;
+        }
+      }
+      if (pass.empty() && !user.empty()) {
+        why = "a user needs a password";
+        return false;
+      }
+      a.user = std::move(user);
+      a.password = std::move(pass);
+    }
+    return parse_host_port(authority, a, why);
+  }
+  if (text.find("://") != std::string_view::npos) {
+    why = "unknown scheme (use redis:// or unix://)";
+    return false;
+  }
+  return parse_host_port(text, a, why);
+}
+
+// The address as it may appear in an error message: a password never does.
+std::string redacted(std::string_view text) {
+  constexpr std::string_view redis_scheme = "redis://";
+  if (!text.starts_with(redis_scheme)) return std::string(text);
+  auto rest = text.substr(redis_scheme.size());
+  auto at = rest.substr(0, rest.find('/')).rfind('@');
+  if (at == std::string_view::npos) return std::string(text);
+  auto userinfo = rest.substr(0, at);
+  auto colon = userinfo.find(':');
+  std::string user =
+      colon == std::string_view::npos ? "" : std::string(userinfo.substr(0, colon)) + ":";
+  return std::string(redis_scheme) + user + "***" + std::string(rest.substr(at));
+}
+
+}  // namespace
+
+std::string NodeAddress::to_string() const {
+  if (transport == Transport::unix_socket) {
+    return "unix://" + path + (db != 0 ? "?db=" + std::to_string(db) : "");
+  }
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  // With a database only the URL form parses back (host:port/db is not an address).
+  return (db != 0 ? "redis://" : "") + h + ":" + std::to_string(port) +
+         (db != 0 ? "/" + std::to_string(db) : "");
+}
+
+std::optional<NodeAddress> NodeAddress::parse(std::string_view text, std::string& error) {
+  NodeAddress a;
+  std::string why;
+  if (!parse_address(text, a, why)) {
+    error = "bad node address " + quoted(redacted(text)) + ": " + why;
+    return std::nullopt;
+  }
+  return a;
+}
+
+std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text, std::string& error) {
+  std::vector<NodeAddress> out;
+  std::set<std::string> seen;
+  if (text.empty()) {
+    error = "empty node list";
+    return std::nullopt;
+  }
+  std::size_t start = 0;
+  while (true) {
+    auto comma = text.find(',', start);
+    auto item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    auto a = NodeAddress::parse(item, error);
+    if (!a) return std::nullopt;
+    // db is part of the identity: two dbs of one server still share one process, so they are
+    // the same failure domain; refuse them too.
+    std::string id = a->transport == NodeAddress::Transport::unix_socket
+                         ? a->path
+                         : a->host + "|" + std::to_string(a->port);
+    if (!seen.insert(id).second) {
+      error = "node " + quoted(redacted(item)) +
+              " appears twice in the node list (it would vote twice)";
+      return std::nullopt;
+    }
+    out.push_back(std::move(*a));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::optional<Millis> parse_duration(std::string_view text, std::string& error) {
+  auto fail = [&](const char* why) {
+    error = "bad duration " + quoted(text) + ": " + why + " (examples: 250ms, 10s, 2m, 1h)";
+    return std::optional<Millis>{};
+  };
+  if (text.empty()) return fail("empty");
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return fail(text.front() == '-' ? "negative" : "must start with a number");
+  auto unit = text.substr(digits);
+  long long mult = 0;
+  if (unit.empty() || unit == "ms") {
+    mult = 1;
+  } else if (unit == "s") {
+    mult = 1000;
+  } else if (unit == "m") {
+    mult = 60'000;
+  } else if (unit == "h") {
+    mult = 3'600'000;
+  } else {
+    return fail("unknown unit");
+  }
+  long long v = 0;
+  if (!parse_int(text.substr(0, digits), 0, std::numeric_limits<long long>::max(), v) ||
+      v > std::numeric_limits<long long>::max() / mult) {
+    return fail("too large");
+  }
+  return Millis{v * mult};
+}
+
+std::optional<std::string> check_options(const Options& o) {
+  if (o.nodes.empty()) return "no nodes configured";
+  if (o.nodes.size() > 64)
+    return "too many nodes: " + std::to_string(o.nodes.size()) + " (at most 64)";
+  if (o.node_timeout <= Millis{0}) {
+    return "node_timeout must be positive, got " + std::to_string(o.node_timeout.count()) + " ms";
+  }
+  if (o.connect_timeout <= Millis{0}) {
+    return "connect_timeout must be positive, got " + std::to_string(o.connect_timeout.count()) +
+           " ms";
+  }
+  if (!(o.drift_factor >= 0.0 && o.drift_factor < 0.5)) {
+    return "drift_factor must be in [0, 0.5), got " + std::to_string(o.drift_factor);
+  }
+  if (o.retry_count < 0) return "retry_count must be >= 0, got " + std::to_string(o.retry_count);
+  if (o.retry_delay < Millis{0}) return "retry_delay must be >= 0";
+  if (o.retry_jitter < Millis{0}) return "retry_jitter must be >= 0";
+  if (o.min_validity < Millis{0}) return "min_validity must be >= 0";
+  if (o.reconnect_min <= Millis{0} || o.reconnect_max < o.reconnect_min) {
+    return "reconnect backoff must satisfy 0 < min <= max";
+  }
+  if (o.min_node_uptime < Millis{0}) return "min_node_uptime must be >= 0";
+  if (o.restart_quarantine && *o.restart_quarantine < Millis{0})
+    return "restart_quarantine must be >= 0";
+  std::set<std::string> seen;
+  for (const auto& n : o.nodes) {
+    std::string id = n.transport == NodeAddress::Transport::unix_socket
+                         ? n.path
+                         : n.host + "|" + std::to_string(n.port);
+    if (!seen.insert(id).second)
+      return "node " + n.to_string() + " appears twice (it would vote twice)";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
+                                         const AcquireOptions& o, double drift_factor) {
+  if (auto why = detail::check_resources(resources)) return why;
+  if (auto why = detail::check_ttl(o.ttl, drift_factor)) return why;
+  if (o.wait && *o.wait < Millis{0}) return "wait must be >= 0";
+  if (o.retry_count && *o.retry_count < 0) return "retry_count must be >= 0";
+  if (o.fence && resources.size() > 1) return "fencing takes one resource per lock";
+  if (o.mode != LockMode::exclusive && resources.size() > 1)
+    return "read and write locks take one resource";
+  if (o.fair && (o.mode != LockMode::exclusive || o.fence || resources.size() > 1)) {
+    return "a fair lock is an exclusive lock on one resource, without fencing";
+  }
+  if (o.fair && (o.heartbeat_ttl < Millis{100} || o.heartbeat_ttl > max_ttl)) {
+    return "heartbeat_ttl must be at least 100 ms";
+  }
+  if (o.mode != LockMode::exclusive && o.fence) return "fencing is offered on exclusive locks only";
+  return std::nullopt;
+}
+
+}  // namespace redlock

@@ -1,0 +1,50 @@
+#include "core/quorum.hpp"
+
+#include <cmath>
+
+namespace redlock::detail {
+
+Decision decide(const Tally& t) noexcept {
+  const int q = quorum_of(t.nodes);
+  if (t.ok >= q) return Decision::quorum;
+  if (t.ok + t.pending() < q) return Decision::impossible;
+  return Decision::undecided;
+}
+
+Errc failure_reason(const Tally& t, Errc refusal) noexcept {
+  return t.refused > t.nodes - quorum_of(t.nodes) ? refusal : Errc::no_quorum;
+}
+
+std::chrono::microseconds drift(Millis ttl, double drift_factor) noexcept {
+  // ttl is at most max_ttl (3.2e10 ms), so this double is exact to well under 1 us.
+  double us = std::ceil(static_cast<double>(ttl.count()) * 1000.0 * drift_factor);
+  return std::chrono::microseconds{static_cast<std::int64_t>(us)} + std::chrono::milliseconds{2};
+}
+
+Validity compute_validity(Millis ttl, double drift_factor, Millis min_validity,
+                          BootClock::time_point t1, BootClock::time_point t2) noexcept {
+  using std::chrono::microseconds;
+  const auto d = drift(ttl, drift_factor);
+  // Elapsed time is rounded up so a validity of "exactly zero" never rounds into "positive".
+  const auto elapsed_ns = t2 - t1;
+  auto elapsed = std::chrono::ceil<microseconds>(elapsed_ns);
+  if (elapsed < microseconds{0}) elapsed = microseconds{0};
+  const microseconds validity = std::chrono::duration_cast<microseconds>(ttl) - elapsed - d;
+  const auto deadline = t1 + std::chrono::duration_cast<BootClock::duration>(ttl) -
+                        std::chrono::duration_cast<BootClock::duration>(d);
+  return {validity, deadline, validity > std::chrono::duration_cast<microseconds>(min_validity)};
+}
+
+std::string breakdown(const std::vector<NodeOutcome>& nodes) {
+  std::string out;
+  for (int s = 0; s <= static_cast<int>(NodeState::pending); ++s) {
+    int n = 0;
+    for (const auto& o : nodes) n += static_cast<int>(o.state) == s;
+    if (n == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(n) + " " + to_string(static_cast<NodeState>(s));
+  }
+  return out;
+}
+
+}  // namespace redlock::detail

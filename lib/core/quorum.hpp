@@ -1,0 +1,52 @@
+#pragma once
+// Quorum decisions and validity arithmetic: pure functions, no I/O, unit-tested without servers.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "redlock/error.hpp"
+#include "redlock/lock.hpp"
+
+namespace redlock::detail {
+
+[[nodiscard]] constexpr int quorum_of(int nodes) noexcept { return nodes / 2 + 1; }
+
+// Votes of one attempt so far.
+struct Tally {
+  int nodes = 0;    // N
+  int ok = 0;       // granted (acquired / extended)
+  int refused = 0;  // held by someone else (acquire) or token not there (extend)
+  int failed = 0;   // down, timeout, error reply, excluded vote
+  [[nodiscard]] int pending() const noexcept { return nodes - ok - refused - failed; }
+};
+
+enum class Decision { undecided, quorum, impossible };
+
+// Decides as soon as the outcome is known: a quorum of grants, or so few grants plus pending
+// answers that a quorum can no longer happen.
+[[nodiscard]] Decision decide(const Tally& t) noexcept;
+
+// Why an impossible attempt failed: `refusal` (contended / not_held) when refusals alone rule
+// out a quorum, otherwise no_quorum.
+[[nodiscard]] Errc failure_reason(const Tally& t, Errc refusal) noexcept;
+
+// drift = ttl * drift_factor + 2 ms (Redis expires with 1 ms precision), rounded up to 1 us.
+[[nodiscard]] std::chrono::microseconds drift(Millis ttl, double drift_factor) noexcept;
+
+struct Validity {
+  std::chrono::microseconds validity;  // ttl - elapsed - drift (may be negative)
+  BootClock::time_point deadline;      // t1 + ttl - drift: never later than the nodes' expiry
+  bool ok;                             // validity > min_validity
+};
+
+// `t1` is read before the first command of the attempt is sent, `t2` when the decision is made.
+[[nodiscard]] Validity compute_validity(Millis ttl, double drift_factor, Millis min_validity,
+                                        BootClock::time_point t1,
+                                        BootClock::time_point t2) noexcept;
+
+// "3 down, 1 timeout": a per-node record in a few words, for messages (states in enum order).
+[[nodiscard]] std::string breakdown(const std::vector<NodeOutcome>& nodes);
+
+}  // namespace redlock::detail

@@ -1,0 +1,42 @@
+#pragma once
+// One reply from a server, as an owned value: what the net layer hands to the engine and what
+// the lock kinds classify. Plain data, no hiredis type, so classification is unit-tested and
+// fuzzed without a server.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace redlock::detail {
+
+struct Reply {
+  enum class Type { nil, status, error, integer, string, array };
+
+  Type type = Type::nil;
+  long long integer = 0;        // Type::integer
+  std::string str;              // status, error and string replies
+  std::vector<Reply> elements;  // Type::array
+
+  [[nodiscard]] bool is_error() const noexcept { return type == Type::error; }
+  [[nodiscard]] bool is_integer(long long v) const noexcept {
+    return type == Type::integer && integer == v;
+  }
+  [[nodiscard]] bool is_status(std::string_view s) const noexcept {
+    return type == Type::status && str == s;
+  }
+  // A status, error or bulk string reply whose text starts with `prefix` (e.g. "NOSCRIPT").
+  [[nodiscard]] bool starts_with(std::string_view prefix) const noexcept {
+    return (type == Type::status || type == Type::error || type == Type::string) &&
+           str.starts_with(prefix);
+  }
+
+  // Empties the value but keeps the capacity of its strings and arrays (the reader reuses one).
+  void clear() noexcept;
+
+  // A short form for messages: `OK`, `(error) WRONGTYPE ...`, `(integer) 3`, `(nil)`,
+  // `(array of 3)`, `(string of 40 bytes)`. Never the content of a bulk string: it may be a token.
+  [[nodiscard]] std::string describe() const;
+};
+
+}  // namespace redlock::detail

@@ -1,0 +1,38 @@
+#pragma once
+// The restart guard (algorithm.md, hazard 6) of one server, as a value: a server that restarted
+// may have lost the lock keys it granted (no persistence), so its votes do not count until the
+// longest ttl in use has passed since it came back. Pure: fed with what INFO said and when.
+
+#include <optional>
+#include <string>
+
+#include "core/info.hpp"
+#include "redlock/lock.hpp"
+
+namespace redlock::detail {
+
+class RestartGuard {
+ public:
+  struct Policy {
+    Millis quarantine{0};  // how long a restarted server gives no vote
+    Millis min_uptime{0};  // a server younger than this gives no vote (0: off)
+    bool durable = false;  // appendonly + appendfsync always: the guard is off
+  };
+
+  // What INFO said at a (re)connect, read at `now`. Returns a warning to log when this shows a
+  // restart (the run_id changed since the last connect).
+  std::optional<std::string> observe(const ServerInfo& info, BootClock::time_point now,
+                                     const Policy& policy);
+
+  // Why a vote from this server must not count at `now`, or nullopt.
+  [[nodiscard]] std::optional<std::string> exclusion(BootClock::time_point now, bool durable) const;
+
+  [[nodiscard]] const std::string& run_id() const noexcept { return run_id_; }
+
+ private:
+  std::string run_id_;
+  std::optional<BootClock::time_point> until_;
+  std::string reason_;
+};
+
+}  // namespace redlock::detail

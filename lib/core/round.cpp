@@ -1,0 +1,48 @@
+#include "core/round.hpp"
+
+namespace redlock::detail {
+
+void Round::reset(const std::vector<std::string>* names) {
+  names_ = names;
+  const int n = static_cast<int>(names->size());
+  tally_ = Tally{n};
+  outcomes_.assign(static_cast<std::size_t>(n), NodeOutcome{});
+  answered_.assign(static_cast<std::size_t>(n), false);
+  dispatching_ = false;
+  open_ = true;
+}
+
+void Round::record(int i, NodeOutcome o) {
+  const auto idx = static_cast<std::size_t>(i);
+  if (!open_ || answered_[idx]) return;
+  answered_[idx] = true;
+  switch (o.state) {
+    case NodeState::ok:
+      ++tally_.ok;
+      break;
+    case NodeState::held_by_other:
+    case NodeState::not_held:
+      ++tally_.refused;
+      break;
+    default:
+      ++tally_.failed;
+      break;
+  }
+  if (o.node.empty()) o.node = (*names_)[idx];
+  outcomes_[idx] = std::move(o);
+}
+
+Decision Round::decision() const {
+  if (dispatching_ || !open_) return Decision::undecided;
+  return decide(tally_);
+}
+
+void Round::close() {
+  if (!open_) return;
+  open_ = false;
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+    if (!answered_[i]) outcomes_[i] = NodeOutcome{(*names_)[i], NodeState::pending, {}, {}};
+  }
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,138 @@
+#include "core/scripts.hpp"
+
+#include "core/sha1.hpp"
+
+namespace redlock::detail {
+namespace {
+
+constexpr std::string_view bodies[] = {
+    // release
+    R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)",
+    // extend
+    R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end)",
+    // acquire_multi: all-or-nothing on this node
+    R"(for _, k in ipairs(KEYS) do if redis.call("exists", k) == 1 then return 0 end end
+for _, k in ipairs(KEYS) do redis.call("set", k, ARGV[1], "PX", ARGV[2]) end
+return 1)",
+    // release_multi
+    R"(local n = 0
+for _, k in ipairs(KEYS) do
+  if redis.call("get", k) == ARGV[1] then n = n + redis.call("del", k) end
+end
+return n)",
+    // extend_multi: only if every key still carries our token
+    R"(for _, k in ipairs(KEYS) do if redis.call("get", k) ~= ARGV[1] then return 0 end end
+for _, k in ipairs(KEYS) do redis.call("pexpire", k, ARGV[2]) end
+return 1)",
+    // status: read-only, works whatever the key's type
+    R"(local t = redis.call("type", KEYS[1])["ok"]
+local v = false
+if t == "string" then v = redis.call("get", KEYS[1]) end
+return {t, v, redis.call("pttl", KEYS[1])})",
+    // acquire_fenced: the plain SET NX PX, and on success the resource's fence counter grows.
+    // The grant and its fence go together: when the counter cannot give a positive fence (not an
+    // integer, another type, negative), the SET is taken back before the error is returned, since
+    // a script error does not undo earlier writes and a key that gave no vote must not stay held.
+    R"(if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
+local f = redis.pcall("incr", KEYS[2])
+if type(f) == "number" and f > 0 then return f end
+redis.call("del", KEYS[1])
+if type(f) == "table" and f.err then return f end
+return redis.error_reply("fence counter " .. KEYS[2] .. " is not positive"))",
+    // fence_raise: the write-back round; counters only ever grow
+    R"(local c = tonumber(redis.call("get", KEYS[1]) or "0")
+if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1]) end
+return 1)",
+    // acquire_read
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call("exists", KEYS[1]) == 1 or redis.call("exists", KEYS[3]) == 1 then return 0 end
+redis.call("zremrangebyscore", KEYS[2], "-inf", now)
+redis.call("zadd", KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call("zrange", KEYS[2], -1, -1, "withscores")
+redis.call("pexpireat", KEYS[2], last[2])
+return 1)",
+    // acquire_write: a writer that has to wait marks itself waiting, behind readers and behind
+    // another writer alike, so readers arriving when the key is freed do not get in first
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call("zremrangebyscore", KEYS[2], "-inf", now)
+if redis.call("exists", KEYS[1]) == 1 or redis.call("zcard", KEYS[2]) > 0 then
+  redis.call("set", KEYS[3], ARGV[4], "PX", ARGV[3])
+  return 0
+end
+redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
+if redis.call("get", KEYS[3]) == ARGV[4] then redis.call("del", KEYS[3]) end
+return 1)",
+    // release_read: the entry goes either way, but a reader whose expiry (server time) has passed
+    // held nothing any more and says so, as the plain release does for an expired key.
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = redis.call("zscore", KEYS[1], ARGV[1])
+if not exp then return 0 end
+redis.call("zrem", KEYS[1], ARGV[1])
+if tonumber(exp) <= now then return 0 end
+return 1)",
+    // extend_read
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = redis.call("zscore", KEYS[1], ARGV[1])
+if not exp or tonumber(exp) <= now then return 0 end
+redis.call("zadd", KEYS[1], "XX", now + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call("zrange", KEYS[1], -1, -1, "withscores")
+redis.call("pexpireat", KEYS[1], last[2])
+return 1)",
+    // ticket_take (KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl): the counter, and a
+    // place in the queue at once with this node's value, so no later ticket can overtake a waiter
+    // whose ticket round is still finishing. The queue keys' expiry (twice the heartbeat ttl) is
+    // only ever lengthened: waiters may use different heartbeat ttls, and one with a short one
+    // must not make the whole queue expire under a waiter whose heartbeat is still valid.
+    R"(local n = redis.call("incr", KEYS[1])
+local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
+redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
+local keep = 2 * tonumber(ARGV[2])
+for _, k in ipairs({KEYS[2], KEYS[3]}) do
+  if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
+end
+return n)",
+    // acquire_fair (ARGV: token, ttl, ticket, heartbeat ttl, waiter id): drop waiters whose
+    // heartbeat expired, (re)join the queue with our ticket, refresh our heartbeat, and take the
+    // lock only when first in line and the key is free (the queue's expiry only grows, as above)
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
+  redis.call("zrem", KEYS[2], d)
+  redis.call("zrem", KEYS[3], d)
+end
+redis.call("zadd", KEYS[2], ARGV[3], ARGV[5])
+redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[5])
+local keep = 2 * tonumber(ARGV[4])
+for _, k in ipairs({KEYS[2], KEYS[3]}) do
+  if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
+end
+if redis.call("zrange", KEYS[2], 0, 0)[1] ~= ARGV[5] then return 0 end
+if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
+redis.call("zrem", KEYS[2], ARGV[5])
+redis.call("zrem", KEYS[3], ARGV[5])
+return 1)",
+    // fair_leave
+    R"(redis.call("zrem", KEYS[1], ARGV[1])
+redis.call("zrem", KEYS[2], ARGV[1])
+return 1)",
+};
+static_assert(std::size(bodies) == script_count());
+
+}  // namespace
+
+const Script& script(ScriptId id) {
+  static const auto all = [] {
+    std::array<Script, script_count()> a;
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = Script{bodies[i], sha1_hex(bodies[i])};
+    return a;
+  }();
+  return all[static_cast<std::size_t>(id)];
+}
+
+}  // namespace redlock::detail

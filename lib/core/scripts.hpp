@@ -1,0 +1,45 @@
+#pragma once
+// The Lua scripts the engine runs on each node. The single-resource release and extend scripts
+// are exactly the ones of the Redis documentation, so locks interoperate with other clients.
+
+#include <array>
+#include <string>
+#include <string_view>
+
+namespace redlock::detail {
+
+enum class ScriptId {
+  release,         // KEYS[1], ARGV[1]=token -> 1 deleted / 0 not held
+  extend,          // KEYS[1], ARGV[1]=token, ARGV[2]=ttl ms -> 1 extended / 0 not held
+  acquire_multi,   // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 all set / 0 one exists
+  release_multi,   // KEYS..., ARGV[1]=token -> number of keys deleted
+  extend_multi,    // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
+  status,          // KEYS[1] -> {type, value or nil, pttl}
+  acquire_fenced,  // KEYS[1]=lock, KEYS[2]=fence counter; ARGV token, ttl -> new fence / 0 held
+  fence_raise,     // KEYS[1]=fence counter, ARGV[1]=f -> 1 once the counter is >= f
+  // Read-write locks. KEYS[1]=lock key (the writer), KEYS[2]=<key>:readers (zset token -> expiry,
+  // server ms), KEYS[3]=<key>:writer_waiting (a waiting writer's mark, with its own expiry).
+  acquire_read,   // ARGV token, ttl -> 1 granted / 0 a writer holds or waits
+  acquire_write,  // ARGV token, ttl, mark ttl, writer id -> 1 granted / 0 held (marks itself
+                  // waiting)
+  release_read,   // KEYS[1]=readers; ARGV token -> 1 removed / 0 not there
+  extend_read,    // KEYS[1]=readers; ARGV token, ttl -> 1 extended / 0 not held (or expired)
+  // Fair locks. KEYS[1]=lock key, KEYS[2]=<key>:queue (zset token -> ticket),
+  // KEYS[3]=<key>:queue:heartbeats (zset token -> expiry, server ms).
+  ticket_take,   // KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl -> the new counter
+  acquire_fair,  // ARGV token, ttl, ticket, heartbeat ttl, waiter -> 1 granted / 0 not yet
+  fair_leave,    // KEYS[1]=queue, KEYS[2]=heartbeats; ARGV waiter -> 1
+  count_,
+};
+
+struct Script {
+  std::string_view body;
+  std::string sha;  // sha1 of body, what EVALSHA names
+};
+
+[[nodiscard]] const Script& script(ScriptId id);
+[[nodiscard]] constexpr std::size_t script_count() {
+  return static_cast<std::size_t>(ScriptId::count_);
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,39 @@
+#include "core/token.hpp"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string_view>
+
+namespace redlock::detail {
+
+std::string make_token() {
+  unsigned char bytes[20];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::abort();  // a predictable token would silently break mutual exclusion
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out(40, '0');
+  for (std::size_t i = 0; i < sizeof bytes; ++i) {
+    out[2 * i] = hex[bytes[i] >> 4];
+    out[2 * i + 1] = hex[bytes[i] & 15];
+  }
+  return out;
+}
+
+bool looks_like_token(std::string_view s) noexcept {
+  if (s.size() != 40) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace redlock::detail

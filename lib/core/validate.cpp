@@ -1,0 +1,40 @@
+#include "core/validate.hpp"
+
+#include <set>
+#include <string_view>
+
+#include "core/quorum.hpp"
+
+namespace redlock::detail {
+
+std::optional<std::string> check_resources(const std::vector<std::string>& resources) {
+  if (resources.empty()) return "no resource given";
+  std::set<std::string_view> seen;
+  for (const auto& r : resources) {
+    if (r.empty()) return "empty resource name";
+    if (r.size() > max_resource_bytes) {
+      return "resource name of " + std::to_string(r.size()) +
+             " bytes is longer than the limit of " + std::to_string(max_resource_bytes);
+    }
+    if (!seen.insert(r).second) return "resource '" + r + "' given twice";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_ttl(Millis ttl, double drift_factor) {
+  if (ttl <= Millis{0}) return "ttl must be positive, got " + std::to_string(ttl.count()) + " ms";
+  if (ttl > max_ttl) {
+    return "ttl of " + std::to_string(ttl.count()) + " ms exceeds the maximum of " +
+           std::to_string(max_ttl.count()) + " ms";
+  }
+  // validity = ttl - elapsed - drift: a ttl that the drift allowance alone uses up can never give
+  // a valid lock, whatever the network does, so it is a bad argument rather than a failure.
+  if (const auto d = drift(ttl, drift_factor); d >= ttl) {
+    return "ttl of " + std::to_string(ttl.count()) +
+           " ms is not longer than the clock-drift allowance (" + std::to_string(d.count()) +
+           " us): no lock taken with it could ever be valid";
+  }
+  return std::nullopt;
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,376 @@
+#include "engine/acquire.hpp"
+
+#include <algorithm>
+
+#include "core/keys.hpp"
+#include "core/quorum.hpp"
+#include "core/token.hpp"
+#include "lock_builder.hpp"
+
+namespace redlock {
+
+using detail::Decision;
+using detail::Round;
+using detail::Verdict;
+
+namespace {
+
+std::shared_ptr<const detail::Command> shared(detail::Command c) {
+  return std::make_shared<const detail::Command>(std::move(c));
+}
+
+std::chrono::microseconds to_us(BootClock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d);
+}
+
+}  // namespace
+
+void start_acquire(Engine::Impl& e, std::vector<std::string> resources, AcquireOptions options,
+                   Engine::AcquireCallback cb) {
+  auto fail = [&](Errc why, std::string msg) {
+    AcquireResult r;
+    r.error = make_error_code(why);
+    r.message = std::move(msg);
+    ++e.metrics_.other_failures;
+    e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
+  };
+  if (e.closing_) return fail(Errc::shutdown, "engine is closed");
+  if (auto why = check_acquire(resources, options, e.options_.drift_factor))
+    return fail(Errc::invalid_argument, *why);
+  if (options.stop.stop_requested())
+    return fail(Errc::cancelled, "cancelled before it started; nothing was sent");
+  (new AcquireOp(e, std::move(resources), std::move(options), std::move(cb)))->start();
+}
+
+AcquireOp::AcquireOp(Engine::Impl& e, std::vector<std::string> resources, AcquireOptions opts,
+                     Engine::AcquireCallback cb)
+    : Operation(e),
+      resources_(std::move(resources)),
+      opts_(std::move(opts)),
+      kind_(detail::kind_for_acquire(opts_, resources_.size())),
+      cb_(std::move(cb)) {
+  keys_.reserve(resources_.size());
+  for (const auto& r : resources_) keys_.push_back(e_.options_.key_prefix + r);
+  retries_left_ = opts_.retry_count.value_or(e_.options_.retry_count);
+  started_ = BootClock::now();
+  if (opts_.wait) wait_until_ = started_ + *opts_.wait;
+  // A fair waiter's place in the queue and a writer's waiting mark must stay ours across
+  // attempts, while every attempt's lock token is fresh.
+  if (kind_.has_waiter_id()) waiter_ = detail::make_token();
+  // Without a wait, a fair waiter waits as long as the retries would have taken.
+  if (kind_.queued() && !opts_.wait)
+    wait_until_ = started_ + retries_left_ * e_.options_.retry_delay;
+  e_.note_ttl(opts_.ttl);
+}
+
+void AcquireOp::start() {
+  id_ = e_.next_acquire_id_++;
+  e_.acquires_.emplace(id_, this);
+  // Registered before the first command goes out; a stop requested meanwhile (even right now,
+  // which runs the callback inside emplace) reaches cancel() through the engine's mailbox.
+  if (opts_.stop.stop_possible()) stop_callback_.emplace(opts_.stop, CancelRequest{&e_, id_});
+  if (kind_.queued()) {
+    start_ticket();
+  } else {
+    start_attempt();
+  }
+}
+
+void AcquireOp::start_round(Phase phase, Round& round, const detail::Command& cmd) {
+  phase_ = phase;
+  ++round_id_;
+  round.reset(&e_.names());
+  round.begin_dispatch();
+  const auto c = shared(cmd);
+  for (int i = 0; i < e_.n(); ++i) {
+    if (!send(i, c, round_id_)) {
+      auto o = not_sent(i);
+      if (&round == &attempt_) e_.count_node(i, o);
+      round.record(i, std::move(o));
+    }
+  }
+  round.end_dispatch();
+  evaluate();
+}
+
+void AcquireOp::start_attempt() {
+  ++attempts_made_;
+  token_ = detail::make_token();  // fresh for every attempt, never reused
+  fence_ = 0;
+  detail::AttemptArgs args{
+      keys_, token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl()};
+  const auto cmd = kind_.acquire(args);
+  t1_ = BootClock::now();
+  start_round(Phase::attempt, attempt_, cmd);
+}
+
+void AcquireOp::start_ticket() {
+  need_ticket_ = false;
+  start_round(Phase::ticket, counter_, detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl));
+}
+
+void AcquireOp::start_writeback(Phase phase, std::string counter_key, std::uint64_t value) {
+  start_round(phase, counter_, detail::raise_counter(std::move(counter_key), value));
+}
+
+void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
+  if (tag != round_id_) return;  // a late answer of a round already decided
+  switch (phase_) {
+    case Phase::attempt: {
+      if (!attempt_.open()) return;
+      NodeOutcome o;
+      if (auto f = failure(node, r)) {
+        o = std::move(*f);
+      } else {
+        const Verdict v = kind_.classify_acquire(*r.reply);
+        o = outcome(node, r, v, &attempt_.outcomes());
+        if (o.state == NodeState::ok && kind_.fenced()) fence_ = std::max(fence_, v.value);
+      }
+      e_.count_node(node, o);
+      attempt_.record(node, std::move(o));
+      break;
+    }
+    case Phase::ticket:
+    case Phase::ticket_writeback:
+    case Phase::fence_writeback: {
+      if (!counter_.open()) return;
+      NodeOutcome o;
+      if (auto f = failure(node, r)) {
+        o = std::move(*f);
+      } else {
+        const Verdict v = phase_ == Phase::ticket ? detail::classify_ticket(*r.reply)
+                                                  : detail::classify_raise(*r.reply);
+        o = outcome(node, r, v, &counter_.outcomes());
+        if (o.state == NodeState::ok && phase_ == Phase::ticket)
+          ticket_ = std::max(ticket_, v.value);
+      }
+      counter_.record(node, std::move(o));
+      break;
+    }
+    case Phase::sleeping:
+    case Phase::done:
+      return;
+  }
+  evaluate();
+}
+
+void AcquireOp::evaluate() {
+  switch (phase_) {
+    case Phase::attempt:
+      if (auto d = attempt_.decision(); d != Decision::undecided) attempt_decided(d);
+      return;
+    case Phase::fence_writeback:
+      if (auto d = counter_.decision(); d != Decision::undecided) fence_writeback_decided(d);
+      return;
+    case Phase::ticket:
+      if (auto d = counter_.decision(); d != Decision::undecided) ticket_decided(d);
+      return;
+    case Phase::ticket_writeback:
+      if (auto d = counter_.decision(); d != Decision::undecided) ticket_writeback_decided(d);
+      return;
+    case Phase::sleeping:
+    case Phase::done:
+      return;
+  }
+}
+
+void AcquireOp::attempt_decided(Decision d) {
+  const auto t2 = BootClock::now();
+  attempt_.close();
+  const int n = e_.n();
+  if (d == Decision::quorum) {
+    if (kind_.fenced()) {
+      // Fencing, second round: raise the counter to at least the fence on a quorum before handing
+      // the lock out. Any later quorum intersects this one, so the next fence is higher.
+      start_writeback(Phase::fence_writeback, detail::keys::fence(keys_[0]), fence_);
+      return;
+    }
+    const auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor,
+                                            e_.options_.min_validity, t1_, t2);
+    if (v.ok) {
+      finish_ok(LockBuilder::make(resources_, token_, opts_.ttl,
+                                  std::chrono::duration_cast<Millis>(v.validity), v.deadline,
+                                  attempt_.tally().ok, n, attempt_.outcomes()));
+      return;
+    }
+    fail_attempt(Errc::expired, "a quorum granted the lock but its validity was used up (" +
+                                    std::to_string(to_us(t2 - t1_).count()) + " us elapsed)");
+    return;
+  }
+  const auto& t = attempt_.tally();
+  const Errc why = detail::failure_reason(t, Errc::contended);
+  fail_attempt(why, why == Errc::contended
+                        ? "held by someone else on " + std::to_string(t.refused) + " of " +
+                              std::to_string(n) + " nodes"
+                        : "no quorum: " + std::to_string(t.ok) + " of " + std::to_string(n) +
+                              " nodes granted, " + std::to_string(detail::quorum_of(n)) +
+                              " needed (" + attempt_.breakdown() + ")");
+}
+
+void AcquireOp::fence_writeback_decided(Decision d) {
+  counter_.close();
+  if (d == Decision::impossible) {
+    fail_attempt(Errc::no_quorum,
+                 "no quorum for the fence write-back: " + std::to_string(counter_.tally().ok) +
+                     " of " + std::to_string(e_.n()) + " nodes acknowledged");
+    return;
+  }
+  const auto t2 = BootClock::now();
+  const auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor,
+                                          e_.options_.min_validity, t1_, t2);
+  if (!v.ok) {
+    fail_attempt(Errc::expired, "the lock and its fence were granted but the validity was used up");
+    return;
+  }
+  Lock lock = LockBuilder::make(resources_, token_, opts_.ttl,
+                                std::chrono::duration_cast<Millis>(v.validity), v.deadline,
+                                attempt_.tally().ok, e_.n(), attempt_.outcomes());
+  LockBuilder::set_fence(lock, fence_);
+  warn_fence_durability();
+  finish_ok(std::move(lock));
+}
+
+// Fair locks, first round: a ticket from the quorum (the counter-and-write-back construction of
+// fencing), so every node orders the waiters the same way.
+void AcquireOp::ticket_decided(Decision d) {
+  counter_.close();
+  if (d == Decision::impossible) {
+    fail_ticket("no quorum for a queue ticket");
+    return;
+  }
+  start_writeback(Phase::ticket_writeback, detail::keys::ticket(keys_[0]), ticket_);
+}
+
+void AcquireOp::ticket_writeback_decided(Decision d) {
+  counter_.close();
+  if (d == Decision::impossible) {
+    fail_ticket("no quorum for the queue ticket's write-back");
+    return;
+  }
+  start_attempt();
+}
+
+// Fences grow only while nodes keep their counters (appendfsync always); the restart guard does
+// not help (README, "Safety model"). Say so once per node that is known not to be durable.
+void AcquireOp::warn_fence_durability() {
+  for (auto& node : e_.nodes_) {
+    if (node->fence_warned) continue;
+    if (auto why = node->fence_durability_problem()) {
+      node->fence_warned = true;
+      e_.log(LogLevel::warning,
+             node->name() + ": fencing on a node with " + *why +
+                 ": a crash or restart loses its fence counters and fences can "
+                 "go backwards; run lock nodes with appendonly yes + appendfsync always");
+    }
+  }
+}
+
+// A fair waiter whose ticket round (or its write-back) found no quorum has set no lock key, so
+// there is nothing to roll back; like any attempt that found no quorum it tries again (for a
+// ticket) while its wait allows, rather than giving up at once on a node that is briefly gone.
+void AcquireOp::fail_ticket(std::string message) {
+  need_ticket_ = true;
+  fail_attempt(Errc::no_quorum, std::move(message));
+}
+
+void AcquireOp::fail_attempt(Errc why, std::string message) {
+  if (may_hold_keys()) broadcast(e_, shared(kind_.release(keys_, token_)));
+  last_error_ = why;
+  last_message_ = std::move(message);
+  const auto now = BootClock::now();
+  Millis sleep = e_.retry_sleep();
+  if (kind_.queued()) {
+    // A waiter in the queue polls quickly, backing off: the lock is usually handed on soon after
+    // a release, and the heartbeat must be refreshed well within heartbeat_ttl.
+    sleep = poll_;
+    poll_ = std::min(poll_ * 2, std::min(Millis{100}, opts_.heartbeat_ttl / 4));
+  }
+  bool again;
+  if (wait_until_) {
+    again = now < *wait_until_;
+    if (again) sleep = std::min(sleep, std::chrono::ceil<Millis>(*wait_until_ - now));
+  } else {
+    again = retries_left_ > 0;
+    --retries_left_;
+  }
+  if (!again || e_.closing_) {
+    finish(last_error_, last_message_);
+    return;
+  }
+  sleep_then_retry(sleep);
+}
+
+void AcquireOp::sleep_then_retry(Millis sleep) {
+  phase_ = Phase::sleeping;
+  if (!retry_timer_) {
+    retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
+      if (phase_ != Phase::sleeping) return;
+      if (need_ticket_) {
+        start_ticket();
+      } else {
+        start_attempt();
+      }
+    });
+  }
+  retry_timer_->start(static_cast<std::uint64_t>(sleep.count()));
+}
+
+void AcquireOp::cancel() {
+  if (phase_ == Phase::done) return;
+  attempt_.close();  // nodes that have not answered show as pending
+  if (may_hold_keys()) broadcast(e_, shared(kind_.release(keys_, token_)));
+  finish(Errc::cancelled,
+         "cancelled by the caller after " + std::to_string(attempts_made_) + " attempt(s)" +
+             (last_message_.empty() ? std::string() : "; last attempt: " + last_message_));
+}
+
+void AcquireOp::shutdown() {
+  if (phase_ == Phase::done) return;
+  attempt_.close();
+  // The nodes drain what is queued before they close: the keys of an attempt in flight go too.
+  if (may_hold_keys()) broadcast(e_, shared(kind_.release(keys_, token_)));
+  finish(Errc::shutdown, "engine closed before the lock was acquired");
+}
+
+// A waiting writer's mark must outlive the sleep between its attempts, but not a writer that
+// gave up or died: readers are only held back while a writer is really trying.
+Millis AcquireOp::writer_mark_ttl() const {
+  const auto& o = e_.options_;
+  return std::max(Millis{500}, 2 * (o.retry_delay + o.retry_jitter) + o.node_timeout);
+}
+
+void AcquireOp::finish_ok(Lock lock) {
+  LockBuilder::set_mode(lock, opts_.mode);
+  if (kind_.queued()) LockBuilder::set_ticket(lock, ticket_);
+  AcquireResult res;
+  res.lock = std::move(lock);
+  res.nodes = attempt_.outcomes();
+  res.attempts = attempts_made_;
+  complete(std::move(res));
+}
+
+void AcquireOp::finish(Errc why, std::string message) {
+  AcquireResult res;
+  res.error = make_error_code(why);
+  res.message = std::move(message);
+  res.nodes = attempt_.outcomes();
+  res.attempts = attempts_made_;
+  complete(std::move(res));
+}
+
+void AcquireOp::complete(AcquireResult res) {
+  if (phase_ == Phase::done) return;
+  phase_ = Phase::done;
+  if (retry_timer_) retry_timer_->stop();
+  e_.acquires_.erase(id_);
+  stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
+  if (!e_.closing_) {
+    if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error))
+      broadcast(e_, shared(std::move(*c)));
+  }
+  e_.count_acquire(res, BootClock::now() - started_);
+  e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
+  finished();
+}
+
+}  // namespace redlock

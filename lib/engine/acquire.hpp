@@ -1,0 +1,101 @@
+#pragma once
+// One acquisition: its attempts, and the rounds some lock kinds add (a fair waiter's ticket, a
+// fence write-back), as an explicit sequence of phases.
+
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "core/kinds.hpp"
+#include "core/round.hpp"
+#include "engine/operation.hpp"
+
+namespace redlock {
+
+void start_acquire(Engine::Impl& e, std::vector<std::string> resources, AcquireOptions options,
+                   Engine::AcquireCallback cb);
+
+class AcquireOp final : public Operation {
+ public:
+  // Where the acquisition is. Every round (ticket, ticket write-back, attempt, fence write-back)
+  // has its own number; a reply tagged with an older number is late and only ignored (the keys
+  // of an attempt it answers were rolled back when that attempt failed).
+  enum class Phase {
+    ticket,            // fair: take a place in the queue on a quorum
+    ticket_writeback,  // fair: raise the ticket counter on a quorum (as fencing does)
+    attempt,           // the kind's acquire command on every node
+    fence_writeback,   // fenced: raise the fence counter on a quorum before handing the lock out
+    sleeping,          // between attempts
+    done,
+  };
+
+  AcquireOp(Engine::Impl& e, std::vector<std::string> resources, AcquireOptions opts,
+            Engine::AcquireCallback cb);
+  void start();
+  // The caller's stop (AcquireOptions::stop), on the loop thread. Whatever this acquisition may
+  // have set on the nodes is deleted: the SETs of an attempt in flight (some may have run), or the
+  // grants of an attempt in its fence write-back.
+  void cancel();
+
+  void on_result(int node, std::uint32_t tag, const net::Result& r) override;
+  void shutdown() override;
+
+ private:
+  void start_round(Phase phase, detail::Round& round, const detail::Command& cmd);
+  void start_ticket();
+  void start_attempt();
+  void start_writeback(Phase phase, std::string counter_key, std::uint64_t value);
+  void evaluate();
+  void attempt_decided(detail::Decision d);
+  void fence_writeback_decided(detail::Decision d);
+  void ticket_decided(detail::Decision d);
+  void ticket_writeback_decided(detail::Decision d);
+  void fail_ticket(std::string message);
+  void fail_attempt(Errc why, std::string message);
+  void sleep_then_retry(Millis sleep);
+  void warn_fence_durability();
+  [[nodiscard]] bool may_hold_keys() const {
+    return phase_ == Phase::attempt || phase_ == Phase::fence_writeback;
+  }
+  [[nodiscard]] Millis writer_mark_ttl() const;
+  void finish_ok(Lock lock);
+  void finish(Errc why, std::string message);
+  void complete(AcquireResult res);
+
+  struct CancelRequest {
+    Engine::Impl* engine;
+    std::uint64_t id;
+    void operator()() const noexcept { engine->request_cancel(id); }
+  };
+
+  std::vector<std::string> resources_;
+  std::vector<std::string> keys_;  // resources with the key prefix
+  AcquireOptions opts_;
+  const detail::LockKind& kind_;
+  Engine::AcquireCallback cb_;
+  std::uint64_t id_ = 0;
+  std::optional<std::stop_callback<CancelRequest>> stop_callback_;
+
+  Phase phase_ = Phase::sleeping;
+  std::uint32_t round_id_ = 0;
+  int attempts_made_ = 0;
+  int retries_left_ = 0;
+  std::optional<BootClock::time_point> wait_until_;
+  BootClock::time_point started_{};
+  std::unique_ptr<net::Timer> retry_timer_;
+
+  detail::Round attempt_;  // the current (or last) attempt: its record is what the caller sees
+  detail::Round counter_;  // the current ticket or write-back round
+  std::string token_;      // the current attempt's, fresh for every attempt
+  BootClock::time_point t1_{};
+  std::uint64_t fence_ = 0;   // max over the granting nodes
+  std::string waiter_;        // write and fair: kept across attempts
+  std::uint64_t ticket_ = 0;  // fair: max over the quorum
+  bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
+  Millis poll_{5};            // fair: backoff between polls
+  Errc last_error_ = Errc::no_quorum;
+  std::string last_message_;
+};
+
+}  // namespace redlock

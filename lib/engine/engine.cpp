@@ -1,0 +1,236 @@
+// The quorum engine: fan-out of each operation to every node at once, decision as soon as the
+// outcome is known, rollback on every node after a failed attempt, retries with jitter. The
+// operations live in this folder, one file each; this file holds the Engine's own state and its
+// public entry points.
+
+#include "redlock/engine.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/quorum.hpp"
+#include "core/validate.hpp"
+#include "engine/acquire.hpp"
+#include "engine/hold.hpp"
+#include "engine/operation.hpp"
+
+namespace redlock {
+
+namespace {
+
+// Before any handle touches the loop: a constructor that throws must leave the loop as it was.
+Options checked(Options o) {
+  if (auto why = check_options(o)) throw std::invalid_argument(*why);
+  return o;
+}
+
+}  // namespace
+
+Engine::Impl::Impl(uv_loop_t* loop, Options options)
+    : loop_(loop),
+      options_(checked(std::move(options))),
+      check_(loop,
+             [this] {
+               if (!closing_) idle_.stop();
+               run_deferred();
+             }),
+      idle_(loop),
+      cancel_async_(loop, [this] { on_cancel_requests(); }) {
+  rng_.seed(std::random_device{}());
+  check_.start();
+  check_.unref();  // does not keep the loop alive by itself
+  cancel_async_.unref();
+  open_ = 3;                                     // check_, idle_, cancel_async_
+  metrics_.nodes.resize(options_.nodes.size());  // never resized again: nodes keep pointers into it
+  nodes_.reserve(options_.nodes.size());
+  for (std::size_t i = 0; i < options_.nodes.size(); ++i) {
+    nodes_.push_back(net::make_node(loop_, *this, static_cast<int>(i), options_.nodes[i], options_,
+                                    &metrics_.nodes[i]));
+    names_.push_back(nodes_.back()->name());
+    metrics_.nodes[i].node = names_.back();
+    ++open_;
+  }
+  for (auto& n : nodes_) n->start();
+}
+
+Engine::Impl::~Impl() = default;
+
+Millis Engine::Impl::restart_quarantine() const {
+  if (options_.restart_quarantine) return *options_.restart_quarantine;
+  const Millis longest = std::max(max_ttl_used_, AcquireOptions{}.ttl);
+  return longest + std::chrono::ceil<Millis>(detail::drift(longest, options_.drift_factor));
+}
+
+void Engine::Impl::defer(std::function<void()> fn) {
+  if (fully_closed_) {
+    fn();  // nothing can run later: no handle is left on the loop
+    return;
+  }
+  deferred_.push_back(std::move(fn));
+  if (!closing_) idle_.start();  // keeps poll from blocking until the check handle runs
+}
+
+void Engine::Impl::run_deferred() {
+  while (!deferred_.empty()) {
+    std::vector<std::function<void()>> batch;
+    batch.swap(deferred_);
+    for (auto& fn : batch) fn();
+  }
+}
+
+void Engine::Impl::request_cancel(std::uint64_t acquire_id) noexcept {
+  {
+    std::lock_guard<std::mutex> g(cancel_mu_);
+    cancel_requests_.push_back(acquire_id);
+  }
+  cancel_async_.send();
+}
+
+void Engine::Impl::on_cancel_requests() {
+  std::vector<std::uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> g(cancel_mu_);
+    ids.swap(cancel_requests_);
+  }
+  for (auto id : ids) {
+    // An id that is gone finished first: its outcome stands.
+    if (auto it = acquires_.find(id); it != acquires_.end()) it->second->cancel();
+  }
+}
+
+std::optional<std::string> Engine::Impl::vote_exclusion(
+    int i, BootClock::time_point now, const std::vector<NodeOutcome>* outcomes) const {
+  if (auto why = nodes_[static_cast<std::size_t>(i)]->vote_exclusion(now)) return why;
+  const auto id = nodes_[static_cast<std::size_t>(i)]->server_id();
+  if (id.empty()) return std::nullopt;
+  for (int j = 0; j < n(); ++j) {
+    if (j == i || nodes_[static_cast<std::size_t>(j)]->server_id() != id) continue;
+    const bool twin_voted =
+        outcomes != nullptr && (*outcomes)[static_cast<std::size_t>(j)].state == NodeState::ok;
+    if (j < i || twin_voted) {
+      return "same server as " + names_[static_cast<std::size_t>(j)] +
+             " (equal run_id): one vote per server";
+    }
+  }
+  return std::nullopt;
+}
+
+void Engine::Impl::count_node(int i, const NodeOutcome& o) {
+  // Nodes count what their connection saw; operations add what only they know.
+  if (o.state == NodeState::excluded) ++metrics_.nodes[static_cast<std::size_t>(i)].excluded;
+}
+
+void Engine::Impl::count_acquire(const AcquireResult& r, BootClock::duration took) {
+  if (!r.error)
+    ++metrics_.acquired;
+  else if (r.error == Errc::contended)
+    ++metrics_.contended;
+  else if (r.error == Errc::no_quorum)
+    ++metrics_.no_quorum;
+  else if (r.error == Errc::expired)
+    ++metrics_.expired;
+  else
+    ++metrics_.other_failures;
+  metrics_.attempts += static_cast<std::uint64_t>(r.attempts);
+  metrics_.acquire_latency.observe(std::chrono::duration<double>(took).count());
+}
+
+Millis Engine::Impl::jitter(Millis span) {
+  std::uniform_int_distribution<long long> dist(0, std::max<long long>(0, span.count()));
+  return Millis{dist(rng_)};
+}
+
+Millis Engine::Impl::retry_sleep() {
+  const auto d = options_.retry_delay.count();
+  const auto j = options_.retry_jitter.count();
+  std::uniform_int_distribution<long long> dist(-j, j);
+  return Millis{std::max<long long>(0, d + dist(rng_))};
+}
+
+void Engine::Impl::close(std::function<void()> on_closed) {
+  if (closing_) {
+    if (on_closed) {
+      if (fully_closed_)
+        on_closed();
+      else
+        on_closed_ = std::move(on_closed);
+    }
+    return;
+  }
+  closing_ = true;
+  on_closed_ = std::move(on_closed);
+  for (auto& [id, h] : holds_) h->stop();
+  holds_.clear();
+  std::vector<Operation*> live(ops_.begin(), ops_.end());
+  for (auto* op : live) op->shutdown();
+  for (auto& node : nodes_) node->close();
+  check_.close([this] { handle_closed(); });
+  idle_.close([this] { handle_closed(); });
+  // Every acquisition has finished above, and with it its stop callback: nobody sends to this
+  // handle any more.
+  cancel_async_.close([this] { handle_closed(); });
+}
+
+void Engine::Impl::handle_closed() {
+  if (--open_ > 0) return;
+  fully_closed_ = true;
+  run_deferred();
+  if (on_closed_) {
+    auto cb = std::move(on_closed_);
+    cb();
+  }
+  if (owner_gone_) delete this;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine
+
+Engine::Engine(uv_loop_s* loop, Options options) : impl_(new Impl(loop, std::move(options))) {}
+
+Engine::~Engine() {
+  impl_->owner_gone_ = true;
+  if (impl_->fully_closed_) {
+    delete impl_;
+    return;
+  }
+  impl_->close({});
+}
+
+void Engine::acquire(std::vector<std::string> resources, AcquireOptions options,
+                     AcquireCallback cb) {
+  start_acquire(*impl_, std::move(resources), std::move(options), std::move(cb));
+}
+
+void Engine::extend(const Lock& lock, Millis ttl, ExtendCallback cb) {
+  start_extend(*impl_, lock, ttl, std::move(cb));
+}
+
+void Engine::release(const Lock& lock, ReleaseCallback cb) {
+  start_release(*impl_, lock, std::move(cb));
+}
+
+void Engine::status(std::string resource, StatusCallback cb) {
+  start_status(*impl_, std::move(resource), std::move(cb));
+}
+
+Engine::HoldId Engine::hold(const Lock& lock, const HoldOptions& options,
+                            ExtendedCallback on_extended, LostCallback on_lost) {
+  return start_hold(*impl_, lock, options, std::move(on_extended), std::move(on_lost));
+}
+
+void Engine::stop_hold(HoldId id) {
+  auto it = impl_->holds_.find(id);
+  if (it == impl_->holds_.end()) return;
+  it->second->stop();
+  impl_->holds_.erase(it);
+}
+
+void Engine::close(std::function<void()> on_closed) { impl_->close(std::move(on_closed)); }
+
+const Options& Engine::options() const noexcept { return impl_->options_; }
+
+Metrics Engine::metrics() const { return impl_->metrics_; }
+
+int Engine::quorum() const noexcept { return detail::quorum_of(impl_->n()); }
+
+}  // namespace redlock

@@ -1,0 +1,106 @@
+#pragma once
+// The engine's private state, shared by the operations in this folder. Everything here runs on
+// the loop's thread, except request_cancel().
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "net/node.hpp"
+#include "net/uv.hpp"
+#include "redlock/engine.hpp"
+#include "redlock/metrics.hpp"
+
+namespace redlock {
+
+class Operation;
+class AcquireOp;
+class HoldOp;
+
+class Engine::Impl final : public net::NodeHost {
+ public:
+  Impl(uv_loop_t* loop, Options options);
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl();
+
+  // NodeHost
+  void log(LogLevel level, const std::string& message) override {
+    if (options_.logger) options_.logger(level, message);
+  }
+  void on_node_closed(int) override { handle_closed(); }
+  // The longest ttl this client has used (at least the default ttl) plus its drift, unless the
+  // options fix it.
+  [[nodiscard]] Millis restart_quarantine() const override;
+
+  // Runs `fn` on the loop after the current callback returns (never inside the call that asked):
+  // every user callback goes through here.
+  void defer(std::function<void()> fn);
+
+  // Fails every pending operation with Errc::shutdown, closes the nodes, then calls `on_closed`.
+  void close(std::function<void()> on_closed);
+
+  // Cancellation (AcquireOptions::stop): a stop may be requested on any thread, so the request
+  // only goes into a mailbox and wakes the loop. Must not block beyond the mailbox's mutex.
+  void request_cancel(std::uint64_t acquire_id) noexcept;
+
+  // Why node i's grant must not count now (restart guard, or the same server reached through two
+  // addresses), or nullopt. `outcomes`, when given, is the round's record so far: a server
+  // reached through two addresses votes once, for whichever address answered first; with both
+  // known, the lower index votes.
+  [[nodiscard]] std::optional<std::string> vote_exclusion(
+      int i, BootClock::time_point now, const std::vector<NodeOutcome>* outcomes) const;
+
+  // Counters (loop thread only).
+  void count_node(int i, const NodeOutcome& o);
+  void count_acquire(const AcquireResult& r, BootClock::duration took);
+
+  void note_ttl(Millis ttl) { max_ttl_used_ = std::max(max_ttl_used_, ttl); }
+  // A uniform value in [0, span].
+  [[nodiscard]] Millis jitter(Millis span);
+  // retry_delay +- retry_jitter, uniform, never negative.
+  [[nodiscard]] Millis retry_sleep();
+
+  [[nodiscard]] int n() const { return static_cast<int>(nodes_.size()); }
+  [[nodiscard]] const std::vector<std::string>& names() const { return names_; }
+
+  uv_loop_t* loop_;
+  Options options_;
+  std::vector<std::unique_ptr<net::Node>> nodes_;
+  std::vector<std::string> names_;  // display addresses, by node
+  Metrics metrics_;
+  std::unordered_set<Operation*> ops_;                      // unfinished operations
+  std::unordered_map<std::uint64_t, AcquireOp*> acquires_;  // unfinished, by id (cancellation)
+  std::uint64_t next_acquire_id_ = 1;
+  std::unordered_map<Engine::HoldId, std::shared_ptr<HoldOp>> holds_;  // running watchdogs
+  Engine::HoldId next_hold_id_ = 1;
+  bool closing_ = false;
+  bool fully_closed_ = false;
+  bool owner_gone_ = false;  // ~Engine ran: free this once everything is closed
+
+ private:
+  void handle_closed();
+  void run_deferred();
+  void on_cancel_requests();
+
+  net::Check check_;  // runs the deferred callbacks
+  net::Idle idle_;    // keeps the loop from blocking while callbacks are deferred
+  net::Async cancel_async_;
+  std::mutex cancel_mu_;
+  std::vector<std::uint64_t> cancel_requests_;  // guarded by cancel_mu_
+  int open_ = 0;                                // nodes and own handles not closed yet
+  std::vector<std::function<void()>> deferred_;
+  std::function<void()> on_closed_;
+  Millis max_ttl_used_{0};
+  std::mt19937_64 rng_;
+};
+
+}  // namespace redlock

@@ -1,0 +1,60 @@
+#include "engine/operation.hpp"
+
+namespace redlock {
+
+bool Operation::send(int i, const std::shared_ptr<const detail::Command>& cmd, std::uint32_t tag) {
+  if (!e_.nodes_[static_cast<std::size_t>(i)]->send(cmd, e_.options_.node_timeout, *this, tag))
+    return false;
+  ref();
+  return true;
+}
+
+NodeOutcome Operation::not_sent(int i) const {
+  ++e_.metrics_.nodes[static_cast<std::size_t>(i)].down;  // the node never saw this one
+  const auto& node = *e_.nodes_[static_cast<std::size_t>(i)];
+  auto err = node.last_error();
+  return NodeOutcome{
+      node.name(), NodeState::down, err.empty() ? "not connected" : std::move(err), {}};
+}
+
+std::optional<NodeOutcome> Operation::failure(int i, const net::Result& r) const {
+  const auto& name = e_.names()[static_cast<std::size_t>(i)];
+  if (r.kind == net::Result::Kind::timeout)
+    return NodeOutcome{name, NodeState::timeout, {}, r.latency};
+  if (r.kind == net::Result::Kind::down)
+    return NodeOutcome{name, NodeState::down, std::string(r.error), r.latency};
+  return std::nullopt;
+}
+
+NodeOutcome Operation::outcome(int i, const net::Result& r, const detail::Verdict& v,
+                               const std::vector<NodeOutcome>* outcomes) const {
+  NodeOutcome o{e_.names()[static_cast<std::size_t>(i)], v.state, v.detail, r.latency};
+  if (v.vote == detail::Vote::yes) {
+    if (auto why = e_.vote_exclusion(i, BootClock::now(), outcomes)) {
+      o.state = NodeState::excluded;
+      o.detail = std::move(*why);
+    }
+  }
+  return o;
+}
+
+namespace {
+
+class Broadcast final : public Operation {
+ public:
+  using Operation::Operation;
+  void run(const std::shared_ptr<const detail::Command>& cmd) {
+    for (int i = 0; i < e_.n(); ++i) send(i, cmd, 0);
+    finished();
+  }
+  void on_result(int, std::uint32_t, const net::Result&) override {}
+  void shutdown() override {}
+};
+
+}  // namespace
+
+void broadcast(Engine::Impl& e, const std::shared_ptr<const detail::Command>& cmd) {
+  (new Broadcast(e))->run(cmd);
+}
+
+}  // namespace redlock

@@ -1,0 +1,72 @@
+#pragma once
+// What every operation (acquire, extend, release, status, rollback) shares: its lifetime, and
+// how it sends to the nodes and turns a node's non-answer into a per-node record.
+//
+// Lifetimes: an operation is reference-counted by the commands it has in flight (every command
+// sent reports back exactly once, see net/connection.hpp) plus one reference it holds until it
+// has finished. Its user callback always goes through Engine::Impl::defer(), so it never runs
+// inside a network callback nor inside the call that started the operation.
+
+#include <memory>
+#include <string>
+
+#include "core/command.hpp"
+#include "core/kinds.hpp"
+#include "engine/impl.hpp"
+#include "net/connection.hpp"
+
+namespace redlock {
+
+class Operation : public net::Sink {
+ public:
+  explicit Operation(Engine::Impl& e) : e_(e) { e_.ops_.insert(this); }
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+  // The engine is closing: finish now with Errc::shutdown.
+  virtual void shutdown() = 0;
+  void on_done() final { unref(); }
+
+ protected:
+  virtual ~Operation() = default;
+  void ref() { ++refs_; }
+  void unref() {
+    if (--refs_ == 0) delete this;
+  }
+  // Finished: leaves the engine's registry and drops its own reference. Commands still in
+  // flight keep it alive until they report back.
+  void finished() {
+    e_.ops_.erase(this);
+    unref();
+  }
+  // Sends `cmd` to node `i` with the node deadline. False (and nothing will report) when the
+  // node cannot take it.
+  bool send(int i, const std::shared_ptr<const detail::Command>& cmd, std::uint32_t tag);
+  // The record of a node that could not even be sent to.
+  [[nodiscard]] NodeOutcome not_sent(int i) const;
+  // The record of a reply: the kind's verdict, with a grant turned into `excluded` when the
+  // restart guard (or a duplicate server) says it must not count. `outcomes` as in
+  // Engine::Impl::vote_exclusion().
+  [[nodiscard]] NodeOutcome outcome(int i, const net::Result& r, const detail::Verdict& v,
+                                    const std::vector<NodeOutcome>* outcomes) const;
+  // The record of a timeout or a lost connection; nullopt for a reply.
+  [[nodiscard]] std::optional<NodeOutcome> failure(int i, const net::Result& r) const;
+
+  Engine::Impl& e_;
+
+ private:
+  int refs_ = 1;
+};
+
+// Sends one command to every node and forgets the answers: the rollback of a failed attempt
+// (nodes that timed out or have not answered may still have run its SET, and on each connection
+// the delete is pipelined behind it, so it runs after it), a waiter leaving a queue.
+void broadcast(Engine::Impl& e, const std::shared_ptr<const detail::Command>& cmd);
+
+// The operations' entry points (Engine's public functions call these; the watchdog extends
+// through start_extend). Each callback runs exactly once, deferred; bad arguments fail it with
+// Errc::invalid_argument before anything is sent.
+void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendCallback cb);
+void start_release(Engine::Impl& e, const Lock& lock, Engine::ReleaseCallback cb);
+void start_status(Engine::Impl& e, std::string resource, Engine::StatusCallback cb);
+
+}  // namespace redlock

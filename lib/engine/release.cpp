@@ -1,0 +1,125 @@
+// Release: compare-and-delete on every node; idempotent. Waits for every node (or its deadline):
+// the caller learns, per node, deleted / not held / unreachable.
+
+#include <algorithm>
+
+#include "core/kinds.hpp"
+#include "core/round.hpp"
+#include "core/validate.hpp"
+#include "engine/operation.hpp"
+
+namespace redlock {
+namespace {
+
+class ReleaseOp final : public Operation {
+ public:
+  ReleaseOp(Engine::Impl& e, Engine::ReleaseCallback cb) : Operation(e), cb_(std::move(cb)) {}
+
+  void start(const Lock& lock) {
+    std::vector<std::string> keys;
+    for (const auto& r : lock.resources()) keys.push_back(e_.options_.key_prefix + r);
+    const auto& kind = detail::kind_for_lock(lock.mode(), keys.size());
+    const auto cmd = std::make_shared<const detail::Command>(kind.release(keys, lock.token()));
+    round_.reset(&e_.names());
+    for (int i = 0; i < e_.n(); ++i) {
+      if (!send(i, cmd, 0)) record(i, not_sent(i));
+    }
+    maybe_finish();
+  }
+
+  void on_result(int node, std::uint32_t, const net::Result& r) override {
+    if (done_) return;
+    if (auto f = failure(node, r)) {
+      record(node, std::move(*f));
+    } else {
+      const auto v = detail::LockKind::classify_release(*r.reply);
+      record(node,
+             NodeOutcome{e_.names()[static_cast<std::size_t>(node)], v.state, v.detail, r.latency});
+    }
+    maybe_finish();
+  }
+
+  void shutdown() override {
+    if (done_) return;
+    for (int i = 0; i < e_.n(); ++i) {
+      if (!round_.answered(i))
+        round_.record(i, NodeOutcome{{}, NodeState::down, "engine closed", {}});
+    }
+    ReleaseResult res = summary();
+    res.error = make_error_code(Errc::shutdown);
+    res.message = "engine closed before the release finished";
+    complete(std::move(res));
+  }
+
+ private:
+  void record(int node, NodeOutcome o) {
+    e_.count_node(node, o);
+    round_.record(node, std::move(o));
+  }
+
+  ReleaseResult summary() const {
+    ReleaseResult res;
+    for (const auto& o : round_.outcomes()) {
+      if (o.state == NodeState::ok)
+        ++res.deleted;
+      else if (o.state == NodeState::not_held)
+        ++res.not_held;
+      else
+        ++res.unreachable;
+    }
+    res.nodes = round_.outcomes();
+    return res;
+  }
+
+  void maybe_finish() {
+    if (done_ || round_.tally().pending() > 0) return;
+    ReleaseResult res = summary();
+    if (res.deleted == 0) {
+      if (res.not_held > 0) {
+        res.error = make_error_code(Errc::not_held);
+        res.message = "no reachable node held this token";
+      } else {
+        // Nothing confirmed a delete. Say which way each node failed: a node that timed out (or
+        // answered an error after a timeout) may still have run the delete.
+        res.error = make_error_code(Errc::no_quorum);
+        const bool reached =
+            std::any_of(res.nodes.begin(), res.nodes.end(), [](const NodeOutcome& o) {
+              return o.state == NodeState::timeout || o.state == NodeState::error;
+            });
+        res.message = reached ? "no node confirmed the delete (" + round_.breakdown() +
+                                    "); where a node timed out, the delete may still have run"
+                              : "no node could be reached (" + round_.breakdown() + ")";
+      }
+    }
+    complete(std::move(res));
+  }
+
+  void complete(ReleaseResult res) {
+    done_ = true;
+    ++e_.metrics_.released;
+    e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
+    finished();
+  }
+
+  Engine::ReleaseCallback cb_;
+  detail::Round round_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+void start_release(Engine::Impl& e, const Lock& lock, Engine::ReleaseCallback cb) {
+  auto fail = [&](Errc why, std::string msg) {
+    ReleaseResult r;
+    r.error = make_error_code(why);
+    r.message = std::move(msg);
+    e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
+  };
+  if (e.closing_) return fail(Errc::shutdown, "engine is closed");
+  if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
+  if (auto why = detail::check_resources(lock.resources()))
+    return fail(Errc::invalid_argument, *why);
+  (new ReleaseOp(e, std::move(cb)))->start(lock);
+}
+
+}  // namespace redlock

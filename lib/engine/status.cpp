@@ -1,0 +1,93 @@
+// Status: what every node stores for a resource (a read-only script; works whatever the key's
+// type).
+
+#include "core/kinds.hpp"
+#include "core/validate.hpp"
+#include "engine/operation.hpp"
+
+namespace redlock {
+namespace {
+
+class StatusOp final : public Operation {
+ public:
+  StatusOp(Engine::Impl& e, Engine::StatusCallback cb) : Operation(e), cb_(std::move(cb)) {}
+
+  void start(const std::string& resource) {
+    res_.nodes.resize(static_cast<std::size_t>(e_.n()));
+    const auto cmd = std::make_shared<const detail::Command>(
+        detail::read_status(e_.options_.key_prefix + resource));
+    for (int i = 0; i < e_.n(); ++i) {
+      auto& row = res_.nodes[static_cast<std::size_t>(i)];
+      row.node = e_.names()[static_cast<std::size_t>(i)];
+      if (!send(i, cmd, 0)) {
+        const auto err = e_.nodes_[static_cast<std::size_t>(i)]->last_error();
+        row.detail = err.empty() ? "not connected" : err;
+        ++answered_;
+      }
+    }
+    maybe_finish();
+  }
+
+  void on_result(int node, std::uint32_t, const net::Result& r) override {
+    if (done_) return;
+    auto& row = res_.nodes[static_cast<std::size_t>(node)];
+    ++answered_;
+    if (r.kind == net::Result::Kind::timeout) {
+      row.detail = "timeout";
+    } else if (r.kind == net::Result::Kind::down) {
+      row.detail = std::string(r.error);
+    } else {
+      row.up = true;
+      read_row(*r.reply, row);
+    }
+    maybe_finish();
+  }
+
+  void shutdown() override {
+    if (!done_) complete();
+  }
+
+ private:
+  // {type, value or nil, pttl}
+  static void read_row(const detail::Reply& rep, NodeKeyState& row) {
+    using T = detail::Reply::Type;
+    if (rep.is_error()) {
+      row.detail = rep.str;
+      return;
+    }
+    if (rep.type != T::array || rep.elements.size() != 3) {
+      row.detail = "unexpected reply " + rep.describe();
+      return;
+    }
+    const auto& el = rep.elements;
+    if (el[0].type == T::string || el[0].type == T::status) row.type = el[0].str;
+    if (el[1].type == T::string) row.value = el[1].str;
+    if (el[2].type == T::integer && el[2].integer >= 0) row.pttl = Millis{el[2].integer};
+  }
+
+  void maybe_finish() {
+    if (!done_ && answered_ >= e_.n()) complete();
+  }
+  void complete() {
+    done_ = true;
+    e_.defer([cb = std::move(cb_), res = std::move(res_)]() mutable { cb(std::move(res)); });
+    finished();
+  }
+
+  Engine::StatusCallback cb_;
+  StatusResult res_;
+  int answered_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace
+
+void start_status(Engine::Impl& e, std::string resource, Engine::StatusCallback cb) {
+  if (e.closing_ || resource.empty() || resource.size() > detail::max_resource_bytes) {
+    e.defer([cb = std::move(cb)]() mutable { cb(StatusResult{}); });
+    return;
+  }
+  (new StatusOp(e, std::move(cb)))->start(resource);
+}
+
+}  // namespace redlock

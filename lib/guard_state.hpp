@@ -1,0 +1,175 @@
+#pragma once
+// What a Guard shares with the Client that made it: the held lock, its watchdog, its loss, and
+// its reentrant holders. Thread-safe (one mutex).
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "client_impl.hpp"
+#include "redlock/guard.hpp"
+
+namespace redlock {
+
+class Guard::State {
+ public:
+  State(std::weak_ptr<Client::Impl> client, Lock lock, HoldOptions options, std::string key)
+      : client_(std::move(client)),
+        lock_(std::move(lock)),
+        options_(std::move(options)),
+        key_(std::move(key)) {}
+
+  bool owns() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return !released_ && !loss_ && !lock_.empty() && lock_.remaining() > Millis{0};
+  }
+  Millis remaining() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return released_ || loss_ ? Millis{0} : lock_.remaining();
+  }
+  Lock lock() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return lock_;
+  }
+  std::optional<LossInfo> lost() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return loss_;
+  }
+  int extensions() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return extensions_;
+  }
+  int holders() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return holders_;
+  }
+  // Reentrancy: why a request with `o` cannot share this hold, or nullopt. Handing the held lock
+  // to a request for something else would give it less than it asked for: a read lock to a
+  // writer, a lock without a fence to a fenced request, an unextended lock to one that counts on
+  // auto-extension. (Upgrades are not offered: refusing beats waiting on our own reader.)
+  std::optional<std::string> mismatch(const LockOptions& o) const {
+    std::lock_guard<std::mutex> g(mu_);
+    if (released_ || loss_ || lock_.remaining() <= Millis{0})
+      return std::nullopt;  // not shared: taken anew
+    static constexpr const char* mode_names[] = {"an exclusive", "a read", "a write"};
+    if (o.acquire.mode != lock_.mode()) {
+      return std::string("held by this owner as ") + mode_names[static_cast<int>(lock_.mode())] +
+             " lock; a reentrant request for " + mode_names[static_cast<int>(o.acquire.mode)] +
+             " lock cannot share it";
+    }
+    if (o.acquire.fence && !lock_.fence()) {
+      return "held by this owner without a fence; a reentrant fenced request cannot share it";
+    }
+    if (o.hold.auto_extend && !options_.auto_extend) {
+      return "held by this owner without auto-extension; a reentrant request for it cannot share "
+             "it";
+    }
+    return std::nullopt;
+  }
+
+  // Reentrancy: one more holder, if still held.
+  bool add_holder() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (released_ || loss_ || lock_.remaining() <= Millis{0}) return false;
+    ++holders_;
+    return true;
+  }
+
+  // Starts the watchdog on the I/O thread (the hold id lives there only).
+  void start_watchdog(const std::shared_ptr<State>& self) {
+    auto client = client_.lock();
+    if (!client) return;
+    std::weak_ptr<State> weak = self;
+    client->post([client_raw = client.get(), weak] {
+      auto st = weak.lock();
+      if (!st) return;
+      st->hold_id_ = client_raw->engine().hold(
+          st->lock(), st->options_,
+          [weak](const Lock& l) {
+            if (auto s = weak.lock()) {
+              std::lock_guard<std::mutex> g(s->mu_);
+              s->lock_ = l;
+              ++s->extensions_;
+            }
+          },
+          [weak](const LossInfo& info) {
+            auto s = weak.lock();
+            if (!s) return;
+            std::function<void(const LossInfo&)> cb;
+            {
+              std::lock_guard<std::mutex> g(s->mu_);
+              if (s->released_) return;
+              s->loss_ = info;
+              cb = s->options_.on_lost;
+            }
+            if (cb) cb(info);
+          });
+    });
+  }
+
+  // One holder lets go; the last one stops the watchdog and releases on the nodes.
+  ReleaseResult release_one(const std::shared_ptr<State>& self) noexcept {
+    try {
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (released_) return {};
+        if (--holders_ > 0) return {};
+        released_ = true;
+      }
+      auto client = client_.lock();
+      if (!client) {
+        ReleaseResult r;
+        r.error = make_error_code(Errc::shutdown);
+        r.message = "the Client was destroyed first; the lock expires after its ttl";
+        return r;
+      }
+      if (!key_.empty()) {
+        std::lock_guard<std::mutex> g(client->holds_mu_);
+        auto it = client->reentrant_.find(key_);
+        if (it != client->reentrant_.end() && it->second.lock() == self)
+          client->reentrant_.erase(it);
+      }
+      Lock snapshot = lock();
+      if (client->on_io_thread()) {
+        // From a callback: cannot wait for the answer, but the release still goes out.
+        client->engine().stop_hold(hold_id_);
+        client->engine().release(snapshot, [](ReleaseResult) {});
+        return {};
+      }
+      auto p = std::make_shared<std::promise<ReleaseResult>>();
+      auto f = p->get_future();
+      Client::Impl* raw = client.get();
+      if (!client->post([raw, self, snapshot, p] {
+            raw->engine().stop_hold(self->hold_id_);
+            raw->engine().release(snapshot, [p](ReleaseResult r) { p->set_value(std::move(r)); });
+          })) {
+        ReleaseResult r;
+        r.error = make_error_code(Errc::shutdown);
+        r.message = "client is shutting down";
+        return r;
+      }
+      return f.get();
+    } catch (...) {
+      ReleaseResult r;
+      r.error = make_error_code(Errc::shutdown);
+      r.message = "release failed inside the client";
+      return r;
+    }
+  }
+
+ private:
+  std::weak_ptr<Client::Impl> client_;
+  mutable std::mutex mu_;
+  Lock lock_;
+  HoldOptions options_;
+  std::string key_;  // reentrancy key, empty when not reentrant
+  std::optional<LossInfo> loss_;
+  int extensions_ = 0;
+  int holders_ = 1;
+  bool released_ = false;
+  Engine::HoldId hold_id_ = 0;  // I/O thread only
+};
+
+}  // namespace redlock

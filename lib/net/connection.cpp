@@ -1,0 +1,452 @@
+// Why a uv_poll_t on a socket of our own and not a uv_tcp_t stream: the connection writes and
+// reads through a Transport (plain or TLS) that needs the raw fd and readiness, not libuv's
+// buffers; the same code then serves TCP and unix sockets (uv_tcp_t and uv_pipe_t otherwise);
+// writes go straight from our buffer with no uv_write_t request per write; and the poll handle's
+// interest only changes when a write blocks (libuv 1.44 re-registers the fd with epoll on every
+// uv_poll_start, so toggling write interest per command cost four epoll_ctl calls each).
+
+#include "net/connection.hpp"
+
+#include <algorithm>
+
+#include "net/resp.hpp"
+
+namespace redlock::net {
+namespace {
+
+std::chrono::microseconds since(BootClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(BootClock::now() - t);
+}
+
+std::uint64_t ms(Millis d) { return static_cast<std::uint64_t>(d.count()); }
+
+}  // namespace
+
+Connection::Connection(uv_loop_t* loop, Listener& listener, int node, Endpoint endpoint,
+                       std::unique_ptr<TransportFactory> transport, ConnectionSettings settings)
+    : loop_(loop),
+      listener_(listener),
+      node_(node),
+      endpoint_(std::move(endpoint)),
+      factory_(std::move(transport)),
+      settings_(settings),
+      deadline_timer_(loop, [this] { expire_commands(); }),
+      retry_timer_(loop, [this] { on_retry_timer(); }),
+      flusher_(loop, [this] { flush(); }),
+      backoff_(settings.reconnect_min) {}
+
+Connection::~Connection() {
+  resolver_.cancel();
+  transport_.reset();
+  socket_.reset();
+}
+
+void Connection::start() {
+  if (state_ != State::idle && state_ != State::backoff) return;
+  state_ = State::resolving;
+  retry_timer_.start(ms(settings_.connect_timeout));
+  // What the listener queues now goes out first on the new connection.
+  listener_.on_connecting(*this);
+  if (state_ != State::resolving) return;
+  resolver_.start(loop_, endpoint_, [this](std::vector<SocketAddress> a, std::string err) {
+    on_resolved(std::move(a), std::move(err));
+  });
+}
+
+void Connection::on_resolved(std::vector<SocketAddress> addrs, std::string error) {
+  if (state_ != State::resolving) return;
+  if (!error.empty()) {
+    drop(error);
+    return;
+  }
+  addrs_ = std::move(addrs);
+  next_addr_ = 0;
+  connect_errors_.clear();
+  connect_next();
+}
+
+void Connection::connect_next() {
+  while (next_addr_ < addrs_.size()) {
+    std::string err;
+    socket_ = Socket::connect(
+        loop_, addrs_[next_addr_++], [this](int status, int events) { on_socket(status, events); },
+        err);
+    if (socket_) {
+      state_ = State::connecting;
+      socket_->watch(UV_WRITABLE);  // a non-blocking connect completes on writability
+      return;
+    }
+    connect_errors_ += (connect_errors_.empty() ? "" : "; ") + err;
+  }
+  drop(connect_errors_.empty() ? std::string("connect failed") : connect_errors_);
+}
+
+void Connection::on_socket(int status, int events) {
+  switch (state_) {
+    case State::connecting: {
+      std::string err = socket_->connect_error();
+      if (err.empty() && status < 0) err = uv_strerror(status);
+      if (!err.empty()) {
+        connect_errors_ += (connect_errors_.empty() ? "" : "; ") + err;
+        socket_.reset();
+        if (next_addr_ < addrs_.size()) {
+          connect_next();
+        } else {
+          drop(connect_errors_);
+        }
+        return;
+      }
+      if ((events & UV_WRITABLE) == 0) return;
+      transport_ = factory_->wrap(socket_->fd());
+      state_ = State::handshaking;
+      continue_handshake();
+      return;
+    }
+    case State::handshaking:
+      continue_handshake();
+      return;
+    case State::ready:
+    case State::draining: {
+      // On an error status libuv has stopped watching: a read or write now meets the socket's
+      // error (and drops the connection with its text).
+      // A TLS transport may need to write to read on, or read to write on: whichever way the
+      // socket became ready, both directions get their turn.
+      const auto gen = generation_;
+      if (status < 0 || (events & UV_READABLE) || transport_->wants_write()) on_readable();
+      if (gen != generation_) return;
+      if (status < 0 || (events & UV_WRITABLE) || write_blocked_) flush();
+      if (gen != generation_) return;
+      if (status < 0) drop(std::string("socket error: ") + uv_strerror(status));
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Connection::continue_handshake() {
+  switch (transport_->handshake()) {
+    case Transport::Status::ok:
+      become_ready();
+      return;
+    case Transport::Status::again:
+      socket_->watch(UV_READABLE | (transport_->wants_write() ? UV_WRITABLE : 0));
+      return;
+    case Transport::Status::closed:
+      drop("connection closed during the " + std::string(factory_->kind()) + " handshake");
+      return;
+    case Transport::Status::failed:
+      drop(transport_->error());
+      return;
+  }
+}
+
+void Connection::become_ready() {
+  state_ = State::ready;
+  retry_timer_.stop();
+  write_blocked_ = false;
+  update_watch();
+  flush();  // what was queued while connecting (the listener's handshake first)
+}
+
+void Connection::update_watch() {
+  if (!socket_) return;
+  const bool want_write = write_blocked_ || (transport_ && transport_->wants_write());
+  socket_->watch(UV_READABLE | (want_write ? UV_WRITABLE : 0));
+}
+
+void Connection::flush() {
+  if ((state_ != State::ready && state_ != State::draining) || !transport_) return;
+  while (out_sent_ < out_.size()) {
+    const auto io = transport_->write(out_.data() + out_sent_, out_.size() - out_sent_);
+    switch (io.status) {
+      case Transport::Status::ok:
+        out_sent_ += io.bytes;
+        break;
+      case Transport::Status::again:
+        write_blocked_ = true;  // the socket buffer is full: wait for writability
+        update_watch();
+        return;
+      case Transport::Status::closed:
+        drop("connection closed by the server");
+        return;
+      case Transport::Status::failed:
+        drop(transport_->error());
+        return;
+    }
+  }
+  out_.clear();
+  out_sent_ = 0;
+  // A stalled server can make the buffer grow large once: do not keep that much forever.
+  if (out_.capacity() > (1u << 20)) out_.shrink_to_fit();
+  if (write_blocked_) {
+    write_blocked_ = false;
+    update_watch();
+  }
+}
+
+void Connection::on_readable() {
+  if (!transport_) return;
+  const auto gen = generation_;
+  // A few buffers per wake-up, so one busy connection cannot starve the others on the loop.
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    const auto io = transport_->read(in_, sizeof in_);
+    switch (io.status) {
+      case Transport::Status::again:
+        update_watch();  // a TLS read may wait for writability
+        return;
+      case Transport::Status::closed:
+        drop("connection closed by the server");
+        return;
+      case Transport::Status::failed:
+        drop(transport_->error());
+        return;
+      case Transport::Status::ok:
+        break;
+    }
+    if (!reader_.feed(in_, io.bytes)) {
+      drop(reader_.error());
+      return;
+    }
+    for (;;) {
+      const auto next = reader_.next();
+      if (next == Reader::Next::more) break;
+      if (next == Reader::Next::error) {
+        drop(reader_.error());
+        return;
+      }
+      handle_reply(reader_.reply());
+      if (gen != generation_ || state_ == State::closed) return;
+      reader_.release_reply();
+    }
+    if (io.bytes < sizeof in_) return;  // the socket is most likely drained
+  }
+}
+
+bool Connection::send(const std::shared_ptr<const detail::Command>& cmd, Millis timeout, Sink& sink,
+                      std::uint32_t tag) {
+  if (state_ != State::resolving && state_ != State::connecting && state_ != State::handshaking &&
+      state_ != State::ready) {
+    return false;
+  }
+  std::uint64_t deadline = deadline_after(timeout);
+  // A server whose oldest command already timed out is stalled (paused, partitioned, overloaded):
+  // this command still goes out (a delete must reach it if it ever resumes), but its caller is
+  // told "timeout" on the next loop turn instead of waiting once more.
+  if (!inflight_.empty() && inflight_.front().timed_out) deadline = uv_now(loop_);
+  resp::append_command(out_, *cmd);
+  queue(cmd, sink, tag, BootClock::now(), deadline, false, false);
+  return true;
+}
+
+void Connection::queue(const std::shared_ptr<const detail::Command>& cmd, Sink& sink,
+                       std::uint32_t tag, BootClock::time_point sent, std::uint64_t deadline_ms,
+                       bool delivered, bool retried) {
+  InFlight f{&sink, tag, sent, deadline_ms, cmd->script ? cmd : nullptr};
+  f.delivered = delivered;
+  f.retried = retried;
+  inflight_.push_back(std::move(f));
+  if (state_ == State::ready || state_ == State::draining) flusher_.schedule();
+  // Re-arm when this deadline is earlier than what the timer waits for.
+  if (!delivered && (!deadline_timer_.active() || deadline_ms < timer_due_)) arm_deadline_timer();
+}
+
+void Connection::handle_reply(const detail::Reply& reply) {
+  if (inflight_.empty()) {
+    drop("protocol error: a reply no command was waiting for");
+    return;
+  }
+  // Replies come in the order the commands were sent: the front is this one's.
+  InFlight f = std::move(inflight_.front());
+  inflight_.pop_front();
+  if (settled_ > 0) --settled_;
+  backoff_ = settings_.reconnect_min;  // the server answers: reconnect quickly next time
+  if (f.script && !f.retried && reply.is_error() && reply.str.starts_with("NOSCRIPT")) {
+    // The script cache was flushed (SCRIPT FLUSH, restart): the script did not run, so the same
+    // call with EVAL is safe. It keeps its deadline, delivery state and sink (still exactly one
+    // on_result() and one on_done()).
+    resp::append_command(out_, *f.script, resp::ScriptForm::eval);
+    queue(f.script, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, true);
+    return;
+  }
+  deliver(f, Result{Result::Kind::reply, &reply, {}, since(f.sent)});
+  f.sink->on_done();
+  if (state_ == State::draining && inflight_.empty()) finish_close();
+}
+
+void Connection::deliver(InFlight& f, const Result& r) {
+  if (f.delivered) return;
+  f.delivered = true;
+  if (metrics_ != nullptr) {
+    switch (r.kind) {
+      case Result::Kind::timeout:
+        ++metrics_->timeouts;
+        break;
+      case Result::Kind::down:
+        ++metrics_->down;
+        break;
+      case Result::Kind::reply:
+        ++(r.reply->is_error() ? metrics_->errors : metrics_->ok);
+        metrics_->latency.observe(std::chrono::duration<double>(r.latency).count());
+        break;
+    }
+  }
+  f.sink->on_result(node_, f.tag, r);
+}
+
+std::uint64_t Connection::deadline_after(Millis timeout) {
+  uv_update_time(loop_);
+  std::uint64_t budget = ms(timeout);
+  // A command queued while the connection is being set up also waits for the connect: give it
+  // the connect deadline on top, so a fresh client's first call is not a guaranteed timeout.
+  if (state_ != State::ready) budget += ms(settings_.connect_timeout);
+  return uv_now(loop_) + budget;
+}
+
+std::size_t Connection::first_unsettled() {
+  while (settled_ < inflight_.size() && inflight_[settled_].delivered) ++settled_;
+  return settled_;
+}
+
+bool Connection::due(std::uint64_t now) {
+  for (std::size_t i = first_unsettled(); i < inflight_.size(); ++i) {
+    if (!inflight_[i].delivered && inflight_[i].deadline_ms <= now) return true;
+  }
+  return false;
+}
+
+void Connection::arm_deadline_timer() {
+  std::uint64_t earliest = UINT64_MAX;
+  for (std::size_t i = first_unsettled(); i < inflight_.size(); ++i) {
+    if (!inflight_[i].delivered) earliest = std::min(earliest, inflight_[i].deadline_ms);
+  }
+  if (!inflight_.empty()) {
+    // Also wake up to notice a stalled connection.
+    const auto stall = ms(settings_.stall_limit);
+    const auto front_age = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<Millis>(BootClock::now() - inflight_.front().sent).count());
+    earliest = std::min(earliest, uv_now(loop_) + (stall > front_age ? stall - front_age : 0));
+  }
+  if (earliest == UINT64_MAX) return;
+  const std::uint64_t now = uv_now(loop_);
+  timer_due_ = std::max(earliest, now);
+  deadline_timer_.start(timer_due_ - now);
+}
+
+void Connection::expire_commands() {
+  const std::uint64_t now = uv_now(loop_);
+  // libuv runs timers before it polls for I/O: after the loop was held up (a burst of work, a
+  // descheduled thread) answers that arrived in time may still sit unread in the socket. Read
+  // them first, so that only commands the server has really not answered time out; otherwise
+  // any stall longer than node_timeout fails healthy nodes and, with them, the quorum.
+  if (state_ == State::ready && due(now)) {
+    const auto gen = generation_;
+    on_readable();
+    if (gen != generation_) return;
+  }
+  // A sink may send more commands from on_result(): they are appended at the back, so iterate
+  // by index over a size fixed up front.
+  const std::size_t n = inflight_.size();
+  for (std::size_t i = first_unsettled(); i < n && i < inflight_.size(); ++i) {
+    InFlight& f = inflight_[i];
+    if (!f.delivered && f.deadline_ms <= now) {
+      f.timed_out = true;
+      deliver(f, Result{Result::Kind::timeout, nullptr, {}, since(f.sent)});
+    }
+  }
+  if (!inflight_.empty() && since(inflight_.front().sent) >= settings_.stall_limit) {
+    drop("no answer for " + std::to_string(settings_.stall_limit.count()) + " ms; reconnecting");
+    return;
+  }
+  arm_deadline_timer();
+}
+
+void Connection::fail_all(std::string_view why_view) {
+  const std::string why(why_view);
+  std::deque<InFlight> failed;
+  failed.swap(inflight_);
+  settled_ = 0;
+  deadline_timer_.stop();
+  for (auto& f : failed) {
+    deliver(f, Result{Result::Kind::down, nullptr, why, since(f.sent)});
+    f.sink->on_done();
+  }
+}
+
+void Connection::drop(std::string why) {
+  if (state_ == State::closed || state_ == State::idle) return;
+  ++generation_;
+  last_error_ = why;
+  const bool closing = state_ == State::draining;
+  const bool was_ready = state_ == State::ready || closing;
+  resolver_.cancel();
+  transport_.reset();
+  socket_.reset();
+  reader_.reset();
+  out_.clear();
+  out_sent_ = 0;
+  write_blocked_ = false;
+  listener_.on_dropped(*this, why, was_ready);
+  if (closing) {
+    finish_close();
+    return;
+  }
+  // Before failing the commands: those their callbacks send now must be refused, not queued on a
+  // connection that is gone.
+  state_ = State::backoff;
+  retry_timer_.start(ms(backoff_));
+  backoff_ = std::min(backoff_ * 2, settings_.reconnect_max);
+  fail_all(why);
+}
+
+void Connection::on_retry_timer() {
+  switch (state_) {
+    case State::resolving:
+    case State::connecting:
+    case State::handshaking: {
+      const char* phase = state_ == State::resolving    ? "resolving the host"
+                          : state_ == State::connecting ? "connecting"
+                                                        : "in the handshake";
+      drop("connect timeout after " + std::to_string(settings_.connect_timeout.count()) + " ms (" +
+           phase + ")");
+      return;
+    }
+    case State::backoff:
+      start();
+      return;
+    case State::draining:
+      finish_close();
+      return;
+    default:
+      return;
+  }
+}
+
+void Connection::close() {
+  if (state_ == State::closed || state_ == State::draining) return;
+  if (state_ == State::ready && !inflight_.empty()) {
+    // Let what is already queued reach the server (a rollback or release written just before
+    // close must not be lost, or its key would stay until the ttl), bounded by the drain limit.
+    state_ = State::draining;
+    deadline_timer_.stop();
+    retry_timer_.start(ms(settings_.drain_limit));
+    return;
+  }
+  finish_close();
+}
+
+void Connection::finish_close() {
+  state_ = State::closed;
+  last_error_ = "shutting down";
+  ++generation_;
+  resolver_.cancel();
+  transport_.reset();
+  socket_.reset();
+  fail_all(last_error_);
+  deadline_timer_.close();
+  flusher_.close();
+  // Told from libuv's close phase, on a clean stack: the listener may free everything then.
+  retry_timer_.close([this] { listener_.on_closed(*this); });
+}
+
+}  // namespace redlock::net

@@ -1,0 +1,173 @@
+#pragma once
+// One connection to one server: a long-lived handle in libuv's sense. It owns its socket (a
+// uv_poll_t on an fd of its own: see connection.cpp for why not uv_tcp_t), writes RESP it encodes
+// itself, reads into one reused buffer, and parses with net::Reader. It resolves names off the
+// loop, connects without blocking, reconnects with capped backoff, and gives every command a
+// deadline.
+//
+// Callback contract (as hiredis's): for every command send() accepted, the sink's on_result()
+// runs exactly once (a reply, a timeout, or "down" when the connection is lost), and then
+// on_done() runs exactly once when the connection drops its reference to the sink (which can be
+// later than on_result(): a timed-out command keeps its place until the server answers or the
+// connection ends). If send() returns false, neither runs. A reply lives only during on_result().
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/command.hpp"
+#include "core/reply.hpp"
+#include "net/reader.hpp"
+#include "net/socket.hpp"
+#include "net/transport.hpp"
+#include "net/uv.hpp"
+#include "redlock/lock.hpp"
+#include "redlock/metrics.hpp"
+
+namespace redlock::net {
+
+struct Result {
+  enum class Kind { reply, timeout, down };
+  Kind kind = Kind::down;
+  const detail::Reply* reply = nullptr;  // Kind::reply only; valid during on_result() only
+  std::string_view error;                // Kind::down: why
+  std::chrono::microseconds latency{0};
+};
+
+class Sink {
+ public:
+  virtual void on_result(int node, std::uint32_t tag, const Result& result) = 0;
+  virtual void on_done() = 0;
+
+ protected:
+  ~Sink() = default;
+};
+
+struct ConnectionSettings {
+  Millis connect_timeout{250};  // resolve + connect + transport handshake
+  Millis reconnect_min{50};     // backoff after a failure, doubling ...
+  Millis reconnect_max{2000};   // ... up to this
+  Millis stall_limit{1000};     // no answer to the oldest command for this long: reconnect
+  Millis drain_limit{100};      // close(): how long queued commands may still be answered
+};
+
+class Connection {
+ public:
+  class Listener {
+   public:
+    // A new connection is starting: queue what must run before every other command (AUTH, ...).
+    virtual void on_connecting(Connection& c) = 0;
+    // The connection failed (`was_ready` false) or was lost; it reconnects on its own (after
+    // backoff).
+    virtual void on_dropped(Connection& c, const std::string& why, bool was_ready) = 0;
+    // close() has finished.
+    virtual void on_closed(Connection& c) = 0;
+
+   protected:
+    ~Listener() = default;
+  };
+
+  Connection(uv_loop_t* loop, Listener& listener, int node, Endpoint endpoint,
+             std::unique_ptr<TransportFactory> transport, ConnectionSettings settings);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  void start();
+  // Lets what is already queued reach the server and be answered (bounded by drain_limit), then
+  // fails whatever is left with "shutting down" and calls listener.on_closed(). Idempotent.
+  void close();
+  // Fails every pending command with "down" (reason `why`) and reconnects after backoff.
+  void drop(std::string why);
+
+  // Queues `cmd` (a script call goes out as EVALSHA; on NOSCRIPT once more as EVAL, which is safe:
+  // the script did not run). `timeout` is its deadline. False when not connected or connecting.
+  bool send(const std::shared_ptr<const detail::Command>& cmd, Millis timeout, Sink& sink,
+            std::uint32_t tag);
+
+  [[nodiscard]] bool ready() const noexcept { return state_ == State::ready; }
+  [[nodiscard]] const std::string& last_error() const noexcept { return last_error_; }
+  void set_metrics(NodeMetrics* m) noexcept { metrics_ = m; }
+
+ private:
+  enum class State { idle, resolving, connecting, handshaking, ready, backoff, draining, closed };
+
+  struct InFlight {
+    Sink* sink;
+    std::uint32_t tag;
+    BootClock::time_point sent;
+    std::uint64_t deadline_ms;                      // loop time
+    std::shared_ptr<const detail::Command> script;  // script calls: kept for the EVAL retry
+    bool delivered = false;                         // its caller was told (reply, timeout or down)
+    bool retried = false;                           // the EVAL retry after NOSCRIPT
+    bool timed_out = false;                         // told "timeout"; the answer is still awaited
+  };
+
+  void connect_next();
+  void on_resolved(std::vector<SocketAddress> addrs, std::string error);
+  void on_socket(int status, int events);
+  void continue_handshake();
+  void become_ready();
+  void on_readable();
+  void flush();
+  void update_watch();
+  void fail_all(std::string_view why);
+  void schedule_reconnect();
+  void on_retry_timer();
+  void finish_close();
+
+  void queue(const std::shared_ptr<const detail::Command>& cmd, Sink& sink, std::uint32_t tag,
+             BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered, bool retried);
+  void handle_reply(const detail::Reply& reply);
+  void deliver(InFlight& f, const Result& r);
+  [[nodiscard]] std::uint64_t deadline_after(Millis timeout);
+  [[nodiscard]] std::size_t first_unsettled();
+  [[nodiscard]] bool due(std::uint64_t now);
+  void arm_deadline_timer();
+  void expire_commands();
+
+  uv_loop_t* loop_;
+  Listener& listener_;
+  int node_;
+  Endpoint endpoint_;
+  std::unique_ptr<TransportFactory> factory_;
+  ConnectionSettings settings_;
+
+  State state_ = State::idle;
+  Resolver resolver_;
+  std::vector<SocketAddress> addrs_;
+  std::size_t next_addr_ = 0;
+  std::string connect_errors_;  // of the addresses tried so far
+  std::unique_ptr<Socket> socket_;
+  std::unique_ptr<Transport> transport_;
+  std::uint64_t generation_ =
+      0;  // grows with every drop: a callback can tell it was dropped under it
+
+  Reader reader_;
+  std::string out_;             // encoded, not yet written
+  std::size_t out_sent_ = 0;    // bytes of out_ already written
+  bool write_blocked_ = false;  // the last write met a full socket buffer
+  char in_[16 * 1024];
+
+  std::deque<InFlight> inflight_;
+  // inflight_[0, settled_) have had on_result(): on a stalled server (thousands of timed-out
+  // commands awaiting an answer) deadline scans skip them instead of walking the whole queue.
+  std::size_t settled_ = 0;
+  std::uint64_t timer_due_ = 0;  // loop time the deadline timer fires at
+
+  Timer deadline_timer_;  // per-command deadlines
+  Timer retry_timer_;     // connect deadline, reconnect backoff, drain limit
+  Prepare flusher_;       // writes once per loop turn
+  Millis backoff_;
+  std::string last_error_;
+  NodeMetrics* metrics_ = nullptr;
+};
+
+}  // namespace redlock::net

@@ -1,0 +1,66 @@
+#pragma once
+// A node: one of the N votes. Today a standalone Redis master over one connection; a Redis
+// Cluster or a Sentinel-managed master are other kinds of node behind the same interface.
+//
+// Callback contract: that of net::Connection (connection.hpp): every command send() accepted
+// gets exactly one on_result() and then exactly one on_done().
+
+#include <uv.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/command.hpp"
+#include "net/connection.hpp"
+#include "redlock/lock.hpp"
+#include "redlock/metrics.hpp"
+#include "redlock/options.hpp"
+
+namespace redlock::net {
+
+// What a node needs from the engine that owns it.
+class NodeHost {
+ public:
+  virtual void log(LogLevel level, const std::string& message) = 0;
+  virtual void on_node_closed(int index) = 0;
+  // How long a restarted server's votes do not count (the longest ttl in use plus drift).
+  [[nodiscard]] virtual Millis restart_quarantine() const = 0;
+
+ protected:
+  ~NodeHost() = default;
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+
+  virtual void start() = 0;
+  // Lets queued commands drain (bounded), then calls host.on_node_closed(index). Idempotent.
+  virtual void close() = 0;
+  // False when the node cannot take commands now (not connected): then nothing runs.
+  virtual bool send(const std::shared_ptr<const detail::Command>& cmd, Millis timeout, Sink& sink,
+                    std::uint32_t tag) = 0;
+
+  // Display address, never with a password.
+  [[nodiscard]] virtual const std::string& name() const = 0;
+  // Why the node is not usable, for the per-node record ("connection refused", ...).
+  [[nodiscard]] virtual std::string last_error() const = 0;
+  // The server's identity (its run_id), empty until known: one vote per server.
+  [[nodiscard]] virtual std::string server_id() const = 0;
+  // Restart guard: why a vote from this node must not count at `now`, or nullopt.
+  [[nodiscard]] virtual std::optional<std::string> vote_exclusion(
+      BootClock::time_point now) const = 0;
+  // Why this server's fence counters may not survive a crash ("appendonly no", "appendfsync
+  // everysec"), as CONFIG said at the last connect; nullopt when durable or unknown.
+  [[nodiscard]] virtual std::optional<std::string> fence_durability_problem() const = 0;
+
+  bool fence_warned = false;  // the engine has warned about fencing on this node
+};
+
+// The node for `address` (the index is its place in Options::nodes).
+[[nodiscard]] std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
+                                              const NodeAddress& address, const Options& options,
+                                              NodeMetrics* metrics);
+
+}  // namespace redlock::net

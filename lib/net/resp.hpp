@@ -1,0 +1,23 @@
+#pragma once
+// RESP encoding of commands, straight into a connection's write buffer (no per-command buffer).
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "core/command.hpp"
+
+namespace redlock::net::resp {
+
+// `*<n>\r\n`
+void append_array_header(std::string& out, std::size_t n);
+// `$<len>\r\n<bytes>\r\n`: binary-safe
+void append_bulk(std::string& out, std::string_view bytes);
+
+enum class ScriptForm { evalsha, eval };
+// The whole command. A script call goes out as EVALSHA <sha> (or, after NOSCRIPT, EVAL <body>)
+// <numkeys> <args...>; a plain command as its args.
+void append_command(std::string& out, const detail::Command& cmd,
+                    ScriptForm form = ScriptForm::evalsha);
+
+}  // namespace redlock::net::resp

@@ -1,0 +1,219 @@
+// A standalone Redis master as a node: one connection, and what it learns in its handshake
+// (the restart guard's INFO, the eviction policy, whether fence counters are durable).
+
+#include <algorithm>
+#include <array>
+
+#include "core/info.hpp"
+#include "core/restart_guard.hpp"
+#include "net/node.hpp"
+
+namespace redlock::net {
+namespace {
+
+using detail::Command;
+using detail::Reply;
+
+// Handshake command tags.
+enum : std::uint32_t {
+  hs_auth,
+  hs_select,
+  hs_script_load,
+  hs_info,
+  hs_config,
+  hs_appendonly,
+  hs_appendfsync
+};
+
+std::shared_ptr<const Command> shared(Command c) {
+  return std::make_shared<const Command>(std::move(c));
+}
+
+// The handshake commands that are the same for every connection, built once.
+struct CommonHandshake {
+  std::vector<std::shared_ptr<const Command>> script_loads;
+  std::shared_ptr<const Command> info = shared(Command::plain({"INFO", "server"}));
+  std::shared_ptr<const Command> eviction =
+      shared(Command::plain({"CONFIG", "GET", "maxmemory-policy"}));
+  // One parameter per CONFIG GET: Redis before 7 takes only one.
+  std::shared_ptr<const Command> appendonly =
+      shared(Command::plain({"CONFIG", "GET", "appendonly"}));
+  std::shared_ptr<const Command> appendfsync =
+      shared(Command::plain({"CONFIG", "GET", "appendfsync"}));
+  CommonHandshake() {
+    for (std::size_t i = 0; i < detail::script_count(); ++i) {
+      script_loads.push_back(shared(Command::plain(
+          {"SCRIPT", "LOAD", detail::script(static_cast<detail::ScriptId>(i)).body})));
+    }
+  }
+};
+
+const CommonHandshake& common() {
+  static const CommonHandshake c;
+  return c;
+}
+
+// `CONFIG GET name` answers [name, value].
+std::optional<std::string> config_value(const Reply& r) {
+  if (r.type == Reply::Type::array && r.elements.size() == 2 &&
+      r.elements[1].type == Reply::Type::string) {
+    return r.elements[1].str;
+  }
+  return std::nullopt;
+}
+
+ConnectionSettings settings_for(const Options& o) {
+  ConnectionSettings s;
+  s.connect_timeout = o.connect_timeout;
+  s.reconnect_min = o.reconnect_min;
+  s.reconnect_max = o.reconnect_max;
+  // A connection whose oldest command has waited this long is dropped and reconnected, so a
+  // paused or silent server cannot make the pipeline (and memory) grow without bound.
+  s.stall_limit = std::max(Millis{1000}, o.node_timeout * 10);
+  s.drain_limit = o.node_timeout * 2;
+  return s;
+}
+
+Endpoint endpoint_for(const NodeAddress& a) {
+  Endpoint e;
+  e.unix_socket = a.transport == NodeAddress::Transport::unix_socket;
+  e.host = a.host;
+  e.port = a.port;
+  e.path = a.path;
+  return e;
+}
+
+class StandaloneNode final : public Node, Connection::Listener, Sink {
+ public:
+  StandaloneNode(uv_loop_t* loop, NodeHost& host, int index, const NodeAddress& address,
+                 const Options& options, NodeMetrics* metrics)
+      : host_(host),
+        index_(index),
+        address_(address),
+        name_(address.to_string()),
+        options_(options),
+        conn_(loop, *this, index, endpoint_for(address),
+              plain_transport(address.transport == NodeAddress::Transport::unix_socket),
+              settings_for(options)) {
+    conn_.set_metrics(metrics);
+    if (!address_.password.empty()) {
+      Command auth = Command::plain({"AUTH"});
+      if (!address_.user.empty()) auth.arg(address_.user);
+      auth.arg(address_.password);
+      auth_ = shared(std::move(auth));
+    }
+    if (address_.db != 0)
+      select_ = shared(Command::plain({"SELECT"}).arg(static_cast<long long>(address_.db)));
+  }
+
+  void start() override { conn_.start(); }
+  void close() override { conn_.close(); }
+  bool send(const std::shared_ptr<const Command>& cmd, Millis timeout, Sink& sink,
+            std::uint32_t tag) override {
+    return conn_.send(cmd, timeout, sink, tag);
+  }
+  const std::string& name() const override { return name_; }
+  std::string last_error() const override { return conn_.last_error(); }
+  std::string server_id() const override { return guard_.run_id(); }
+  std::optional<std::string> vote_exclusion(BootClock::time_point now) const override {
+    return guard_.exclusion(now, options_.durable_nodes);
+  }
+  std::optional<std::string> fence_durability_problem() const override {
+    if (appendonly_.empty() || appendfsync_.empty()) return std::nullopt;  // unknown: say nothing
+    if (appendonly_ != "yes") return "appendonly " + appendonly_;
+    if (appendfsync_ != "always") return "appendfsync " + appendfsync_;
+    return std::nullopt;
+  }
+
+ private:
+  // Connection::Listener
+  void on_connecting(Connection& c) override {
+    const auto t = options_.connect_timeout;
+    appendonly_.clear();
+    appendfsync_.clear();
+    if (auth_) c.send(auth_, t, *this, hs_auth);
+    if (select_) c.send(select_, t, *this, hs_select);
+    for (const auto& load : common().script_loads) c.send(load, t, *this, hs_script_load);
+    c.send(common().info, t, *this, hs_info);
+    c.send(common().eviction, t, *this, hs_config);
+    c.send(common().appendonly, t, *this, hs_appendonly);
+    c.send(common().appendfsync, t, *this, hs_appendfsync);
+  }
+  void on_dropped(Connection&, const std::string& why, bool was_ready) override {
+    if (was_ready) {
+      host_.log(LogLevel::warning, name_ + ": connection lost: " + why);
+    } else {
+      host_.log(LogLevel::debug, name_ + ": connect failed: " + why);
+    }
+  }
+  void on_closed(Connection&) override { host_.on_node_closed(index_); }
+
+  // Sink: the handshake's answers.
+  void on_result(int, std::uint32_t tag, const Result& r) override {
+    if (r.kind != Result::Kind::reply) return;
+    const Reply& rep = *r.reply;
+    if (rep.is_error()) {
+      if (tag == hs_auth) {
+        // Commands pipelined behind a failed AUTH would run as the default user: drop the
+        // connection so none of them counts, and say why in every per-node record.
+        host_.log(LogLevel::error, name_ + ": AUTH failed: " + rep.str);
+        conn_.drop("AUTH failed: " + rep.str);
+      } else if (tag == hs_select) {
+        host_.log(LogLevel::error, name_ + ": SELECT failed: " + rep.str);
+        conn_.drop("SELECT failed: " + rep.str);  // the wrong database must not take votes
+      } else if (tag != hs_config && tag != hs_appendonly && tag != hs_appendfsync) {
+        // CONFIG may be disabled or renamed: say nothing
+        host_.log(LogLevel::debug, name_ + ": handshake: " + rep.str);
+      }
+      return;
+    }
+    switch (tag) {
+      case hs_config:
+        if (auto policy = config_value(rep); policy && *policy != "noeviction") {
+          host_.log(LogLevel::warning, name_ + ": maxmemory-policy is " + *policy +
+                                           ": Redis may evict lock keys under memory pressure; "
+                                           "use noeviction on lock nodes");
+        }
+        break;
+      case hs_appendonly:
+        appendonly_ = config_value(rep).value_or("");
+        break;
+      case hs_appendfsync:
+        appendfsync_ = config_value(rep).value_or("");
+        break;
+      case hs_info:
+        if (rep.type == Reply::Type::string) {
+          if (auto info = detail::parse_server_info(rep.str)) {
+            detail::RestartGuard::Policy p{host_.restart_quarantine(), options_.min_node_uptime,
+                                           options_.durable_nodes};
+            if (auto warning = guard_.observe(*info, BootClock::now(), p))
+              host_.log(LogLevel::warning, name_ + ": " + *warning);
+          }
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  void on_done() override {}
+
+  NodeHost& host_;
+  int index_;
+  NodeAddress address_;
+  std::string name_;
+  const Options& options_;
+  std::shared_ptr<const Command> auth_, select_;
+  std::string appendonly_, appendfsync_;  // CONFIG GET at the last connect; empty if unknown
+  detail::RestartGuard guard_;
+  Connection conn_;  // last: destroyed first, while the rest is still there
+};
+
+}  // namespace
+
+std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
+                                const NodeAddress& address, const Options& options,
+                                NodeMetrics* metrics) {
+  return std::make_unique<StandaloneNode>(loop, host, index, address, options, metrics);
+}
+
+}  // namespace redlock::net

@@ -1,0 +1,49 @@
+#pragma once
+// The transport seam: how a connection moves bytes over its connected, non-blocking socket.
+// Plain TCP and unix sockets are here; TLS plugs in through the same interface (a handshake
+// after connect, then reads and writes that may each need the other readiness).
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace redlock::net {
+
+class Transport {
+ public:
+  enum class Status {
+    ok,      // done (handshake) or `bytes` moved (read, write)
+    again,   // would block: wait for readability, or writability when wants_write()
+    closed,  // the peer closed the stream
+    failed,  // see error()
+  };
+  struct Io {
+    Status status;
+    std::size_t bytes;
+  };
+
+  virtual ~Transport() = default;
+  // After the socket connected, before any read or write: the transport's own handshake.
+  virtual Status handshake() { return Status::ok; }
+  virtual Io read(char* buf, std::size_t len) = 0;
+  virtual Io write(const char* buf, std::size_t len) = 0;
+  // After `again`: true when the operation waits for writability (TLS may need to write to
+  // read, or to finish a handshake).
+  [[nodiscard]] virtual bool wants_write() const { return false; }
+  // Why the last operation failed, for the per-node record. Never contains a secret.
+  [[nodiscard]] virtual std::string error() const = 0;
+};
+
+// Makes the transport for a freshly connected socket (it does not own the fd).
+class TransportFactory {
+ public:
+  virtual ~TransportFactory() = default;
+  [[nodiscard]] virtual std::unique_ptr<Transport> wrap(int fd) = 0;
+  // "tcp", "unix", "tls": for messages.
+  [[nodiscard]] virtual const char* kind() const = 0;
+};
+
+// Bytes straight to and from the socket.
+[[nodiscard]] std::unique_ptr<TransportFactory> plain_transport(bool unix_socket);
+
+}  // namespace redlock::net

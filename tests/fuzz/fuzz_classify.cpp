@@ -1,0 +1,130 @@
+// Fuzz target: arbitrary bytes from a server, through the reader, into every lock kind's
+// classification. In-process: no server, no engine, no socket.
+//
+// Input: byte 0 seeds how the rest is cut into reads (1..64 bytes each); the rest is what the
+// server sent. Invariants:
+// - the reader gives the same replies (and stops at the same error) whether the bytes come in one
+//   read or in pieces;
+// - every reply gets a verdict from every kind: a grant exactly for the reply that means one
+//   (+OK for SET NX; :1 for the scripted kinds; a positive integer for a fence, a ticket or a
+//   release), a refusal exactly for nil / :0, and otherwise a failure in `error` state with a
+//   non-empty detail (an error reply's own text);
+// - describe() never shows a bulk string's bytes.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/kinds.hpp"
+#include "fuzz_check.hpp"
+#include "net/reader.hpp"
+
+using namespace redlock;
+using namespace redlock::detail;
+using redlock::net::Reader;
+
+namespace {
+
+std::string deep(const Reply& x) {
+  std::string s =
+      std::to_string(static_cast<int>(x.type)) + ":" + std::to_string(x.integer) + ":" + x.str;
+  for (const auto& e : x.elements) s += "[" + deep(e) + "]";
+  return s;
+}
+
+struct Read {
+  std::vector<std::string> replies;
+  bool failed = false;
+};
+
+Read read(std::string_view bytes, const std::function<std::size_t()>& next_chunk,
+          const std::function<void(const Reply&)>& each) {
+  Read out;
+  Reader r;
+  std::size_t pos = 0;
+  while (pos < bytes.size() && !out.failed) {
+    const std::size_t n = std::min(next_chunk(), bytes.size() - pos);
+    if (!r.feed(bytes.data() + pos, n)) {
+      out.failed = true;
+      break;
+    }
+    pos += n;
+    for (;;) {
+      const auto next = r.next();
+      if (next == Reader::Next::more) break;
+      if (next == Reader::Next::error) {
+        FUZZ_CHECK(!r.error().empty(), "an error without a message");
+        out.failed = true;
+        break;
+      }
+      out.replies.push_back(deep(r.reply()));
+      if (each) each(r.reply());
+    }
+  }
+  return out;
+}
+
+void check_verdict(const Verdict& v, const Reply& r, bool grant, bool refuse, const char* who) {
+  const std::string what = std::string(who) + " on " + r.describe();
+  if (grant) {
+    FUZZ_CHECK(v.vote == Vote::yes && v.state == NodeState::ok, what);
+  } else if (refuse) {
+    FUZZ_CHECK(v.vote == Vote::no &&
+                   (v.state == NodeState::held_by_other || v.state == NodeState::not_held),
+               what);
+  } else {
+    FUZZ_CHECK(v.vote == Vote::failed && v.state == NodeState::error && !v.detail.empty(), what);
+    if (r.is_error()) FUZZ_CHECK(v.detail == r.str, what);
+  }
+}
+
+void classify_everything(const Reply& r) {
+  using T = Reply::Type;
+  const bool is_int = r.type == T::integer;
+  const bool one = r.is_integer(1), zero = r.is_integer(0), positive = is_int && r.integer > 0;
+  std::vector<std::string> keys{"k"};
+  AcquireOptions plain, multi, fenced, read_o, write_o, fair;
+  fenced.fence = true;
+  read_o.mode = LockMode::read;
+  write_o.mode = LockMode::write;
+  fair.fair = true;
+  check_verdict(kind_for_acquire(plain, 1).classify_acquire(r), r, r.is_status("OK"),
+                r.type == T::nil, "plain");
+  check_verdict(kind_for_acquire(multi, 2).classify_acquire(r), r, one, zero, "multi");
+  check_verdict(kind_for_acquire(read_o, 1).classify_acquire(r), r, one, zero, "read");
+  check_verdict(kind_for_acquire(write_o, 1).classify_acquire(r), r, one, zero, "write");
+  check_verdict(kind_for_acquire(fair, 1).classify_acquire(r), r, one, zero, "fair");
+  const auto f = kind_for_acquire(fenced, 1).classify_acquire(r);
+  check_verdict(f, r, positive, zero, "fenced");
+  if (positive) FUZZ_CHECK(f.value == static_cast<std::uint64_t>(r.integer), "fence value");
+  check_verdict(LockKind::classify_extend(r), r, one, zero, "extend");
+  check_verdict(LockKind::classify_release(r), r, positive, zero, "release");
+  const auto t = classify_ticket(r);
+  check_verdict(t, r, positive, false, "ticket");
+  check_verdict(classify_raise(r), r, one, false, "write-back");
+  const auto d = r.describe();
+  if (r.type == T::string && r.str.size() >= 8)
+    FUZZ_CHECK(d.find(r.str) == std::string::npos, "describe shows bytes");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  std::uint32_t state = data[0] * 2654435761u + 1;
+  const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const auto whole = read(
+      bytes, [&] { return bytes.size(); }, classify_everything);
+  const auto pieces = read(bytes,
+                           [&] {
+                             state = state * 1103515245u + 12345u;
+                             return static_cast<std::size_t>((state >> 16) % 64 + 1);
+                           },
+                           {});
+  FUZZ_CHECK(whole.replies == pieces.replies,
+             "replies differ between one read and pieces: " + fuzz::show(bytes));
+  FUZZ_CHECK(whole.failed == pieces.failed,
+             "an error in one way of reading only: " + fuzz::show(bytes));
+  return 0;
+}

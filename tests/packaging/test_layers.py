@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The house's rules, checked on the source tree (README, "Layout").
+
+lib/ has layers, and arrows only run downwards:
+    public API (lib/*.cpp, capi/)  ->  engine/  ->  net/  ->  core/
+- core/ is pure: no hiredis, no libuv, no OpenSSL, nothing from net/ or engine/;
+- net/ never reaches up into engine/ or the public API's private headers; it is the only place
+  that includes hiredis;
+- no public header names a hiredis, libuv or OpenSSL type (engine.hpp declares uv_loop_s only);
+- each public header's code lives in the lib/ file of its name;
+- no file under lib/ is longer than 650 lines.
+"""
+import os
+import re
+import sys
+import unittest
+
+ROOT = os.environ.get("REDLOCK_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..", "..")
+LIB = os.path.join(ROOT, "lib")
+INCLUDE = os.path.join(ROOT, "include", "redlock")
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+
+def files_under(folder, exts=(".cpp", ".hpp", ".h")):
+    for dirpath, _, names in os.walk(folder):
+        for n in sorted(names):
+            if n.endswith(exts):
+                yield os.path.join(dirpath, n)
+
+
+def includes(path):
+    with open(path, encoding="utf-8") as f:
+        return INCLUDE_RE.findall(f.read())
+
+
+def layer(path):
+    rel = os.path.relpath(path, LIB)
+    return rel.split(os.sep)[0] if os.sep in rel else "api"
+
+
+class Layers(unittest.TestCase):
+    def test_core_is_pure(self):
+        for path in files_under(os.path.join(LIB, "core")):
+            for inc in includes(path):
+                with self.subTest(file=os.path.relpath(path, ROOT), include=inc):
+                    self.assertFalse(inc.startswith(("hiredis/", "uv", "openssl/")), "I/O library in core/")
+                    self.assertFalse(inc.startswith(("net/", "engine/", "capi/")), "core/ reaches up")
+                    self.assertNotIn(inc, ("client_impl.hpp", "guard_state.hpp", "lock_builder.hpp"))
+
+    def test_net_does_not_reach_up(self):
+        for path in files_under(os.path.join(LIB, "net")):
+            for inc in includes(path):
+                with self.subTest(file=os.path.relpath(path, ROOT), include=inc):
+                    self.assertFalse(inc.startswith(("engine/", "capi/")), "net/ reaches up")
+                    self.assertNotIn(inc, ("client_impl.hpp", "guard_state.hpp", "lock_builder.hpp"))
+
+    def test_engine_does_not_reach_up(self):
+        for path in files_under(os.path.join(LIB, "engine")):
+            for inc in includes(path):
+                with self.subTest(file=os.path.relpath(path, ROOT), include=inc):
+                    self.assertFalse(inc.startswith("capi/"))
+                    self.assertNotIn(inc, ("client_impl.hpp", "guard_state.hpp"))
+
+    def test_only_net_includes_hiredis(self):
+        users = [os.path.relpath(p, LIB) for p in files_under(LIB)
+                 if any(i.startswith("hiredis/") for i in includes(p))]
+        self.assertTrue(users, "nobody includes hiredis: this test is out of date")
+        for u in users:
+            self.assertTrue(u.startswith("net" + os.sep), u + " includes hiredis outside net/")
+
+    def test_public_headers_name_no_dependency_type(self):
+        for path in files_under(INCLUDE):
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            name = os.path.basename(path)
+            with self.subTest(header=name):
+                for inc in INCLUDE_RE.findall(text):
+                    self.assertFalse(inc.startswith(("hiredis/", "uv", "openssl/")), inc)
+                code = re.sub(r"/\*.*?\*/", "", re.sub(r"//.*", "", text), flags=re.S)
+                code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', code)
+                found = set(re.findall(r"\b(redis\w*|uv_\w+|SSL\w*|X509\w*)\b", code))
+                if name == "engine.hpp":
+                    found.discard("uv_loop_s")
+                self.assertEqual(found, set(), "dependency types in a public header")
+
+    def test_each_public_header_has_its_source(self):
+        # export.hpp holds macros only.
+        for path in files_under(INCLUDE, (".hpp", ".h")):
+            stem = os.path.splitext(os.path.basename(path))[0]
+            if stem == "export":
+                continue
+            candidates = [os.path.join(LIB, d, stem + ".cpp") for d in ("", "core", "engine", "capi")]
+            with self.subTest(header=os.path.basename(path)):
+                self.assertTrue(any(os.path.exists(c) for c in candidates),
+                                "no lib/**/%s.cpp for %s" % (stem, os.path.basename(path)))
+
+    def test_no_file_over_650_lines(self):
+        for path in files_under(LIB):
+            with open(path, encoding="utf-8") as f:
+                n = sum(1 for _ in f)
+            with self.subTest(file=os.path.relpath(path, ROOT)):
+                self.assertLessEqual(n, 650)
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main(verbosity=1))

@@ -1,0 +1,125 @@
+// The wire without a server: RESP encoding, and the reader (whole, in pieces, byte by byte).
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+
+#include "net/reader.hpp"
+#include "net/resp.hpp"
+
+using namespace redlock;
+using namespace redlock::detail;
+using redlock::net::Reader;
+
+namespace {
+
+// Every complete reply in `bytes`, fed in chunks of `chunk` bytes, described recursively.
+std::vector<std::string> read_all(const std::string& bytes, std::size_t chunk,
+                                  std::string* error = nullptr) {
+  Reader r;
+  std::vector<std::string> out;
+  std::function<std::string(const Reply&)> deep = [&](const Reply& x) {
+    std::string s = x.describe() + (x.type == Reply::Type::string ? "=" + x.str : "");
+    if (x.type == Reply::Type::array) {
+      s += "[";
+      for (const auto& e : x.elements) s += deep(e) + ";";
+      s += "]";
+    }
+    return s;
+  };
+  for (std::size_t i = 0; i < bytes.size(); i += chunk) {
+    if (!r.feed(bytes.data() + i, std::min(chunk, bytes.size() - i))) break;
+    for (;;) {
+      const auto n = r.next();
+      if (n == Reader::Next::reply) {
+        out.push_back(deep(r.reply()));
+        continue;
+      }
+      if (n == Reader::Next::error && error) *error = r.error();
+      break;
+    }
+    if (!r.error().empty()) break;
+  }
+  if (error && error->empty()) *error = r.error();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("RESP: a plain command and a script call, binary-safe") {
+  std::string out;
+  net::resp::append_command(out, Command::plain({"SET", "k", std::string("a\0b", 3), "NX"}));
+  CHECK(out == std::string("*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na\0b\r\n$2\r\nNX\r\n", 37));
+  out.clear();
+  const auto c = Command::call(ScriptId::release, {"k"}).arg("tok");
+  net::resp::append_command(out, c);
+  CHECK(out == "*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + script(ScriptId::release).sha +
+                   "\r\n$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n");
+  out.clear();
+  net::resp::append_command(out, c, net::resp::ScriptForm::eval);
+  CHECK(out.starts_with("*5\r\n$4\r\nEVAL\r\n$" +
+                        std::to_string(script(ScriptId::release).body.size()) + "\r\n"));
+}
+
+TEST_CASE("RESP round trip: what the encoder writes, the reader reads back as the same argv") {
+  const auto c = Command::call(ScriptId::acquire_multi, {"a", "b c", ""}).arg("tok").arg(30000LL);
+  std::string out;
+  net::resp::append_command(out, c);
+  for (std::size_t chunk : {out.size(), std::size_t{1}, std::size_t{3}}) {
+    auto got = read_all(out, chunk);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].find("(string of 3 bytes)=b c;") != std::string::npos);
+    CHECK(got[0].find("(string of 0 bytes)=;") != std::string::npos);
+    CHECK(got[0].starts_with("(array of 8)"));
+  }
+}
+
+TEST_CASE("Reader: many replies in one read, and the same replies byte by byte") {
+  const std::string bytes =
+      "+OK\r\n$-1\r\n:42\r\n-ERR no\r\n$3\r\nabc\r\n*2\r\n:1\r\n*1\r\n+x\r\n*-1\r\n*0\r\n";
+  const auto whole = read_all(bytes, bytes.size());
+  CHECK(whole == std::vector<std::string>{
+                     "OK", "(nil)", "(integer) 42", "(error) ERR no", "(string of 3 bytes)=abc",
+                     "(array of 2)[(integer) 1;(array of 1)[x;];]", "(nil)", "(array of 0)[]"});
+  for (std::size_t chunk = 1; chunk < 8; ++chunk) CHECK(read_all(bytes, chunk) == whole);
+}
+
+TEST_CASE("Reader: the one reused reply value holds each reply until the next one") {
+  Reader r;
+  const std::string a = "$40\r\n0123456789012345678901234567890123456789\r\n+OK\r\n";
+  REQUIRE(r.feed(a.data(), a.size()));
+  REQUIRE(r.next() == Reader::Next::reply);
+  CHECK(r.reply().str.size() == 40);
+  REQUIRE(r.next() == Reader::Next::reply);
+  CHECK(r.reply().is_status("OK"));
+  CHECK(r.next() == Reader::Next::more);
+}
+
+TEST_CASE(
+    "Reader guards: a huge element count, too many nested elements, garbage, a huge pending bulk") {
+  std::string err;
+  CHECK(read_all("*268435456\r\n", 64, &err).empty());
+  CHECK(err.find("268435456 elements") != std::string::npos);
+  // Eight small headers that together claim more than the limit.
+  std::string nested;
+  for (int i = 0; i < 8; ++i) nested += "*65536\r\n";
+  err.clear();
+  CHECK(read_all(nested, nested.size(), &err).empty());
+  CHECK(err.find("nested arrays") != std::string::npos);
+  err.clear();
+  CHECK(read_all("%2\r\n", 4, &err).empty());  // RESP3 map: not what a RESP2 server sends
+  CHECK_FALSE(err.empty());
+  Reader r;
+  const std::string head = "$1073741824\r\n";
+  REQUIRE(r.feed(head.data(), head.size()));
+  CHECK(r.next() == Reader::Next::more);
+  std::string chunk(1 << 20, 'x');
+  bool refused = false;
+  for (int i = 0; i < 70 && !refused; ++i) refused = !r.feed(chunk.data(), chunk.size());
+  CHECK(refused);
+  CHECK(r.error().find("unfinished reply") != std::string::npos);
+  r.reset();
+  const std::string ok = "+OK\r\n";
+  REQUIRE(r.feed(ok.data(), ok.size()));
+  CHECK(r.next() == Reader::Next::reply);
+}

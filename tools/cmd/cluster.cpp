@@ -1,0 +1,269 @@
+// redlock-cli cluster up|down|status|kill I|stop I|cont I|start I: the node manager
+// (tools/nodes/manager.hpp) behind the command line.
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli.hpp"
+#include "json.hpp"
+#include "nodes/manager.hpp"
+
+namespace fs = std::filesystem;
+
+namespace redlock::cli {
+
+using namespace redlock::nodes;
+
+// ---- the `cluster` subcommand -----------------------------------------------------------------
+
+namespace {
+
+struct ClusterFlags {
+  std::string count, base_port, dir, persistence, delay, node;
+};
+
+int int_flag(const char* flag, const std::string& text, int lo, int hi) {
+  auto v = parse_int(text);
+  if (!v) throw UsageError(std::string(flag) + " " + text + ": not a number");
+  if (*v < lo || *v > hi) {
+    throw UsageError(std::string(flag) + " " + text + ": must be between " + std::to_string(lo) +
+                     " and " + std::to_string(hi));
+  }
+  return static_cast<int>(*v);
+}
+
+// Saved settings of the last `up` in the directory, overridden by the flags actually given.
+ClusterSettings resolve(const ClusterFlags& f) {
+  std::optional<int> count, base;
+  std::optional<Persistence> pers;
+  if (!f.count.empty()) count = int_flag("--count", f.count, 1, max_count);
+  if (!f.base_port.empty()) base = int_flag("--base-port", f.base_port, min_port, max_port);
+  if (!f.persistence.empty()) {
+    if (f.persistence == "none")
+      pers = Persistence::none;
+    else if (f.persistence == "aof")
+      pers = Persistence::aof;
+    else
+      throw UsageError("--persistence " + f.persistence + ": expected none or aof");
+  }
+  fs::path dir = f.dir.empty() ? ClusterManager::default_dir() : fs::path(f.dir);
+  ClusterSettings s = ClusterManager::load_saved(dir).value_or(ClusterSettings{});
+  s.dir = dir;
+  if (count) s.count = *count;
+  if (base) s.base_port = *base;
+  if (pers) s.persistence = *pers;
+  return s;
+}
+
+int node_arg(const std::string& text) {
+  auto v = parse_int(text);
+  if (!v || *v > max_port || *v < -max_port)
+    throw UsageError("node number '" + text + "': not a number");
+  return static_cast<int>(*v);
+}
+
+std::string human_uptime(long long s) {
+  if (s < 60) return std::to_string(s) + "s";
+  char buf[32];
+  if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  else if (s < 86400)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+  return buf;
+}
+
+void print_status(const std::vector<NodeStatus>& nodes, bool json) {
+  auto opt = [](const auto& o, const char* none) {
+    return o ? std::to_string(*o) : std::string(none);
+  };
+  if (json) {
+    Json a = Json::array();
+    for (const auto& n : nodes) {
+      auto opt = [](const auto& o) { return o ? Json(*o) : Json(nullptr); };
+      a.push_back({{"index", n.index},
+                   {"port", n.port},
+                   {"pid", opt(n.pid)},
+                   {"state", to_string(n.state)},
+                   {"uptime_s", opt(n.uptime_s)},
+                   {"keys", opt(n.keys)},
+                   {"persistence", n.persistence}});  // a fixed label
+    }
+    print_json({{"nodes", std::move(a)}});
+    return;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"NODE", "PORT", "PID", "STATE", "UPTIME", "KEYS", "PERSISTENCE"}};
+  for (const auto& n : nodes) {
+    rows.push_back({std::to_string(n.index), std::to_string(n.port), opt(n.pid, "-"),
+                    to_string(n.state), n.uptime_s ? human_uptime(*n.uptime_s) : "-",
+                    opt(n.keys, "-"), n.persistence});
+  }
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (auto& r : rows)
+    for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  for (auto& r : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      line += r[c];
+      if (c + 1 < r.size()) line += std::string(width[c] - r[c].size() + 2, ' ');
+    }
+    std::cout << line << '\n';
+  }
+}
+
+enum class Verb { up, down, status, kill, stop, cont, start };
+
+int run(Verb verb, const std::string& name, const ClusterFlags& flags, const Globals& g) {
+  const bool quiet = g.quiet;
+  auto say = [&](const std::string& line) {
+    if (!quiet) std::cout << line << std::endl;
+  };
+  try {
+    std::chrono::milliseconds delay{0};
+    if (!flags.delay.empty()) delay = duration_arg("--delay", flags.delay);
+    std::optional<int> index;
+    if (verb == Verb::kill || verb == Verb::stop || verb == Verb::cont || verb == Verb::start) {
+      index = node_arg(flags.node);
+    }
+    // Only the commands that start nodes create the directory: `down --dir /tmp/typo` must not
+    // leave a directory behind, nor `kill` turn a mistyped path into an empty cluster.
+    ClusterManager m(resolve(flags), verb == Verb::up || verb == Verb::start);
+    switch (verb) {
+      case Verb::up:
+        for (auto& r : m.up()) say(describe(r));
+        break;
+      case Verb::down: {
+        auto reports = m.down();
+        if (reports.empty()) say("nothing running in " + m.settings().dir.string());
+        for (auto& r : reports) say(describe(r));
+        break;
+      }
+      case Verb::status:
+        print_status(m.status(), g.json);
+        break;
+      case Verb::kill:
+        say(describe(m.kill(*index)));
+        break;
+      case Verb::stop:
+        say(describe(m.stop(*index)));
+        break;
+      case Verb::cont:
+        say(describe(m.cont(*index)));
+        break;
+      case Verb::start:
+        // Refuse before announcing a wait that would otherwise end in that refusal.
+        m.check_can_start(*index);
+        if (delay.count() > 0) {
+          say("node " + std::to_string(*index) + ": delayed restart, waiting " + flags.delay +
+              " before starting it");
+        }
+        say(describe(m.start(*index, delay)));
+        break;
+    }
+    return exit_ok;
+  } catch (const ClusterError& e) {
+    if (e.kind() == ClusterError::Kind::usage)
+      throw UsageError("cluster " + name + ": " + e.what());
+    std::cerr << "redlock-cli: cluster " << name << ": " << e.what() << '\n';
+    return e.exit_code();
+  } catch (const UsageError& e) {
+    throw UsageError("cluster " + name + ": " + e.what());
+  }
+}
+
+std::vector<Option> settings_flags(ClusterFlags& f) {
+  return {
+      {.names = "--count",
+       .target = &f.count,
+       .help = "Number of nodes, 1..64 (default 5, or what `up` saved)",
+       .type_name = "N"},
+      {.names = "--base-port",
+       .target = &f.base_port,
+       .help = "Port of node 1; node I listens on base-port + I - 1 (default 7001, or what `up` "
+               "saved)",
+       .type_name = "PORT"},
+      {.names = "--dir",
+       .target = &f.dir,
+       .help = "Directory for configs, pid files, logs and data (default "
+               "$XDG_RUNTIME_DIR/redlock-cluster, else /tmp/redlock-cluster-$UID)",
+       .type_name = "DIR"},
+      {.names = "--persistence",
+       .target = &f.persistence,
+       .help = "none (no RDB, no AOF: a killed node comes back empty) or aof (appendonly yes, "
+               "appendfsync always) (default none, or what `up` saved)",
+       .type_name = "none|aof"},
+  };
+}
+
+}  // namespace
+
+Command cluster_command(const Globals& g) {
+  auto flags = std::make_shared<ClusterFlags>();
+  Command cluster{
+      .name = "cluster",
+      .description =
+          "Manage local demonstration Redis masters (real redis-server processes on 127.0.0.1)",
+      .footer =
+          "Settings given to `up` are saved in the directory (cluster.conf); later commands "
+          "without flags act on that cluster.\nExit status: 0 done, 1 refused (node not "
+          "running / already running, port taken) or a node failed to start, 2 usage or "
+          "configuration error.",
+      .options = settings_flags(*flags),
+      .run = []() -> int {
+        throw UsageError(
+            "cluster: a command is required: up, down, status, kill I, stop I, cont I or start I "
+            "(see 'redlock-cli cluster --help')");
+      },
+      .storage = flags,
+  };
+
+  struct Spec {
+    const char* name;
+    Verb verb;
+    const char* help;
+    bool takes_node;
+  };
+  const Spec specs[] = {
+      {"up", Verb::up, "Start every node that is not running and wait until all answer PING",
+       false},
+      {"down", Verb::down, "Stop the nodes started from this directory (SIGTERM, then SIGKILL)",
+       false},
+      {"status", Verb::status,
+       "One row per node: port, pid, up/paused/down, uptime, keys, persistence", false},
+      {"kill", Verb::kill, "SIGKILL node I (a crash: with persistence none it comes back empty)",
+       true},
+      {"stop", Verb::stop,
+       "SIGSTOP node I (paused: connections hang, like a partition or a long GC)", true},
+      {"cont", Verb::cont, "SIGCONT node I (resume a paused node)", true},
+      {"start", Verb::start, "Restart node I (same port and persistence), after --delay if given",
+       true},
+  };
+  for (const auto& spec : specs) {
+    Command sub{.name = spec.name, .description = spec.help, .options = settings_flags(*flags)};
+    if (spec.takes_node) {
+      sub.options.push_back({.names = "I",
+                             .target = &flags->node,
+                             .help = "Node number, 1..count",
+                             .type_name = "N",
+                             .required = true});
+    }
+    if (spec.verb == Verb::start) {
+      sub.options.push_back({.names = "--delay",
+                             .target = &flags->delay,
+                             .help = "Sleep this long first (250ms, 10s, 2m, 1h, or integer ms): "
+                                     "the delayed restart that keeps a restarted node from voting "
+                                     "for a lock it forgot",
+                             .type_name = "DUR"});
+    }
+    sub.run = [flags, name = std::string(spec.name), verb = spec.verb, &g] {
+      return run(verb, name, *flags, g);
+    };
+    cluster.subcommands.push_back(std::move(sub));
+  }
+  return cluster;
+}
+
+}  // namespace redlock::cli

@@ -1,0 +1,385 @@
+// redlock-cli demo [--count N] [--base-port P] [--dir DIR]
+//
+// A narrated, self-checking failover demonstration on the local nodes of `redlock-cli cluster`:
+// take a lock, kill masters one at a time, show why a crashed master must not come back empty at
+// once (and the two defences: a delayed restart, the restart guard), then restore the nodes and
+// stop the ones the demo started. Every step says what Redlock must do and checks that it did;
+// the last line is the verdict. Exit 0 only if every check passed; 1 if one failed (or a node
+// could not be started), 2 on a usage error, 130 when interrupted (the nodes are restored first),
+// 141 when stdout was closed under it (`demo | head`; the nodes are restored first too).
+//
+// demo.hpp has the Demo class, demo_steps.cpp its steps; this file has what they show and do with
+// the nodes, the run as a whole and the subcommand.
+
+#include "demo.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include "cli.hpp"
+#include "nodes/process.hpp"
+#include "output.hpp"
+
+namespace redlock::cli {
+namespace demo {
+
+using namespace std::chrono_literals;
+using nodes::Persistence;
+
+namespace {
+
+// Installs the interrupt handlers for the lifetime of the demo and puts the old ones back.
+class SignalScope {
+ public:
+  SignalScope() {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { interrupted.store(true); };
+    sigemptyset(&sa.sa_mask);
+    for (std::size_t i = 0; i < std::size(signals_); ++i) ::sigaction(signals_[i], &sa, &old_[i]);
+    // A closed stdout then shows as a failed write (see Demo::line) rather than killing us.
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &old_pipe_);
+  }
+  ~SignalScope() {
+    for (std::size_t i = 0; i < std::size(signals_); ++i)
+      ::sigaction(signals_[i], &old_[i], nullptr);
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  static constexpr int signals_[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[std::size(signals_)]{};
+  struct sigaction old_pipe_ {};
+};
+
+bool colour_wanted() {
+  const char* no_color = std::getenv("NO_COLOR");  // https://no-color.org: set and not empty
+  const char* term = std::getenv("TERM");
+  return ::isatty(STDOUT_FILENO) == 1 && (no_color == nullptr || *no_color == '\0') &&
+         !(term != nullptr && std::string_view(term) == "dumb");
+}
+
+}  // namespace
+
+bool Demo::check(bool ok, const std::string& what, const std::string& why_not) {
+  ++checks_;
+  if (ok) {
+    line("  " + p_.paint("[ ok ]", bold_green) + " " + what);
+  } else {
+    failures_.push_back(what + (why_not.empty() ? "" : " (" + why_not + ")"));
+    line("  " + p_.paint("[FAIL]", bold_red) + " " + what +
+         (why_not.empty() ? "" : ": " + why_not));
+  }
+  return ok;
+}
+
+Options Demo::options(Millis min_uptime) const {
+  Options o;
+  std::string err;
+  o.nodes = *parse_node_list(m_.node_list(), err);  // built by ClusterManager: always valid
+  // One retry, quickly: a single slow answer on a busy machine should not fail a step whose
+  // point is elsewhere; the attempts are shown.
+  o.retry_count = 1;
+  o.retry_delay = 50ms;
+  o.retry_jitter = 25ms;
+  o.min_node_uptime = min_uptime;
+  return o;
+}
+
+std::string Demo::token_label(const std::string& token) const {
+  auto it = labels_.find(token);
+  std::string short_tok = token.substr(0, 8) + "...";
+  if (it == labels_.end()) return "? " + short_tok;
+  return it->second + " " + short_tok;
+}
+
+int Demo::count_state(const std::vector<NodeOutcome>& nodes, Vote s) {
+  return static_cast<int>(
+      std::count_if(nodes.begin(), nodes.end(), [&](const auto& o) { return o.state == s; }));
+}
+
+void Demo::print_outcomes(const std::vector<NodeOutcome>& nodes) {
+  std::size_t w = 0;
+  for (const auto& o : nodes) w = std::max(w, o.node.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto& o = nodes[i];
+    std::string lat = o.state == Vote::pending ? "-" : fmt_ms(o.latency);
+    std::string text = "      " + node_name(static_cast<int>(i) + 1) + "  " + pad(o.node, w) +
+                       "  " + p_.paint(pad(to_string(o.state), 13), colour_of(o.state)) + " " +
+                       lpad(lat, 9);
+    if (!o.detail.empty()) text += "  " + p_.paint(o.detail, dim);
+    line(text);
+  }
+}
+
+Demo::Attempt Demo::acquire(Client& c, const std::string& who, const std::string& resource,
+                            Millis ttl) {
+  checkpoint();
+  resources_.insert(resource);
+  AcquireOptions ao;
+  ao.ttl = ttl;
+  const auto t0 = SteadyClock::now();
+  Attempt a{c.try_acquire({resource}, ao), {}};
+  a.took = std::chrono::duration_cast<Micros>(SteadyClock::now() - t0);
+  const int votes = count_state(a.result.nodes, Vote::ok);
+  const std::string attempts =
+      std::to_string(a.result.attempts) + (a.result.attempts == 1 ? " attempt" : " attempts");
+  const std::string head =
+      "client " + who + ": acquire " + resource + " (ttl " + fmt_s(ttl) + "): ";
+  if (a.result) {
+    labels_[a.result.lock.token()] = who.substr(0, who.find(' '));
+    say(head + p_.paint("acquired", green) + " in " + fmt_ms(a.took) + ", " + attempts);
+    say("  " + std::to_string(votes) + " of " + std::to_string(n_) + " votes (quorum " +
+        std::to_string(q_) + "), validity " + fmt_s(a.result.lock.validity()) + ", token " +
+        token_label(a.result.lock.token()) + "; redlock-cli exits 0");
+  } else {
+    say(head + p_.paint("refused", yellow) + " in " + fmt_ms(a.took) + ", " + attempts);
+    say("  " + a.result.message + "; redlock-cli exits " +
+        std::to_string(exit_code_for(a.result.error)));
+  }
+  print_outcomes(a.result.nodes);
+  return a;
+}
+
+StatusResult Demo::show_state(const std::string& resource) {
+  checkpoint();
+  // A fresh client each time: what the nodes store now, not what some connection remembers.
+  Client observer(options());
+  StatusResult st = observer.status(resource);
+  print_state(resource, st);
+  return st;
+}
+
+// Like show_state(), but looks again (for up to 1 s) until `done` holds. Commands that another
+// client has already queued (a rollback, the SET of a node that was still pending) can still be
+// overtaken by this look through a new connection on a busy machine; a key really left behind
+// (or really missing) stays that way for its whole ttl, far longer than this.
+StatusResult Demo::settle(const std::string& resource,
+                          const std::function<bool(const StatusResult&)>& done) {
+  checkpoint();
+  Client observer(options());
+  const auto deadline = SteadyClock::now() + 1s;
+  StatusResult st = observer.status(resource);
+  while (!done(st) && SteadyClock::now() < deadline) {
+    nap(20ms);
+    st = observer.status(resource);
+  }
+  print_state(resource, st);
+  return st;
+}
+
+void Demo::print_state(const std::string& resource, const StatusResult& st) {
+  say("what each node stores for " + resource + ":");
+  std::size_t w = 0;
+  for (const auto& s : st.nodes) w = std::max(w, s.node.size());
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    const auto& s = st.nodes[i];
+    std::string value = !s.up ? "" : s.value ? token_label(*s.value) : "-";
+    std::string ttl = s.up && s.pttl ? "ttl " + fmt_s(*s.pttl) : "";
+    line("      " + node_name(static_cast<int>(i) + 1) + "  " + pad(s.node, w) + "  " +
+         p_.paint(pad(s.up ? "up" : "down", 5), s.up ? green : red) + "  " + pad(value, 14) + "  " +
+         ttl);
+  }
+}
+
+bool Demo::keys_only(const StatusResult& st, const std::set<std::string>& allowed) const {
+  return std::all_of(st.nodes.begin(), st.nodes.end(), [&](const NodeKeyState& s) {
+    return !s.up || !s.value || allowed.count(*s.value) > 0;
+  });
+}
+
+void Demo::release(Client& c, const Lock& lock) {
+  if (lock.empty()) return;
+  auto r = c.try_release(lock);
+  say("released " + token_label(lock.token()) + ": deleted on " + std::to_string(r.deleted) +
+      " node" + (r.deleted == 1 ? "" : "s") + ", not held on " + std::to_string(r.not_held) +
+      ", unreachable " + std::to_string(r.unreachable));
+}
+
+void Demo::kill_node(int i) {
+  checkpoint();
+  auto r = m_.kill(i);
+  down_.insert(i);
+  // kill() returns once the main thread is a zombie, but redis's other threads may still be
+  // exiting with the listening socket open: an immediate start() would find the port taken.
+  const auto deadline = SteadyClock::now() + 2s;
+  while (!nodes::port_busy(r.port).empty() && SteadyClock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  say(p_.paint("kill -9", red) + " " + node_name(i) + " (127.0.0.1:" + std::to_string(r.port) +
+      ", pid " + std::to_string(r.pid) + ")");
+}
+
+void Demo::start_node(int i) {
+  auto r = m_.start(i);
+  down_.erase(i);
+  say("restart " + node_name(i) + " (pid " + std::to_string(r.pid) + ")" +
+      (durable_ ? ", with its AOF" : ", empty (no persistence)"));
+}
+
+// Kills a majority (nodes 1..Q) and restarts each at once: the crash that forgets a lock.
+void Demo::kill_majority_and_restart_at_once() {
+  const auto t0 = SteadyClock::now();
+  for (int i = 1; i <= q_; ++i) {
+    kill_node(i);
+    start_node(i);
+  }
+  auto took = std::chrono::duration_cast<Millis>(SteadyClock::now() - t0);
+  say("nodes 1.." + std::to_string(q_) + " crashed and were back within " +
+      std::to_string(took.count()) + " ms");
+}
+
+int Demo::run() {
+  const auto t0 = SteadyClock::now();
+  bool was_interrupted = false;
+  intro();
+  try {
+    step_nodes();
+    step_lock();
+    step_kills();
+    step_restart_at_once();
+    step_restart_delayed();
+    step_restart_guarded();
+  } catch (const Interrupted&) {
+    was_interrupted = true;
+    line();
+    say(p_.paint("interrupted: restoring the nodes first", yellow));
+  } catch (const Abort&) {
+    say("cannot go on without the nodes");
+  } catch (const ClusterError& e) {
+    // redis-server missing or an unusable directory, found before anything was changed.
+    if (e.kind() == ClusterError::Kind::usage && !ready_)
+      throw UsageError(std::string("demo: ") + e.what());
+    // A node that did not stop or start as asked: the demo cannot go on, but still restores.
+    check(false, "the nodes did what was asked", e.what());
+  } catch (const std::exception& e) {
+    check(false, "no unexpected error", e.what());  // and still restore the nodes below
+  }
+  client_.reset();
+  try {
+    step_restore(was_interrupted);
+  } catch (const std::exception& e) {
+    check(false, "restore the nodes", e.what());
+  }
+  const auto took = std::chrono::duration_cast<Millis>(SteadyClock::now() - t0);
+  line();
+  if (was_interrupted && output_gone.load()) {
+    // Nobody reads stdout any more; stderr may still reach the user.
+    std::cerr << "redlock-cli: demo: stdout was closed; stopped after " << fmt_s(took)
+              << " and restored the nodes\n";
+  }
+  if (was_interrupted) {
+    line(p_.paint("verdict: INTERRUPTED", bold_red) + " after " + fmt_s(took) + " (" +
+         std::to_string(failures_.size()) + " of " + std::to_string(checks_) +
+         " checks failed so far)");
+    return output_gone.load() ? 128 + SIGPIPE : 130;  // as if SIGPIPE had ended us, but later
+  }
+  if (failures_.empty()) {
+    line(p_.paint("verdict: PASS", bold_green) + ": all " + std::to_string(checks_) +
+         " checks passed, every step behaved as Redlock should (" + fmt_s(took) + ")");
+    return exit_ok;
+  }
+  line(p_.paint("verdict: FAIL", bold_red) + ": " + std::to_string(failures_.size()) + " of " +
+       std::to_string(checks_) + " checks failed (" + fmt_s(took) +
+       "); first: " + failures_.front());
+  return 1;
+}
+
+}  // namespace demo
+
+namespace {
+
+using namespace demo;
+
+using nodes::ClusterSettings;
+
+// ---- the `demo` subcommand ---------------------------------------------------------------------
+
+struct DemoFlags {
+  std::string count, base_port, dir;
+};
+
+int int_flag(const char* flag, const std::string& text) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) {
+    throw UsageError(std::string("demo: ") + flag + " " + text + ": not a number");
+  }
+  return v;
+}
+
+int run_demo(const DemoFlags& f) {
+  // The same resolution as `cluster`: what `cluster up` saved in the directory, then the flags.
+  ClusterSettings s;
+  try {
+    std::filesystem::path dir =
+        f.dir.empty() ? ClusterManager::default_dir() : std::filesystem::path(f.dir);
+    s = ClusterManager::load_saved(dir).value_or(ClusterSettings{});
+    s.dir = dir;
+  } catch (const ClusterError& e) {
+    throw UsageError(std::string("demo: ") + e.what());
+  }
+  if (!f.count.empty()) s.count = int_flag("--count", f.count);
+  if (!f.base_port.empty()) s.base_port = int_flag("--base-port", f.base_port);
+  std::unique_ptr<ClusterManager> m;
+  try {
+    m = std::make_unique<ClusterManager>(s);
+  } catch (const ClusterError& e) {
+    throw UsageError(std::string("demo: ") + e.what());
+  }
+  interrupted.store(false);
+  output_gone.store(false);
+  SignalScope signals;
+  return Demo(*m, colour_wanted()).run();
+}
+
+}  // namespace
+
+Command demo_command(const Globals&) {
+  auto f = std::make_shared<DemoFlags>();
+  return {
+      .name = "demo",
+      .description = "Narrated, self-checking failover demonstration on local nodes (takes ~10 s)",
+      .footer =
+          "Starts the masters that are not running (running ones are used as they are), takes a "
+          "lock, kills\n"
+          "masters one at a time, shows why a crashed master must not restart empty at once, then "
+          "restarts\n"
+          "what it killed and stops what it started. Any -n/--nodes is ignored: the demo only ever "
+          "acts on\n"
+          "the local masters of DIR.\n"
+          "Colour when stdout is a terminal and NO_COLOR is unset. Exit status: 0 every check "
+          "passed, 1 a\n"
+          "check failed or a node could not be started, 2 usage error, 130 interrupted (nodes "
+          "restored),\n"
+          "141 stdout closed by its reader, e.g. `demo | head` (nodes restored).",
+      .options =
+          {
+              {.names = "--count",
+               .target = &f->count,
+               .help = "Number of masters (default 5, or what `cluster up` saved in DIR)",
+               .type_name = "N"},
+              {.names = "--base-port",
+               .target = &f->base_port,
+               .help = "Port of node 1; node I listens on base-port + I - 1 (default 7001, or what "
+                       "`cluster up` saved)",
+               .type_name = "PORT"},
+              {.names = "--dir",
+               .target = &f->dir,
+               .help = "Cluster directory, as for `redlock-cli cluster` (default "
+                       "$XDG_RUNTIME_DIR/redlock-cluster, else /tmp/redlock-cluster-$UID)",
+               .type_name = "DIR"},
+          },
+      .run = [f] { return run_demo(*f); },
+      .storage = f,
+  };
+}
+
+}  // namespace redlock::cli

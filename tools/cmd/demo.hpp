@@ -1,0 +1,196 @@
+#pragma once
+// Private to `redlock-cli demo` (demo.cpp, demo_steps.cpp): the Demo class and the little it needs.
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "nodes/manager.hpp"
+#include "redlock/client.hpp"
+
+namespace redlock::cli::demo {
+
+using SteadyClock = std::chrono::steady_clock;
+using Micros = std::chrono::microseconds;
+using nodes::ClusterError;
+using nodes::ClusterManager;
+using nodes::NodeReport;
+using nodes::NodeStatus;
+// A node's answer in an operation, and a local process's state.
+using Vote = redlock::NodeState;
+using ProcState = nodes::ProcessState;
+
+// Locks of steps 2-3: long enough that nothing expires while we look at it.
+inline constexpr Millis lock_ttl{10000};
+// Locks of the restart scenarios: far above the node timeouts, short enough that waiting one
+// ttl out (the delayed restart) keeps the whole demo well under a minute.
+inline constexpr Millis restart_ttl{3000};
+// --min-uptime of the guarded client: above the age of a node restarted a moment ago.
+inline constexpr Millis guard_min_uptime{10000};
+
+// Set from SIGINT/SIGTERM/SIGHUP; the demo checks it between operations so that it can still
+// restore the nodes before exiting (an abandoned half-killed cluster is worse than a late exit).
+inline std::atomic<bool> interrupted{false};
+// Set when stdout has gone (`demo | head`): the reader is not coming back, so the demo stops as if
+// interrupted and still restores the nodes, instead of being killed by SIGPIPE half-way with
+// masters down or left running.
+inline std::atomic<bool> output_gone{false};
+struct Interrupted {};
+struct Abort {};  // a failed check that makes the rest of the demo meaningless
+
+inline void checkpoint() {
+  if (interrupted.load()) throw Interrupted{};
+}
+
+// Sleeps in small slices so an interrupt is noticed promptly.
+inline void nap(Millis d) {
+  const auto until = SteadyClock::now() + d;
+  while (SteadyClock::now() < until) {
+    checkpoint();
+    std::this_thread::sleep_for(
+        std::min<SteadyClock::duration>(std::chrono::milliseconds(20), until - SteadyClock::now()));
+  }
+  checkpoint();
+}
+
+// ---- text --------------------------------------------------------------------------------------
+
+// Wraps text in an SGR colour sequence, or returns it unchanged when colour is off (a pipe, a
+// dumb terminal, NO_COLOR), so the same code prints both.
+struct Palette {
+  explicit Palette(bool on) : on_(on) {}
+  [[nodiscard]] std::string paint(std::string_view text, std::string_view sgr) const {
+    if (!on_ || sgr.empty()) return std::string(text);
+    return "\x1b[" + std::string(sgr) + "m" + std::string(text) + "\x1b[0m";
+  }
+  bool on_;
+};
+
+inline constexpr std::string_view bold = "1", dim = "2", red = "31", green = "32", yellow = "33",
+                                  magenta = "35", cyan = "36", bold_red = "1;31",
+                                  bold_green = "1;32";
+
+inline std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+inline std::string lpad(std::string s, std::size_t width) {
+  if (s.size() < width) s.insert(0, width - s.size(), ' ');
+  return s;
+}
+
+inline std::string fmt_ms(Micros us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f ms", static_cast<double>(us.count()) / 1000.0);
+  return buf;
+}
+
+inline std::string fmt_s(Millis ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+inline std::string_view colour_of(Vote s) {
+  switch (s) {
+    case Vote::ok:
+      return green;
+    case Vote::held_by_other:
+      return yellow;
+    case Vote::excluded:
+      return magenta;
+    case Vote::pending:
+      return dim;
+    default:
+      return red;
+  }
+}
+
+// ---- the demonstration -------------------------------------------------------------------------
+
+class Demo {
+ public:
+  Demo(ClusterManager& m, bool colour)
+      : m_(m),
+        p_(colour),
+        n_(m.settings().count),
+        q_(n_ / 2 + 1),
+        started_(static_cast<std::size_t>(n_) + 1, false) {}
+
+  int run();
+
+ private:
+  struct Attempt {
+    AcquireResult result;
+    Micros took{0};
+  };
+
+  // Output.
+  // Flushed, so a pipe sees progress; no trailing blanks from padded columns.
+  void line(std::string s = {}) {
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    std::cout << s << std::endl;
+    if (!std::cout && !output_gone.exchange(true)) interrupted.store(true);
+  }
+  void heading(const std::string& s) { line(), line(p_.paint("== " + s + " ==", bold)); }
+  void subheading(const std::string& s) { line(), line("  " + p_.paint(s, cyan)); }
+  void say(const std::string& s) { line("  " + s); }
+  bool check(bool ok, const std::string& what, const std::string& why_not = {});
+
+  // Steps.
+  void intro();
+  void step_nodes();
+  void step_lock();
+  void step_kills();
+  void step_restart_at_once();
+  void step_restart_delayed();
+  void step_restart_guarded();
+  void step_restore(bool interrupted);
+
+  // Helpers.
+  [[nodiscard]] Options options(Millis min_uptime = Millis{0}) const;
+  std::string node_name(int i) const {
+    return "node " + lpad(std::to_string(i), std::to_string(n_).size());
+  }
+  std::string token_label(const std::string& token) const;
+  Attempt acquire(Client& c, const std::string& who, const std::string& resource, Millis ttl);
+  void print_outcomes(const std::vector<NodeOutcome>& nodes);
+  StatusResult show_state(const std::string& resource);
+  void print_state(const std::string& resource, const StatusResult& st);
+  StatusResult settle(const std::string& resource,
+                      const std::function<bool(const StatusResult&)>& done);
+  void release(Client& c, const Lock& lock);
+  void kill_node(int i);
+  void start_node(int i);
+  void kill_majority_and_restart_at_once();
+  [[nodiscard]] static int count_state(const std::vector<NodeOutcome>& nodes, Vote s);
+  [[nodiscard]] bool keys_only(const StatusResult& st, const std::set<std::string>& allowed) const;
+
+  ClusterManager& m_;
+  Palette p_;
+  const int n_;
+  const int q_;
+  bool durable_ = false;           // killed nodes come back with their keys (AOF, fsync always)
+  bool ready_ = false;             // step 1 brought every node up
+  std::vector<ProcState> before_;  // by index - 1: each node's state before the demo
+  std::vector<bool> started_;      // by index: the demo started it, so the demo stops it
+  std::set<int> resumed_;          // paused before the demo: resumed, paused again at the end
+  std::set<int> down_;             // killed by the demo and not restarted yet
+  std::map<std::string, std::string> labels_;  // token -> "A", "B", ...
+  std::set<std::string> resources_;            // every resource used, checked empty at the end
+  std::unique_ptr<Client> client_;             // client A of steps 2-3 (a long-lived service)
+  int checks_ = 0;
+  std::vector<std::string> failures_;
+};
+
+}  // namespace redlock::cli::demo

@@ -1,0 +1,130 @@
+#pragma once
+// The one synchronous Redis client of the tools and the test fixtures: a blocking connection, one
+// command at a time, each waited for with a deadline. For checks, set-up and measurements beside
+// the library (which has its own asynchronous engine), never for locking.
+//
+// The transport stays behind this interface (hiredis's blocking API over TCP or a unix socket for
+// now), so a TLS transport can be added later as another Endpoint kind without touching callers.
+//
+// Not thread-safe: one SyncClient per thread. Movable, not copyable.
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlock::nodes {
+
+// Where a server listens.
+struct Endpoint {
+  enum class Kind { tcp, unix_socket };
+  Kind kind = Kind::tcp;
+  std::string host = "127.0.0.1";  // tcp: name or literal address (IPv6 without brackets)
+  std::uint16_t port = 6379;       // tcp
+  std::string path;                // unix socket path
+
+  [[nodiscard]] static Endpoint tcp(std::string host, std::uint16_t port);
+  [[nodiscard]] static Endpoint local(std::uint16_t port) { return tcp("127.0.0.1", port); }
+  [[nodiscard]] static Endpoint unix_socket(std::string path);
+  // "127.0.0.1:7001", "[::1]:7001" or "unix:///path", for messages.
+  [[nodiscard]] std::string to_string() const;
+};
+
+struct ClientOptions {
+  std::chrono::milliseconds connect_timeout{1000};
+  // Deadline of each read and write of a command; a server that does not answer in time (paused,
+  // overloaded) fails the command instead of hanging the caller.
+  std::chrono::milliseconds command_timeout{1000};
+  std::string user = {};      // ACL user for AUTH; empty: AUTH with the password only
+  std::string password = {};  // empty: no AUTH
+  int db = 0;                 // SELECTed after connecting when not 0
+};
+
+// An owned copy of one reply. `type` is an enum class because an unscoped enumerator named
+// `integer` would clash with the data member of the same name.
+struct Reply {
+  enum class Type { nil, status, error, integer, string, array };
+  Type type = Type::nil;
+  std::string str;  // status, error and string replies
+  long long integer = 0;
+  std::vector<Reply> elements;
+
+  [[nodiscard]] bool is_error() const { return type == Type::error; }
+  [[nodiscard]] bool is_nil() const { return type == Type::nil; }
+  // status "OK"
+  [[nodiscard]] bool is_ok() const { return type == Type::status && str == "OK"; }
+  // error reply that starts with `prefix`, e.g. "READONLY", "OOM", "WRONGTYPE", "NOSCRIPT".
+  [[nodiscard]] bool is_error(const std::string& prefix) const {
+    return type == Type::error && str.compare(0, prefix.size(), prefix) == 0;
+  }
+  // For messages, e.g. `(error) READONLY ...`, `(integer) 1`, `["a", (nil)]`.
+  [[nodiscard]] std::string to_string() const;
+};
+
+// Why a connection is unusable.
+enum class Failure {
+  none,
+  io,         // connect refused, reset, broken pipe ...
+  timeout,    // connect or command deadline passed
+  eof,        // the server closed the connection
+  protocol,   // the server sent something that is not RESP
+  handshake,  // AUTH or SELECT was refused
+  oom,
+  other,
+};
+
+class SyncClient {
+ public:
+  // Connects (and AUTHs / SELECTs as asked). Never throws for a server that cannot be reached:
+  // ok() is false then and error() says why.
+  explicit SyncClient(const Endpoint& endpoint, const ClientOptions& options = {});
+  ~SyncClient();
+  SyncClient(SyncClient&&) noexcept;
+  SyncClient& operator=(SyncClient&&) noexcept;
+  SyncClient(const SyncClient&) = delete;
+  SyncClient& operator=(const SyncClient&) = delete;
+
+  [[nodiscard]] bool ok() const;
+  [[nodiscard]] Failure failure() const;
+  // Why the connection is unusable ("Connection refused", "AUTH failed", ...); empty while ok().
+  [[nodiscard]] std::string error() const;
+  [[nodiscard]] const Endpoint& endpoint() const;
+
+  // Sends one command and waits for its reply. Binary-safe. nullopt when the connection failed
+  // (I/O error, timeout, closed): it is unusable afterwards and failure()/error() say why. A Redis
+  // error reply is not a failure: it is a Reply of Type::error.
+  [[nodiscard]] std::optional<Reply> command(std::span<const std::string_view> argv);
+  [[nodiscard]] std::optional<Reply> command(std::initializer_list<std::string_view> argv);
+  [[nodiscard]] std::optional<Reply> command(const std::vector<std::string>& argv);
+
+  // Pipelined use, for measuring a fan-out without waiting on each server in turn: send() writes
+  // a command without waiting for its reply, fd() is what to poll for POLLIN, and read_reply()
+  // reads what has arrived. Do not mix with command() while replies are outstanding.
+  [[nodiscard]] bool send(std::span<const std::string_view> argv);
+  [[nodiscard]] int fd() const;
+  enum class Read {
+    reply,    // a whole reply arrived (stored in *out when out is not null)
+    partial,  // part of one: poll again
+    failed,   // the connection failed (failure() says why)
+  };
+  [[nodiscard]] Read read_reply(Reply* out = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// True when the server at `endpoint` answers PING within `timeout`, and, when `pid` is given,
+// INFO says it is that process (so a foreign server on a recycled port is not taken for ours).
+[[nodiscard]] bool answers_ping(const Endpoint& endpoint, std::chrono::milliseconds timeout,
+                                std::optional<long long> pid = std::nullopt);
+
+// The value of `field` in an INFO reply ("uptime_in_seconds", "run_id" ...), if present.
+[[nodiscard]] std::optional<std::string> info_field(std::string_view info, std::string_view field);
+
+}  // namespace redlock::nodes

@@ -1,0 +1,587 @@
+// The node manager: real redis-server processes on 127.0.0.1 for demonstrations and tests.
+// See manager.hpp for the files kept in the cluster directory and the safety rules.
+
+#include "manager.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <system_error>
+#include <thread>
+
+#include "client.hpp"
+#include "cluster_dir.hpp"
+#include "launcher.hpp"
+#include "process.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace redlock::nodes {
+
+using namespace dir;
+
+namespace {
+
+constexpr auto startup_deadline = 5s;
+constexpr auto term_grace = 3s;
+constexpr auto ping_timeout = 200ms;
+constexpr auto query_timeout = 500ms;
+constexpr const char* settings_file = "cluster.conf";
+
+[[noreturn]] void fail(ClusterError::Kind kind, const std::string& message) {
+  throw ClusterError(kind, message);
+}
+
+std::string errno_text(int err) { return std::generic_category().message(err); }
+
+// ---- redis ------------------------------------------------------------------------------------
+
+std::string persistence_label(std::string_view appendonly, std::string_view fsync) {
+  if (appendonly != "yes") return "none";
+  if (fsync == "always") return "aof";
+  return "aof-" + std::string(fsync);
+}
+
+std::optional<std::string> config_get(SyncClient& c, std::string_view name) {
+  auto r = c.command({"CONFIG", "GET", name});
+  if (!r || r->type != Reply::Type::array || r->elements.size() != 2 ||
+      r->elements[1].type != Reply::Type::string) {
+    return std::nullopt;
+  }
+  return r->elements[1].str;
+}
+
+// ---- files and ports --------------------------------------------------------------------------
+
+// The redis-server to start, or ClusterError{usage}.
+std::string redis_server_path() {
+  if (auto exe = find_redis_server()) return *exe;
+  fail(ClusterError::Kind::usage,
+       "redis-server not found on PATH; install the Debian package `redis-server` "
+       "(apt-get install redis-server) or put redis-server on PATH");
+}
+
+bool answers_ping(int port) {
+  return nodes::answers_ping(Endpoint::local(static_cast<std::uint16_t>(port)), ping_timeout);
+}
+
+template <class Pred>
+bool wait_for(Pred pred, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+std::string node_name(int index, int port) {
+  return "node " + std::to_string(index) + " (127.0.0.1:" + std::to_string(port) + ")";
+}
+
+}  // namespace
+
+// ---- names ------------------------------------------------------------------------------------
+
+std::optional<long long> parse_int(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  long long v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+const char* to_string(Persistence p) noexcept { return p == Persistence::aof ? "aof" : "none"; }
+
+const char* to_string(ProcessState s) noexcept {
+  switch (s) {
+    case ProcessState::up:
+      return "up";
+    case ProcessState::paused:
+      return "paused";
+    case ProcessState::down:
+      return "down";
+  }
+  return "down";
+}
+
+std::string describe(const NodeReport& r) {
+  std::string n = node_name(r.index, r.port) + ": ";
+  std::string pid = "pid " + std::to_string(r.pid);
+  switch (r.outcome) {
+    case NodeReport::Outcome::started:
+      return n + "started, " + pid;
+    case NodeReport::Outcome::already_running:
+      return n + "already running, " + pid;
+    case NodeReport::Outcome::paused_left:
+      return n + "paused, " + pid + "; left as is (`redlock-cli cluster cont " +
+             std::to_string(r.index) + "` resumes it)";
+    case NodeReport::Outcome::stopped:
+      return n + "stopped, " + pid;
+    case NodeReport::Outcome::killed:
+      return n + "killed (SIGKILL), " + pid;
+    case NodeReport::Outcome::stale_removed:
+      return n + "pid file named " + pid +
+             ", which is not our redis-server; removed the stale pid file";
+    case NodeReport::Outcome::paused:
+      return n + "paused (SIGSTOP), " + pid;
+    case NodeReport::Outcome::already_paused:
+      return n + "already paused, " + pid;
+    case NodeReport::Outcome::resumed:
+      return n + "resumed (SIGCONT), " + pid;
+    case NodeReport::Outcome::not_paused:
+      return n + "was not paused, " + pid;
+  }
+  return n;
+}
+
+// ---- ClusterManager ---------------------------------------------------------------------------
+
+struct ClusterManager::Proc {
+  std::optional<pid_t> pid;  // what the pid file says
+  bool ours = false;         // pid is alive and a redis-server on `port`
+  char state = 0;            // /proc state letter when ours ('T': paused)
+  int port = 0;              // the port it was started on (node-I.conf), else the computed one
+};
+
+ClusterManager::ClusterManager(ClusterSettings settings, bool create_dir)
+    : settings_(std::move(settings)) {
+  using K = ClusterError::Kind;
+  if (settings_.count < 1 || settings_.count > max_count) {
+    fail(K::usage, "node count " + std::to_string(settings_.count) + " is out of range (1.." +
+                       std::to_string(max_count) + ")");
+  }
+  if (settings_.base_port < min_port || settings_.base_port > max_port) {
+    fail(K::usage, "base port " + std::to_string(settings_.base_port) + " is out of range (" +
+                       std::to_string(min_port) + ".." + std::to_string(max_port) + ")");
+  }
+  if (settings_.base_port + settings_.count - 1 > max_port) {
+    fail(K::usage, "base port " + std::to_string(settings_.base_port) + " with " +
+                       std::to_string(settings_.count) + " nodes would put node " +
+                       std::to_string(settings_.count) + " on port " +
+                       std::to_string(settings_.base_port + settings_.count - 1) + ", above 65535");
+  }
+  if (settings_.dir.empty()) settings_.dir = default_dir();
+  std::error_code ec;
+  settings_.dir = fs::absolute(settings_.dir, ec);
+  const std::string what = "cluster directory " + settings_.dir.string();
+  if (!create_dir && !fs::exists(settings_.dir, ec)) return;
+  if (!fs::is_directory(settings_.dir, ec)) {
+    fs::create_directories(settings_.dir.parent_path(), ec);  // mkdir below reports the failure
+    // 0700: pid files decide what gets signalled, so nobody else may write them.
+    if (::mkdir(settings_.dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      fail(K::usage, what + ": cannot create it: " + errno_text(errno));
+    }
+  }
+  if (!fs::is_directory(settings_.dir, ec)) fail(K::usage, what + ": not a directory");
+  if (::access(settings_.dir.c_str(), W_OK | X_OK) != 0) {
+    fail(K::usage, what + ": not writable: " + errno_text(errno));
+  }
+}
+
+fs::path ClusterManager::default_dir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg != nullptr && xdg[0] == '/' && ::access(xdg, W_OK | X_OK) == 0) {
+    return fs::path(xdg) / "redlock-cluster";
+  }
+  // In /tmp another user could have created the directory first; refuse it then rather than
+  // write pid files someone else controls.
+  fs::path p = "/tmp/redlock-cluster-" + std::to_string(::getuid());
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) == 0 && (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid())) {
+    fail(ClusterError::Kind::usage,
+         "cluster directory " + p.string() + " is not a directory owned by you; pass --dir");
+  }
+  return p;
+}
+
+std::optional<ClusterSettings> ClusterManager::load_saved(const fs::path& dir) {
+  auto text = read_text(dir / settings_file);
+  if (!text) return std::nullopt;
+  ClusterSettings s;
+  s.dir = dir;
+  std::istringstream in(*text);
+  const std::string where = (dir / settings_file).string();
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    auto bad = [&] {
+      fail(ClusterError::Kind::usage,
+           where + ": bad " + key + " '" + value + "'; fix or remove the file");
+    };
+    if (key == "count" || key == "base_port") {
+      auto v = parse_int(value);
+      if (!v || *v < 0 || *v > max_port) bad();
+      (key == "count" ? s.count : s.base_port) = static_cast<int>(*v);
+    } else if (key == "persistence") {
+      if (value == "none")
+        s.persistence = Persistence::none;
+      else if (value == "aof")
+        s.persistence = Persistence::aof;
+      else
+        bad();
+    }
+  }
+  return s;
+}
+
+std::string ClusterManager::node_list() const {
+  std::string out;
+  for (int i = 1; i <= settings_.count; ++i) {
+    if (i > 1) out += ',';
+    out += "127.0.0.1:" + std::to_string(port_of(i));
+  }
+  return out;
+}
+
+fs::path ClusterManager::node_file(int index, const char* suffix) const {
+  return settings_.dir / ("node-" + std::to_string(index) + suffix);
+}
+
+void ClusterManager::check_index(int index) const {
+  if (index < 1 || index > settings_.count) {
+    fail(ClusterError::Kind::usage, "node " + std::to_string(index) +
+                                        ": no such node (this cluster has nodes 1.." +
+                                        std::to_string(settings_.count) + ")");
+  }
+}
+
+void ClusterManager::save_settings() const {
+  write_file_atomic(settings_.dir / settings_file,
+                    "# redlock-cli cluster: settings of the last `up`\n"
+                    "count=" +
+                        std::to_string(settings_.count) + "\n" +
+                        "base_port=" + std::to_string(settings_.base_port) + "\n" +
+                        "persistence=" + to_string(settings_.persistence) + "\n");
+}
+
+ClusterManager::Proc ClusterManager::inspect(int index) const {
+  Proc p;
+  fs::path conf = node_file(index, ".conf");
+  p.port = read_node_conf(conf).port.value_or(port_of(index));
+  if (auto text = read_text(node_file(index, ".pid"))) {
+    while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) text->pop_back();
+    if (auto v = parse_int(*text); v && *v > 1 && *v <= std::numeric_limits<pid_t>::max()) {
+      p.pid = static_cast<pid_t>(*v);
+    } else {
+      p.pid = 0;  // unreadable pid file: stale by definition
+    }
+  }
+  if (p.pid && is_redis_on(*p.pid, p.port, conf)) {
+    p.ours = true;
+    p.state = proc_state(*p.pid).value_or('?');
+  }
+  return p;
+}
+
+pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
+  using K = ClusterError::Kind;
+  const int port = port_of(index);
+  fs::path data = node_file(index, "");
+  fs::path conf = node_file(index, ".conf");
+  fs::path log = node_file(index, ".log");
+  std::error_code ec;
+  fs::create_directories(data, ec);
+  if (ec) fail(K::usage, "cannot create " + data.string() + ": " + ec.message());
+
+  std::string text = "# written by redlock-cli cluster at every start of node " +
+                     std::to_string(index) + "\nport " + std::to_string(port) +
+                     "\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
+                     "dir " +
+                     conf_quote(data.string()) + "\nlogfile " + conf_quote(log.string()) +
+                     "\nsave \"\"\n";
+  // RDB snapshots stay off in both modes: with aof, the log alone is the durable state.
+  text += settings_.persistence == Persistence::aof ? "appendonly yes\nappendfsync always\n"
+                                                    : "appendonly no\n";
+  write_file_atomic(conf, text);
+
+  pid_t pid = 0;
+  try {
+    pid = launch({.exe = redis_server,
+                  .args = {conf.string()},
+                  .output = log,
+                  .output_mode = 0644,
+                  .lifetime = Launch::Lifetime::detached});
+  } catch (const LaunchError& e) {
+    if (e.stage() == LaunchError::Stage::output) fail(K::usage, e.what());
+    fail(K::failed, "cannot start " + node_name(index, port) + ": " + e.what());
+  }
+  write_file_atomic(node_file(index, ".pid"), std::to_string(pid) + "\n");
+  return pid;
+}
+
+void ClusterManager::wait_ready(const std::vector<std::pair<int, pid_t>>& nodes) const {
+  std::vector<std::pair<int, pid_t>> pending = nodes;
+  std::vector<std::string> problems;
+  const auto deadline = std::chrono::steady_clock::now() + startup_deadline;
+  while (!pending.empty()) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      auto [index, pid] = *it;
+      if (answers_ping(port_of(index))) {
+        it = pending.erase(it);
+      } else if (!alive(pid)) {
+        remove_file(node_file(index, ".pid"));
+        problems.push_back(node_name(index, port_of(index)) + " (pid " + std::to_string(pid) +
+                           ") exited during startup\n" + log_tail(node_file(index, ".log"), 8));
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (pending.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  for (auto [index, pid] : pending) {
+    problems.push_back(node_name(index, port_of(index)) + " (pid " + std::to_string(pid) +
+                       ") did not answer PING within 5 s; it is left running\n" +
+                       log_tail(node_file(index, ".log"), 8));
+  }
+  if (!problems.empty()) {
+    std::string msg;
+    for (auto& p : problems) msg += (msg.empty() ? "" : "\n") + p;
+    fail(ClusterError::Kind::failed, msg);
+  }
+}
+
+std::vector<NodeReport> ClusterManager::up() {
+  using K = ClusterError::Kind;
+  const std::string redis_server = redis_server_path();
+  DirLock lock(settings_.dir);
+  const std::string down_hint = "; run `redlock-cli cluster down` first to change the settings";
+
+  std::vector<NodeReport> reports;
+  std::vector<std::pair<int, pid_t>> running;
+  std::vector<int> to_start;
+  for (int i = 1; i <= settings_.count; ++i) {
+    Proc p = inspect(i);
+    if (!p.ours) {
+      to_start.push_back(i);
+      continue;
+    }
+    if (p.port != port_of(i)) {
+      fail(K::refused, node_name(i, p.port) + " is running on port " + std::to_string(p.port) +
+                           ", not " + std::to_string(port_of(i)) + down_hint);
+    }
+    if (auto pers = read_node_conf(node_file(i, ".conf")).persistence;
+        pers && *pers != settings_.persistence) {
+      fail(K::refused, node_name(i, p.port) + " is running with persistence " + to_string(*pers) +
+                           ", not " + to_string(settings_.persistence) + down_hint);
+    }
+    bool paused = p.state == 'T';
+    reports.push_back(
+        {i, p.port, *p.pid,
+         paused ? NodeReport::Outcome::paused_left : NodeReport::Outcome::already_running});
+    if (!paused) running.emplace_back(i, *p.pid);
+  }
+  for (int j : pid_file_indices(settings_.dir)) {
+    if (j <= settings_.count) continue;
+    if (Proc p = inspect(j); p.ours) {
+      fail(K::refused, node_name(j, p.port) + " is running but the node count is " +
+                           std::to_string(settings_.count) + down_hint);
+    }
+  }
+  // Check every port before starting anything, so a conflict leaves the machine as it was.
+  for (int i : to_start) {
+    if (auto why = port_busy(port_of(i)); !why.empty()) {
+      std::string who = answers_ping(port_of(i)) ? "another Redis server" : "another process";
+      fail(K::refused, "port " + std::to_string(port_of(i)) + " (node " + std::to_string(i) +
+                           ") is already in use by " + who + " (not a node started from " +
+                           settings_.dir.string() + "): " + why);
+    }
+  }
+  save_settings();
+  std::vector<std::pair<int, pid_t>> started;
+  for (int i : to_start) {
+    remove_file(node_file(i, ".pid"));  // stale: its process is gone or is not ours
+    pid_t pid = spawn(i, redis_server);
+    started.emplace_back(i, pid);
+    reports.push_back({i, port_of(i), pid, NodeReport::Outcome::started});
+  }
+  std::sort(reports.begin(), reports.end(), [](auto& a, auto& b) { return a.index < b.index; });
+  running.insert(running.end(), started.begin(), started.end());
+  wait_ready(running);
+  return reports;
+}
+
+std::vector<NodeReport> ClusterManager::down() {
+  if (!fs::is_directory(settings_.dir)) return {};  // nothing was ever started from it
+  DirLock lock(settings_.dir);
+  std::vector<NodeReport> reports;
+  struct Victim {
+    std::size_t report;
+    pid_t pid;
+    int port;
+    fs::path conf;
+  };
+  std::vector<Victim> victims;
+  for (int i : pid_file_indices(settings_.dir)) {
+    Proc p = inspect(i);
+    if (!p.ours) {
+      remove_file(node_file(i, ".pid"));
+      // A pid file whose process simply exited is not worth a line; one naming a live process
+      // that is something else is.
+      if (p.pid && *p.pid > 1 && alive(*p.pid)) {
+        reports.push_back({i, p.port, *p.pid, NodeReport::Outcome::stale_removed});
+      }
+      continue;
+    }
+    // SIGTERM first: a stopped process keeps it pending and acts on it once continued.
+    ::kill(*p.pid, SIGTERM);
+    if (p.state == 'T') ::kill(*p.pid, SIGCONT);
+    victims.push_back({reports.size(), *p.pid, p.port, node_file(i, ".conf")});
+    reports.push_back({i, p.port, *p.pid, NodeReport::Outcome::stopped});
+  }
+  auto all_gone = [&] {
+    return std::none_of(victims.begin(), victims.end(),
+                        [](const Victim& v) { return alive(v.pid); });
+  };
+  if (!wait_for(all_gone, term_grace)) {
+    for (auto& v : victims) {
+      // Re-check: in the grace period the pid may have exited and been reused.
+      if (is_redis_on(v.pid, v.port, v.conf)) {
+        ::kill(v.pid, SIGKILL);
+        reports[v.report].outcome = NodeReport::Outcome::killed;
+      }
+    }
+    if (!wait_for(all_gone, 2s)) {
+      std::string msg;
+      for (auto& v : victims) {
+        if (alive(v.pid))
+          msg += (msg.empty() ? "" : "; ") + std::string("pid ") + std::to_string(v.pid);
+      }
+      fail(ClusterError::Kind::failed, "still alive after SIGKILL: " + msg);
+    }
+  }
+  for (auto& r : reports) remove_file(node_file(r.index, ".pid"));
+  return reports;
+}
+
+NodeStatus ClusterManager::node_status(int index) const {
+  check_index(index);
+  Proc p = inspect(index);
+  NodeStatus s;
+  s.index = index;
+  s.port = p.ours ? p.port : port_of(index);
+  if (p.ours) {
+    s.pid = *p.pid;
+    s.state = p.state == 'T' ? ProcessState::paused : ProcessState::up;
+  }
+  // A paused node accepts the TCP connection and then never answers: do not even try.
+  if (s.state == ProcessState::up) {
+    SyncClient c(Endpoint::local(static_cast<std::uint16_t>(s.port)),
+                 {.connect_timeout = query_timeout, .command_timeout = query_timeout});
+    if (auto info = c.command({"INFO", "server"}); info && info->type == Reply::Type::string) {
+      if (auto up = info_field(info->str, "uptime_in_seconds")) s.uptime_s = parse_int(*up);
+    }
+    if (auto n = c.command({"DBSIZE"}); n && n->type == Reply::Type::integer) s.keys = n->integer;
+    auto aof = config_get(c, "appendonly");
+    auto fsync = config_get(c, "appendfsync");
+    if (aof && fsync) s.persistence = persistence_label(*aof, *fsync);
+  }
+  if (s.persistence.empty()) {
+    auto pers = read_node_conf(node_file(index, ".conf")).persistence;
+    s.persistence = to_string(pers.value_or(settings_.persistence));
+  }
+  return s;
+}
+
+std::vector<NodeStatus> ClusterManager::status() const {
+  std::vector<NodeStatus> out;
+  for (int i = 1; i <= settings_.count; ++i) out.push_back(node_status(i));
+  return out;
+}
+
+NodeReport ClusterManager::kill(int index) {
+  check_index(index);
+  require_dir(index);
+  DirLock lock(settings_.dir);
+  Proc p = inspect(index);
+  if (!p.ours) fail(ClusterError::Kind::refused, node_name(index, p.port) + " is not running");
+  ::kill(*p.pid, SIGKILL);
+  if (!wait_for([&] { return !alive(*p.pid); }, 2s)) {
+    fail(ClusterError::Kind::failed, node_name(index, p.port) + ": pid " + std::to_string(*p.pid) +
+                                         " still alive after SIGKILL");
+  }
+  // The main thread can be a zombie while redis's other threads still hold the listening
+  // socket: wait until the port is free, so an immediate `start` does not find it taken.
+  (void)wait_for([&] { return port_busy(p.port).empty(); }, 2s);
+  remove_file(node_file(index, ".pid"));
+  return {index, p.port, *p.pid, NodeReport::Outcome::killed};
+}
+
+NodeReport ClusterManager::stop(int index) {
+  check_index(index);
+  require_dir(index);
+  DirLock lock(settings_.dir);
+  Proc p = inspect(index);
+  if (!p.ours) fail(ClusterError::Kind::refused, node_name(index, p.port) + " is not running");
+  if (p.state == 'T') return {index, p.port, *p.pid, NodeReport::Outcome::already_paused};
+  ::kill(*p.pid, SIGSTOP);
+  // Return only once it is really stopped, so the caller's next step sees a paused node.
+  (void)wait_for([&] { return proc_state(*p.pid).value_or('T') == 'T'; }, 1s);
+  return {index, p.port, *p.pid, NodeReport::Outcome::paused};
+}
+
+NodeReport ClusterManager::cont(int index) {
+  check_index(index);
+  require_dir(index);
+  DirLock lock(settings_.dir);
+  Proc p = inspect(index);
+  if (!p.ours) fail(ClusterError::Kind::refused, node_name(index, p.port) + " is not running");
+  if (p.state != 'T') return {index, p.port, *p.pid, NodeReport::Outcome::not_paused};
+  ::kill(*p.pid, SIGCONT);
+  (void)wait_for([&] { return proc_state(*p.pid).value_or('S') != 'T'; }, 1s);
+  return {index, p.port, *p.pid, NodeReport::Outcome::resumed};
+}
+
+NodeReport ClusterManager::start(int index, std::chrono::milliseconds delay) {
+  check_index(index);
+  const std::string redis_server = redis_server_path();
+  {
+    DirLock lock(settings_.dir);
+    check_can_start(index);
+  }
+  // Not under the lock: other nodes may be killed or paused while this one waits.
+  if (delay.count() > 0) std::this_thread::sleep_for(delay);
+  DirLock lock(settings_.dir);
+  check_can_start(index);
+  if (!fs::exists(settings_.dir / settings_file)) save_settings();
+  remove_file(node_file(index, ".pid"));
+  pid_t pid = spawn(index, redis_server);
+  wait_ready({{index, pid}});
+  return {index, port_of(index), pid, NodeReport::Outcome::started};
+}
+
+void ClusterManager::require_dir(int index) const {
+  if (!fs::is_directory(settings_.dir)) {
+    fail(ClusterError::Kind::refused, node_name(index, port_of(index)) +
+                                          " is not running (no cluster in " +
+                                          settings_.dir.string() + ")");
+  }
+}
+
+void ClusterManager::check_can_start(int index) const {
+  using K = ClusterError::Kind;
+  check_index(index);
+  Proc p = inspect(index);
+  if (p.ours) {
+    fail(K::refused, node_name(index, p.port) + " is already running (pid " +
+                         std::to_string(*p.pid) + (p.state == 'T' ? ", paused" : "") + ")");
+  }
+  if (auto why = port_busy(port_of(index)); !why.empty()) {
+    fail(K::refused, "port " + std::to_string(port_of(index)) + " (node " + std::to_string(index) +
+                         ") is already in use by another process: " + why);
+  }
+}
+
+}  // namespace redlock::nodes

@@ -1,0 +1,175 @@
+#pragma once
+// The node manager: local Redis masters, real `redis-server` processes on 127.0.0.1, one per port
+// base_port .. base_port+count-1, numbered 1..count. Used by `redlock-cli cluster` and by the
+// `demo` command, which drives the same nodes through this class. Started through launcher.hpp
+// (detached: they outlive the CLI) and checked through client.hpp.
+//
+// Files in the cluster directory (all owned by this class):
+//   cluster.conf    the settings of the last `up` (count, base port, persistence)
+//   cluster.lock    flock(2) taken by every state-changing call, so two CLIs do not race
+//   node-I.conf     the redis.conf node I was (re)started with; regenerated at every start
+//   node-I.pid      the pid of node I, written by us (never by redis)
+//   node-I.log      redis's log (stdout/stderr of the process are appended to it too)
+//   node-I/         redis's working directory (AOF files live here)
+//
+// Safety: a process is only ever signalled when the pid file names it AND /proc/PID/cmdline
+// shows a redis-server on that node's port (or started with that node's config file). Nothing
+// is ever looked up or signalled by name.
+//
+// Not thread-safe: one ClusterManager per thread. Calls block (they fork, poll and sleep).
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlock::nodes {
+
+inline constexpr int max_count = 64;   // nodes in one cluster
+inline constexpr int min_port = 1024;  // no privileged ports
+inline constexpr int max_port = 65535;
+
+// Whole-string decimal integer (a leading '-' is accepted); nullopt on anything else (spaces,
+// '+', overflow).
+[[nodiscard]] std::optional<long long> parse_int(std::string_view s);
+
+enum class Persistence {
+  none,  // save "" + appendonly no: a killed node restarts empty
+  aof,   // appendonly yes + appendfsync always: a killed node restarts with its keys
+};
+
+[[nodiscard]] const char* to_string(Persistence p) noexcept;
+
+struct ClusterSettings {
+  int count = 5;              // 1..64
+  int base_port = 7001;       // >= 1024, base_port + count - 1 <= 65535
+  std::filesystem::path dir;  // empty: ClusterManager::default_dir()
+  Persistence persistence = Persistence::none;
+};
+
+// Why a call failed; exit_code() is the redlock-cli exit status for it.
+class ClusterError : public std::runtime_error {
+ public:
+  enum class Kind {
+    usage,    // bad settings, bad node number, unusable dir, redis-server missing: exit 2
+    refused,  // the state change does not apply (start on a running node, port taken): exit 1
+    failed,   // a node did not come up / go down in time: exit 1
+  };
+  ClusterError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  [[nodiscard]] Kind kind() const noexcept { return kind_; }
+  [[nodiscard]] int exit_code() const noexcept { return kind_ == Kind::usage ? 2 : 1; }
+
+ private:
+  Kind kind_;
+};
+
+// What a local redis-server process is doing (not to be confused with redlock::NodeState, a node's
+// answer in one operation).
+enum class ProcessState { up, paused, down };
+[[nodiscard]] const char* to_string(ProcessState s) noexcept;
+
+struct NodeStatus {
+  int index = 0;
+  int port = 0;
+  std::optional<pid_t> pid;  // empty when down
+  ProcessState state = ProcessState::down;
+  std::optional<long long> uptime_s;  // empty when not answering (down, paused, busy)
+  std::optional<long long> keys;      // DBSIZE; empty when not answering
+  std::string persistence;            // "none", "aof", "aof-everysec", ... (live or configured)
+};
+
+// What up/down/kill/stop/cont/start did to one node.
+struct NodeReport {
+  enum class Outcome {
+    started,          // up, start
+    already_running,  // up: left alone
+    paused_left,      // up: our node is SIGSTOPped; left as is
+    stopped,          // down: exited after SIGTERM
+    killed,           // down: needed SIGKILL; kill: SIGKILLed
+    stale_removed,    // down: pid file named a process that is not ours any more; file removed
+    paused,           // stop
+    already_paused,   // stop on a paused node
+    resumed,          // cont
+    not_paused,       // cont on a running, not paused node
+  };
+  int index = 0;
+  int port = 0;
+  pid_t pid = 0;
+  Outcome outcome = Outcome::started;
+};
+[[nodiscard]] std::string describe(
+    const NodeReport& r);  // "node 2 (127.0.0.1:7002): started, pid 123"
+
+class ClusterManager {
+ public:
+  // Validates the settings and makes the directory usable (created 0700 if missing).
+  // Throws ClusterError{usage} naming the bad value.
+  // `create_dir` false (read-only uses such as status): a missing directory is not created and
+  // simply means that nothing is running.
+  explicit ClusterManager(ClusterSettings settings, bool create_dir = true);
+
+  ClusterManager(const ClusterManager&) = delete;
+  ClusterManager& operator=(const ClusterManager&) = delete;
+
+  // $XDG_RUNTIME_DIR/redlock-cluster if that variable is set and the directory writable,
+  // else /tmp/redlock-cluster-$UID.
+  [[nodiscard]] static std::filesystem::path default_dir();
+
+  // The settings `up` saved in dir/cluster.conf (dir is filled in), or nullopt when there are
+  // none. Throws ClusterError{usage} if the file exists but is malformed.
+  [[nodiscard]] static std::optional<ClusterSettings> load_saved(const std::filesystem::path& dir);
+
+  [[nodiscard]] const ClusterSettings& settings() const noexcept { return settings_; }
+  [[nodiscard]] int port_of(int index) const noexcept { return settings_.base_port + index - 1; }
+  // "127.0.0.1:7001,127.0.0.1:7002,..." for Options / --nodes.
+  [[nodiscard]] std::string node_list() const;
+
+  // Starts every node that is not running, saves cluster.conf, and waits until all answer PING
+  // (deadline ~5 s). Idempotent: our running nodes are left alone. Throws ClusterError:
+  // usage (redis-server missing), refused (a port is taken by another process, or our running
+  // nodes were started with other settings: nothing is started then), failed (a node did not
+  // answer in time; the message has the tail of its log; the others stay up).
+  std::vector<NodeReport> up();
+
+  // Stops every node this directory has a pid file for (SIGCONT if paused, SIGTERM, ~3 s, then
+  // SIGKILL) and removes the pid files. Empty result: nothing was running (or
+  // the directory does not exist; it is not created). Idempotent.
+  std::vector<NodeReport> down();
+
+  // Never changes anything; never blocks on a paused node.
+  [[nodiscard]] std::vector<NodeStatus> status() const;
+  [[nodiscard]] NodeStatus node_status(int index) const;
+
+  // One node, by number (1..count; else ClusterError{usage}). kill/stop/cont on a node that is not
+  // running: ClusterError{refused}.
+  NodeReport kill(int index);  // SIGKILL, waits until it is gone, removes the pid file
+  NodeReport stop(int index);  // SIGSTOP (paused: accepts connections, answers nothing)
+  NodeReport cont(int index);  // SIGCONT
+  // Restarts a node that is down with the same port and persistence, after sleeping `delay`
+  // (the "delayed restart" of the Redlock docs), then waits for PING. ClusterError{refused} if it
+  // is running (checked before and after the delay) or its port is taken.
+  NodeReport start(int index, std::chrono::milliseconds delay = std::chrono::milliseconds{0});
+  // The refusals of start() without starting anything: ClusterError{usage} for a bad number,
+  // {refused} if the node is running or its port is taken. For announcing a delayed restart.
+  void check_can_start(int index) const;
+
+ private:
+  struct Proc;
+  [[nodiscard]] Proc inspect(int index) const;
+  void check_index(int index) const;
+  // kill/stop/cont on a directory that does not exist: ClusterError{refused}, nothing created.
+  void require_dir(int index) const;
+  [[nodiscard]] std::filesystem::path node_file(int index, const char* suffix) const;
+  void save_settings() const;
+  pid_t spawn(int index, const std::string& redis_server);
+  void wait_ready(const std::vector<std::pair<int, pid_t>>& nodes) const;
+
+  ClusterSettings settings_;
+};
+
+}  // namespace redlock::nodes
