@@ -315,7 +315,9 @@ std::string SentinelFixture::why_unstable() const {
   return {};
 }
 
-void SentinelFixture::wait_until_stable() const {
+void SentinelFixture::wait_until_stable() const { wait_until_stable_for(cfg_.timeout); }
+
+void SentinelFixture::wait_until_stable_for(std::chrono::milliseconds limit) const {
   std::string why;
   const bool ok = wait_until(
       [&] {
@@ -326,12 +328,12 @@ void SentinelFixture::wait_until_stable() const {
         }
         return why.empty();
       },
-      cfg_.timeout, milliseconds(50));
+      limit, milliseconds(50));
   if (!ok) {
     std::string all;
     for (const auto& [name, g] : groups_) all += describe(name);
-    throw std::runtime_error("SentinelFixture: not stable after " +
-                             std::to_string(cfg_.timeout.count()) + " ms: " + why + "\n" + all);
+    throw std::runtime_error("SentinelFixture: not stable after " + std::to_string(limit.count()) +
+                             " ms: " + why + "\n" + all);
   }
 }
 
@@ -435,7 +437,8 @@ std::size_t SentinelFixture::failover(const std::string& name, Rejoin how) {
   }
   const std::size_t promoted = wait_for_new_master(name, old, "failover");
   if (how == Rejoin::now && up(node(name, old))) make_replica(name, old, promoted);  // (if raced)
-  if (how != Rejoin::no_wait) wait_until_stable();
+  if (how == Rejoin::now) wait_until_stable();
+  if (how == Rejoin::by_sentinel) wait_until_stable_for(by_sentinel_limit());
   return promoted;
 }
 
@@ -460,7 +463,13 @@ void SentinelFixture::restart_node(const std::string& name, std::size_t i, Rejoi
                    : std::string());
     node(name, i).start();
   }
-  if (how != Rejoin::no_wait) wait_until_stable();
+  if (how == Rejoin::now) wait_until_stable();
+  if (how == Rejoin::by_sentinel) wait_until_stable_for(by_sentinel_limit());
+}
+
+std::chrono::milliseconds SentinelFixture::by_sentinel_limit() const {
+  // Sentinel demotes a returning old master 10-20 s after it sees it (measured: ~20 s).
+  return std::max(cfg_.timeout, std::chrono::milliseconds(60000));
 }
 
 std::string SentinelFixture::data_node_config_file(const std::string& name, std::size_t i) const {

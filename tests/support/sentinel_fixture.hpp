@@ -85,7 +85,7 @@ class SentinelFixture {
   // the node is a second master that accepts writes.
   enum class Rejoin {
     now,          // the fixture sends that same REPLICAOF at once, then waits until stable
-    by_sentinel,  // wait (up to `timeout`) until Sentinel does it itself, then until stable
+    by_sentinel,  // wait (up to max(timeout, 60 s)) until Sentinel does it itself (~20 s)
     no_wait,      // return at once: the old master still says role:master
   };
   // SENTINEL FAILOVER name (on the first running sentinel), then waits until every running
@@ -119,6 +119,8 @@ class SentinelFixture {
   std::size_t wait_for_new_master(const std::string& name, std::size_t old_master,
                                   const char* what);
   void make_replica(const std::string& name, std::size_t i, std::size_t master);
+  void wait_until_stable_for(std::chrono::milliseconds limit) const;
+  [[nodiscard]] std::chrono::milliseconds by_sentinel_limit() const;
   [[nodiscard]] std::string data_node_config_file(const std::string& name, std::size_t i) const;
   [[nodiscard]] std::vector<std::size_t> running_sentinels() const;
 
