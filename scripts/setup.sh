@@ -17,7 +17,7 @@ shift || true
 # can run against, REDLOCK_TEST_REDIS_SERVER=$(command -v valkey-server)).
 packages=(g++ libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
           redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev
-          redis-sentinel openssl libssl-dev)
+          redis-sentinel openssl libssl-dev clang-format)
 backports_packages=(valkey-server valkey-tools)
 missing=()
 for p in "${packages[@]}" "${backports_packages[@]}"; do

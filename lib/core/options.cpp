@@ -190,9 +190,12 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   if (text.starts_with(redis_scheme)) {
     auto rest = text.substr(redis_scheme.size());
     auto slash = rest.find('/');
-    if (const auto last_at = rest.rfind('@'); last_at != std::string_view::npos && slash < last_at) {
+    if (const auto last_at = rest.rfind('@');
+        last_at != std::string_view::npos && slash < last_at) {
       // The credentials end at the last '@': a '/' before it can only be part of them.
-      why = "a '/' in the user or password must be written %2F (and '@' as %40, ':' in a user name as %3A)";
+      why =
+          "a '/' in the user or password must be written %2F (and '@' as %40, ':' in a user name "
+          "as %3A)";
       return false;
     }
     auto authority = rest.substr(0, slash);
@@ -246,8 +249,10 @@ std::string redacted(std::string_view text) {
   const std::size_t start = scheme != std::string_view::npos && scheme < at ? scheme + 3 : 0;
   const auto userinfo = text.substr(start, at - start);
   const auto colon = userinfo.find(':');
-  const bool plain_user = colon != std::string_view::npos && userinfo.substr(0, colon).find_first_of("/@") == std::string_view::npos;
-  const std::string user = plain_user ? std::string(userinfo.substr(0, colon)) + ":" : std::string();
+  const bool plain_user = colon != std::string_view::npos &&
+                          userinfo.substr(0, colon).find_first_of("/@") == std::string_view::npos;
+  const std::string user =
+      plain_user ? std::string(userinfo.substr(0, colon)) + ":" : std::string();
   return std::string(text.substr(0, start)) + user + "***" + std::string(text.substr(at));
 }
 
@@ -305,7 +310,8 @@ std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text, s
 
 std::optional<Millis> parse_duration(std::string_view text, std::string& error) {
   auto fail = [&](const char* why) {
-    error = "bad duration " + quoted(text) + ": " + why + " (examples: 250ms, 1.5s, 10s, 2m, 1h, 7d)";
+    error =
+        "bad duration " + quoted(text) + ": " + why + " (examples: 250ms, 1.5s, 10s, 2m, 1h, 7d)";
     return std::optional<Millis>{};
   };
   if (text.empty()) return fail("empty");
@@ -338,7 +344,8 @@ std::optional<Millis> parse_duration(std::string_view text, std::string& error) 
   }
   constexpr long long limit = std::numeric_limits<long long>::max();
   long long whole = 0;
-  if (!parse_int(text.substr(0, digits), 0, limit, whole) || whole > limit / mult) return fail("too large");
+  if (!parse_int(text.substr(0, digits), 0, limit, whole) || whole > limit / mult)
+    return fail("too large");
   long long ms = whole * mult;
   // The fraction, in ms: digits d1 d2 ... of the unit. Trailing zeros say nothing; the rest must
   // come to a whole number of milliseconds (mult has at most 8 digits, so 18 fraction digits

@@ -64,7 +64,8 @@ void check_no_password(std::string_view input, const std::string& error) {
   const auto scheme = input.find("://");
   const std::size_t start = scheme != std::string_view::npos && scheme < at ? scheme + 3 : 0;
   auto cred = input.substr(start, at - start);
-  if (const auto colon = cred.find(':'); colon != std::string_view::npos) cred = cred.substr(colon + 1);
+  if (const auto colon = cred.find(':'); colon != std::string_view::npos)
+    cred = cred.substr(colon + 1);
   if (cred.size() < 3 || input.substr(at).find(cred) != std::string_view::npos) return;
   const auto q1 = error.find('\'');
   const auto q2 = error.rfind("': ");

@@ -36,11 +36,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const std::string_view unit = text.substr(end);
   i128 mult = 0;
-  if (unit.empty() || unit == "ms") mult = 1;
-  else if (unit == "s") mult = 1000;
-  else if (unit == "m") mult = 60'000;
-  else if (unit == "h") mult = 3'600'000;
-  else if (unit == "d") mult = 86'400'000;
+  if (unit.empty() || unit == "ms")
+    mult = 1;
+  else if (unit == "s")
+    mult = 1000;
+  else if (unit == "m")
+    mult = 60'000;
+  else if (unit == "h")
+    mult = 3'600'000;
+  else if (unit == "d")
+    mult = 86'400'000;
   const i128 limit = std::numeric_limits<long long>::max();
   i128 whole = 0;
   bool fits = shape && mult != 0;

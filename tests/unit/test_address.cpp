@@ -92,10 +92,11 @@ TEST_CASE("address: a password with an unescaped '/', '@' or ':' never shows eit
   CHECK_MESSAGE(err.find("%2F") != std::string::npos, err);  // says how to write it
   CHECK_MESSAGE(err.find("***@127.0.0.1:7101") != std::string::npos, err);
   // Each password below contains the marker "S3KR1T"; no error may show it.
-  for (const char* text : {"redis://u:S3KR1T/x@h:1/x", "redis://u:p@S3KR1T@h:99999", "redis://u:S3KR1T:x@h:0",
-                           "redis://us/er:S3KR1T@h", "S3KR1T@h:1", "unix://u:S3KR1T@/tmp/x",
-                           "redis://u:S3KR1T@[::1", "redis://u:S3KR1T@h:1/-1", "redis://S3KR1T/@h:1",
-                           "rediss://u:S3KR1T@h:1", "redis+cluster://u:S3KR1T@h:1?seed=x@y"}) {
+  for (const char* text :
+       {"redis://u:S3KR1T/x@h:1/x", "redis://u:p@S3KR1T@h:99999", "redis://u:S3KR1T:x@h:0",
+        "redis://us/er:S3KR1T@h", "S3KR1T@h:1", "unix://u:S3KR1T@/tmp/x", "redis://u:S3KR1T@[::1",
+        "redis://u:S3KR1T@h:1/-1", "redis://S3KR1T/@h:1", "rediss://u:S3KR1T@h:1",
+        "redis+cluster://u:S3KR1T@h:1?seed=x@y"}) {
     std::string e;
     const auto a = NodeAddress::parse(text, e);
     if (a) continue;
@@ -196,9 +197,9 @@ TEST_CASE("durations") {
   CHECK(parse_duration("1.000s", err) == Millis{1000});
   CHECK(parse_duration("7.0", err) == Millis{7});
   CHECK(parse_duration("0.001s", err) == Millis{1});
-  for (std::string_view s : {"", "-1", "-5s", "1.5ms", "0.0001s", "1.s", ".5s", "1..5s", "10x", "s", "ms", " 1s",
-                             "1 s", "1S", "1.5 s", "99999999999999999999", "9223372036854775807h", "1e3",
-                             "106751991167.4d"}) {
+  for (std::string_view s :
+       {"", "-1", "-5s", "1.5ms", "0.0001s", "1.s", ".5s", "1..5s", "10x", "s", "ms", " 1s", "1 s",
+        "1S", "1.5 s", "99999999999999999999", "9223372036854775807h", "1e3", "106751991167.4d"}) {
     INFO("duration: ", s);
     err.clear();
     CHECK_FALSE(parse_duration(s, err));
