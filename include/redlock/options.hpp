@@ -129,11 +129,12 @@ struct AcquireOptions {
 // or nullopt. The Engine refuses exactly the same things (std::invalid_argument from its
 // constructor, Errc::invalid_argument from acquire), so the two can never disagree.
 [[nodiscard]] REDLOCK_API std::optional<std::string> check_options(const Options& options);
-// Resources (non-empty, distinct, at most 1 MiB each) and how the lock kinds combine: fencing,
-// read/write and fair locks take one resource; fair locks are exclusive and unfenced; fencing is
-// for exclusive locks. `drift_factor` is the client's (a ttl the drift alone uses up is refused).
+// Resources (non-empty, distinct, at most 1 MiB each, none whose key has the form of the library's
+// own keys: redlock/keys.hpp) and how the lock kinds combine: fencing, read/write and fair locks
+// take one resource; fair locks are exclusive and unfenced; fencing is for exclusive locks.
+// `drift_factor` and `key_prefix` are the client's (a ttl the drift alone uses up is refused).
 [[nodiscard]] REDLOCK_API std::optional<std::string> check_acquire(
     const std::vector<std::string>& resources, const AcquireOptions& options,
-    double drift_factor = 0.01);
+    double drift_factor = 0.01, std::string_view key_prefix = {});
 
 }  // namespace redlock

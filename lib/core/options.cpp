@@ -400,8 +400,9 @@ std::optional<std::string> check_options(const Options& o) {
 }
 
 std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
-                                         const AcquireOptions& o, double drift_factor) {
-  if (auto why = detail::check_resources(resources)) return why;
+                                         const AcquireOptions& o, double drift_factor,
+                                         std::string_view key_prefix) {
+  if (auto why = detail::check_resources(resources, key_prefix)) return why;
   if (auto why = detail::check_ttl(o.ttl, drift_factor)) return why;
   if (o.wait && *o.wait < Millis{0}) return "wait must be >= 0";
   if (o.retry_count && *o.retry_count < 0) return "retry_count must be >= 0";
