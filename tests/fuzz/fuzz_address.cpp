@@ -66,7 +66,11 @@ void check_no_password(std::string_view input, const std::string& error) {
   auto cred = input.substr(start, at - start);
   if (const auto colon = cred.find(':'); colon != std::string_view::npos)
     cred = cred.substr(colon + 1);
-  if (cred.size() < 3 || input.substr(at).find(cred) != std::string_view::npos) return;
+  // (All stars: the same characters as the mask the message puts in their place.)
+  if (cred.size() < 3 || input.substr(at).find(cred) != std::string_view::npos ||
+      cred.find_first_not_of('*') == std::string_view::npos) {
+    return;
+  }
   const auto q1 = error.find('\'');
   const auto q2 = error.rfind("': ");
   if (q1 == std::string::npos || q2 == std::string::npos || q2 <= q1) return;
