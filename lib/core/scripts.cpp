@@ -1,7 +1,5 @@
 #include "core/scripts.hpp"
 
-#include "core/sha1.hpp"
-
 namespace redlock::detail {
 namespace {
 
@@ -168,13 +166,6 @@ static_assert(std::size(bodies) == script_count());
 
 }  // namespace
 
-const Script& script(ScriptId id) {
-  static const auto all = [] {
-    std::array<Script, script_count()> a;
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = Script{bodies[i], sha1_hex(bodies[i])};
-    return a;
-  }();
-  return all[static_cast<std::size_t>(id)];
-}
+std::string_view script_body(ScriptId id) { return bodies[static_cast<std::size_t>(id)]; }
 
 }  // namespace redlock::detail

@@ -33,12 +33,8 @@ enum class ScriptId {
   count_,
 };
 
-struct Script {
-  std::string_view body;
-  std::string sha;  // sha1 of body, what EVALSHA names
-};
-
-[[nodiscard]] const Script& script(ScriptId id);
+// The Lua source of a script (its SHA-1, what EVALSHA names, is net::script_sha()).
+[[nodiscard]] std::string_view script_body(ScriptId id);
 [[nodiscard]] constexpr std::size_t script_count() {
   return static_cast<std::size_t>(ScriptId::count_);
 }

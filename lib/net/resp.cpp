@@ -1,6 +1,10 @@
 #include "net/resp.hpp"
 
+#include <openssl/evp.h>
+
+#include <array>
 #include <charconv>
+#include <stdexcept>
 
 namespace redlock::net::resp {
 namespace {
@@ -16,6 +20,31 @@ void append_line(std::string& out, char type, std::size_t n) {
 
 }  // namespace
 
+std::string sha1_hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha1(), nullptr) != 1 || len != 20) {
+    throw std::runtime_error("OpenSSL could not compute a SHA-1");
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out(40, '0');
+  for (unsigned i = 0; i < 20; ++i) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  return out;
+}
+
+const std::string& script_sha(detail::ScriptId id) {
+  static const auto all = [] {
+    std::array<std::string, detail::script_count()> a;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      a[i] = sha1_hex(detail::script_body(static_cast<detail::ScriptId>(i)));
+    return a;
+  }();
+  return all[static_cast<std::size_t>(id)];
+}
+
 void append_array_header(std::string& out, std::size_t n) { append_line(out, '*', n); }
 
 void append_bulk(std::string& out, std::string_view bytes) {
@@ -30,14 +59,13 @@ void append_command(std::string& out, const detail::Command& cmd, ScriptForm for
     for (const auto& a : cmd.args) append_bulk(out, a);
     return;
   }
-  const auto& s = detail::script(*cmd.script);
   append_array_header(out, cmd.args.size() + 3);
   if (form == ScriptForm::evalsha) {
     append_bulk(out, "EVALSHA");
-    append_bulk(out, s.sha);
+    append_bulk(out, script_sha(*cmd.script));
   } else {
     append_bulk(out, "EVAL");
-    append_bulk(out, s.body);
+    append_bulk(out, detail::script_body(*cmd.script));
   }
   char num[16];
   auto [p, ec] = std::to_chars(num, num + sizeof num, cmd.numkeys);

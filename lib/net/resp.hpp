@@ -14,6 +14,11 @@ void append_array_header(std::string& out, std::size_t n);
 // `$<len>\r\n<bytes>\r\n`: binary-safe
 void append_bulk(std::string& out, std::string_view bytes);
 
+// SHA-1 of data as 40 lowercase hex characters (OpenSSL), what EVALSHA names a script by.
+[[nodiscard]] std::string sha1_hex(std::string_view data);
+// The SHA-1 of a script's body, computed once.
+[[nodiscard]] const std::string& script_sha(detail::ScriptId id);
+
 enum class ScriptForm { evalsha, eval };
 // The whole command. A script call goes out as EVALSHA <sha> (or, after NOSCRIPT, EVAL <body>)
 // <numkeys> <args...>; a plain command as its args.

@@ -43,7 +43,7 @@ struct CommonHandshake {
   CommonHandshake() {
     for (std::size_t i = 0; i < detail::script_count(); ++i) {
       script_loads.push_back(shared(Command::plain(
-          {"SCRIPT", "LOAD", detail::script(static_cast<detail::ScriptId>(i)).body})));
+          {"SCRIPT", "LOAD", detail::script_body(static_cast<detail::ScriptId>(i))})));
     }
   }
 };
@@ -85,15 +85,15 @@ Endpoint endpoint_for(const NodeAddress& a) {
 
 class StandaloneNode final : public Node, Connection::Listener, Sink {
  public:
-  StandaloneNode(uv_loop_t* loop, NodeHost& host, int index, const NodeAddress& address,
+  StandaloneNode(uv_loop_t* loop, NodeHost& host, int index,
+                 std::unique_ptr<TransportFactory> transport, const NodeAddress& address,
                  const Options& options, NodeMetrics* metrics)
       : host_(host),
         index_(index),
         address_(address),
         name_(address.to_string()),
         options_(options),
-        conn_(loop, *this, index, endpoint_for(address),
-              plain_transport(address.transport == NodeAddress::Transport::unix_socket),
+        conn_(loop, *this, index, endpoint_for(address), std::move(transport),
               settings_for(options)) {
     conn_.set_metrics(metrics);
     if (!address_.password.empty()) {
@@ -139,6 +139,9 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
     c.send(common().eviction, t, *this, hs_config);
     c.send(common().appendonly, t, *this, hs_appendonly);
     c.send(common().appendfsync, t, *this, hs_appendfsync);
+  }
+  void on_ready(Connection&, const std::string& established) override {
+    if (!established.empty()) host_.log(LogLevel::debug, name_ + ": connected over " + established);
   }
   void on_dropped(Connection&, const std::string& why, bool was_ready) override {
     if (was_ready) {
@@ -214,10 +217,39 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
 
 }  // namespace
 
+std::unique_ptr<TransportFactory> transport_for(const NodeAddress& a, const Options& o,
+                                                TlsContexts& contexts, std::string& error) {
+  const bool unix_socket = a.transport == NodeAddress::Transport::unix_socket;
+  // Redis serves TLS on TCP ports only: a unix socket stays plain (it is local) with --tls too.
+  if (unix_socket || !(a.tls || o.tls.enabled)) return plain_transport(unix_socket);
+  const auto& over = a.tls_override;
+  TlsSettings s;
+  if (!over.ca_file.empty()) {
+    s.ca_file = over.ca_file;  // this node's CA replaces the client's
+  } else {
+    s.ca_file = o.tls.ca_file;
+    s.ca_dir = o.tls.ca_dir;
+  }
+  if (!over.cert_file.empty() || !over.key_file.empty()) {
+    s.cert_file = over.cert_file;
+    s.key_file = over.key_file;
+  } else {
+    s.cert_file = o.tls.cert_file;
+    s.key_file = o.tls.key_file;
+  }
+  s.verify = !(over.insecure || o.tls.insecure_skip_verify);
+  auto context = contexts.get(s, error);
+  if (!context) return nullptr;
+  const std::string& name = !over.server_name.empty() ? over.server_name : o.tls.server_name;
+  return tls_transport(std::move(context), a.host, name);
+}
+
 std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
+                                std::unique_ptr<TransportFactory> transport,
                                 const NodeAddress& address, const Options& options,
                                 NodeMetrics* metrics) {
-  return std::make_unique<StandaloneNode>(loop, host, index, address, options, metrics);
+  return std::make_unique<StandaloneNode>(loop, host, index, std::move(transport), address, options,
+                                          metrics);
 }
 
 }  // namespace redlock::net

@@ -53,12 +53,12 @@ TEST_CASE("RESP: a plain command and a script call, binary-safe") {
   out.clear();
   const auto c = Command::call(ScriptId::release, {"k"}).arg("tok");
   net::resp::append_command(out, c);
-  CHECK(out == "*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + script(ScriptId::release).sha +
+  CHECK(out == "*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + net::resp::script_sha(ScriptId::release) +
                    "\r\n$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n");
   out.clear();
   net::resp::append_command(out, c, net::resp::ScriptForm::eval);
   CHECK(out.starts_with("*5\r\n$4\r\nEVAL\r\n$" +
-                        std::to_string(script(ScriptId::release).body.size()) + "\r\n"));
+                        std::to_string(script_body(ScriptId::release).size()) + "\r\n"));
 }
 
 TEST_CASE("RESP round trip: what the encoder writes, the reader reads back as the same argv") {
