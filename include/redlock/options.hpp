@@ -18,10 +18,23 @@ namespace redlock {
 using Millis = std::chrono::milliseconds;
 
 // One independent Redis master.
-// Accepted forms (see docs/cli.md): `redis://[[user]:password@]host[:port][/db]`,
-// `unix:///path/to/socket[?db=N]`, `host:port`, `host`, and IPv6 as `redis://[::1]:7001`.
+// Accepted forms (see the man page, "Addresses"): `redis://[[user]:password@]host[:port][/db]`,
+// `rediss://...` (the same over TLS, with optional `?sni=NAME&cacert=FILE&cert=FILE&key=FILE&
+// insecure` for this node only), `unix:///path/to/socket[?db=N]`, `host:port`, `host`, and IPv6 as
+// `redis://[::1]:7001`. In a user or password, '/', '@', '?' and ':' (user) are written %2F, %40,
+// %3F, %3A.
 struct REDLOCK_API NodeAddress {
   enum class Transport { tcp, unix_socket };
+
+  // What a rediss:// address sets for its node only; empty fields fall back to Options::tls.
+  struct TlsOverride {
+    std::string server_name;  // sni=: SNI and the name checked in the certificate
+    std::string ca_file;      // cacert=
+    std::string cert_file;    // cert=
+    std::string key_file;     // key=
+    bool insecure = false;    // insecure: no verification of this server's certificate
+    friend bool operator==(const TlsOverride&, const TlsOverride&) = default;
+  };
 
   Transport transport = Transport::tcp;
   std::string host = "127.0.0.1";  // tcp: name or literal address (IPv6 without brackets)
@@ -30,6 +43,8 @@ struct REDLOCK_API NodeAddress {
   std::string user;                // ACL user name; empty: AUTH with the password only
   std::string password;            // empty: no AUTH
   int db = 0;                      // SELECTed on connect when not 0
+  bool tls = false;                // rediss://: TLS to this node (Options::tls can ask it for all)
+  TlsOverride tls_override;        // rediss:// query parameters
 
   // Display form for logs and reports; never contains the password.
   [[nodiscard]] std::string to_string() const;
@@ -61,8 +76,22 @@ using Logger = std::function<void(LogLevel, std::string_view message)>;
 // The longest ttl accepted (365 days). Keeps every time computation far from overflow.
 inline constexpr Millis max_ttl{365LL * 24 * 3600 * 1000};
 
+// TLS to the nodes (redis-cli's options). Verification is on unless turned off by name.
+struct TlsOptions {
+  bool enabled = false;     // TLS to every tcp node (a rediss:// address asks it for itself)
+  std::string ca_file;      // PEM file of the CAs to trust; with ca_dir empty too: the system's
+  std::string ca_dir;       // directory of CA certificates (hashed names, as c_rehash makes)
+  std::string cert_file;    // client certificate (PEM), for servers that ask for one
+  std::string key_file;     // its private key (PEM)
+  std::string server_name;  // SNI and the name the certificate must carry; empty: each node's host
+  // Accept any server certificate: the connection is encrypted but not authenticated, so anyone
+  // on the path can impersonate the nodes. For tests against self-signed servers only.
+  bool insecure_skip_verify = false;
+};
+
 struct Options {
   std::vector<NodeAddress> nodes;  // N independent masters; quorum is N/2+1
+  TlsOptions tls;
 
   Millis node_timeout{50};      // per-command deadline on each node; keep it << ttl
   Millis connect_timeout{250};  // deadline for a TCP/unix connect

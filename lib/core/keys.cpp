@@ -15,7 +15,8 @@ constexpr std::array<std::uint16_t, 256> crc_table = [] {
   std::array<std::uint16_t, 256> t{};
   for (unsigned i = 0; i < 256; ++i) {
     std::uint16_t c = static_cast<std::uint16_t>(i << 8);
-    for (int b = 0; b < 8; ++b) c = static_cast<std::uint16_t>((c & 0x8000) ? (c << 1) ^ 0x1021 : c << 1);
+    for (int b = 0; b < 8; ++b)
+      c = static_cast<std::uint16_t>((c & 0x8000) ? (c << 1) ^ 0x1021 : c << 1);
     t[i] = c;
   }
   return t;
@@ -23,7 +24,8 @@ constexpr std::array<std::uint16_t, 256> crc_table = [] {
 
 std::uint16_t crc16(std::string_view s) noexcept {
   std::uint16_t crc = 0;
-  for (unsigned char ch : s) crc = static_cast<std::uint16_t>((crc << 8) ^ crc_table[((crc >> 8) ^ ch) & 0xff]);
+  for (unsigned char ch : s)
+    crc = static_cast<std::uint16_t>((crc << 8) ^ crc_table[((crc >> 8) ^ ch) & 0xff]);
   return crc;
 }
 
@@ -41,12 +43,18 @@ bool has_tag(std::string_view key, std::string_view& tag) noexcept {
 
 std::string_view to_string(KeyRole role) noexcept {
   switch (role) {
-    case KeyRole::fence: return "fence";
-    case KeyRole::readers: return "readers";
-    case KeyRole::writer_waiting: return "writer";
-    case KeyRole::ticket: return "ticket";
-    case KeyRole::queue: return "queue";
-    case KeyRole::heartbeats: return "heartbeats";
+    case KeyRole::fence:
+      return "fence";
+    case KeyRole::readers:
+      return "readers";
+    case KeyRole::writer_waiting:
+      return "writer";
+    case KeyRole::ticket:
+      return "ticket";
+    case KeyRole::queue:
+      return "queue";
+    case KeyRole::heartbeats:
+      return "heartbeats";
   }
   return "?";
 }

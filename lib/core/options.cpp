@@ -150,6 +150,57 @@ bool parse_db(std::string_view s, NodeAddress& a, std::string& why) {
   return true;
 }
 
+// The query of a redis:// or rediss:// address: TLS settings for this node only (rediss://).
+bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
+  std::set<std::string, std::less<>> seen;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const auto item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const auto eq = item.find('=');
+    const auto name = item.substr(0, eq);
+    std::string value;
+    if (eq != std::string_view::npos && !percent_decode(item.substr(eq + 1), value)) {
+      why = "bad %-escape in the value of '" + std::string(name) + "'";
+      return false;
+    }
+    if (!seen.insert(std::string(name)).second) {
+      why = "parameter '" + std::string(name) + "' given twice";
+      return false;
+    }
+    auto& t = a.tls_override;
+    const bool file = name == "cacert" || name == "cert" || name == "key";
+    if (name == "sni" || file || name == "insecure") {
+      if (!a.tls) {
+        why =
+            "'" + std::string(name) + "' is a TLS setting: use rediss:// (or --tls and the flags)";
+        return false;
+      }
+    }
+    if (name == "insecure") {
+      if (eq != std::string_view::npos && value != "1" && value != "true" && value != "yes") {
+        why = "insecure takes no value (or 1, true, yes)";
+        return false;
+      }
+      t.insecure = true;
+    } else if (name == "sni" || file) {
+      if (value.empty()) {
+        why = "'" + std::string(name) + "' needs a value";
+        return false;
+      }
+      (name == "sni"      ? t.server_name
+       : name == "cacert" ? t.ca_file
+       : name == "cert"   ? t.cert_file
+                          : t.key_file) = std::move(value);
+    } else {
+      why = "unknown parameter '" + std::string(name) +
+            "' (rediss:// takes sni, cacert, cert, key, insecure)";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   if (text.empty()) {
     why = "empty address";
@@ -162,6 +213,7 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
     }
   }
   constexpr std::string_view redis_scheme = "redis://";
+  constexpr std::string_view rediss_scheme = "rediss://";
   constexpr std::string_view unix_scheme = "unix://";
   if (text.starts_with(unix_scheme)) {
     a.transport = NodeAddress::Transport::unix_socket;
@@ -187,17 +239,30 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
     }
     return true;
   }
+  std::string_view rest;
   if (text.starts_with(redis_scheme)) {
-    auto rest = text.substr(redis_scheme.size());
-    auto slash = rest.find('/');
-    if (const auto last_at = rest.rfind('@');
-        last_at != std::string_view::npos && slash < last_at) {
-      // The credentials end at the last '@': a '/' before it can only be part of them.
+    rest = text.substr(redis_scheme.size());
+  } else if (text.starts_with(rediss_scheme)) {
+    rest = text.substr(rediss_scheme.size());
+    a.tls = true;
+  }
+  if (!rest.empty() || text == redis_scheme || text == rediss_scheme) {
+    // The credentials end at the last '@': a '/' or '?' before it can only be part of them.
+    const auto last_at = rest.rfind('@');
+    const auto after_userinfo = last_at == std::string_view::npos ? 0 : last_at + 1;
+    if (last_at != std::string_view::npos &&
+        rest.substr(0, last_at).find('/') != std::string_view::npos) {
       why =
-          "a '/' in the user or password must be written %2F (and '@' as %40, ':' in a user name "
-          "as %3A)";
+          "a '/' in the user or password must be written %2F (and '@' as %40, '?' as %3F, ':' in a "
+          "user name as %3A)";
       return false;
     }
+    const auto q = rest.find('?', after_userinfo);
+    if (q != std::string_view::npos) {
+      if (!parse_query(rest.substr(q + 1), a, why)) return false;
+      rest = rest.substr(0, q);
+    }
+    auto slash = rest.find('/', after_userinfo);
     auto authority = rest.substr(0, slash);
     if (slash != std::string_view::npos) {
       auto db = rest.substr(slash + 1);
@@ -232,7 +297,7 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
     return parse_host_port(authority, a, why);
   }
   if (text.find("://") != std::string_view::npos) {
-    why = "unknown scheme (use redis:// or unix://)";
+    why = "unknown scheme (use redis://, rediss:// or unix://)";
     return false;
   }
   return parse_host_port(text, a, why);
@@ -263,9 +328,9 @@ std::string NodeAddress::to_string() const {
     return "unix://" + path + (db != 0 ? "?db=" + std::to_string(db) : "");
   }
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  // With a database only the URL form parses back (host:port/db is not an address).
-  return (db != 0 ? "redis://" : "") + h + ":" + std::to_string(port) +
-         (db != 0 ? "/" + std::to_string(db) : "");
+  // With a database or TLS only the URL form parses back (host:port/db is not an address).
+  const char* scheme = tls ? "rediss://" : db != 0 ? "redis://" : "";
+  return scheme + h + ":" + std::to_string(port) + (db != 0 ? "/" + std::to_string(db) : "");
 }
 
 std::optional<NodeAddress> NodeAddress::parse(std::string_view text, std::string& error) {

@@ -24,11 +24,24 @@ Options checked(Options o) {
   return o;
 }
 
+std::vector<std::unique_ptr<net::TransportFactory>> transports_for(const Options& o) {
+  net::TlsContexts contexts;
+  std::vector<std::unique_ptr<net::TransportFactory>> out;
+  for (const auto& a : o.nodes) {
+    std::string error;
+    auto t = net::transport_for(a, o, contexts, error);
+    if (!t) throw std::invalid_argument(error);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 }  // namespace
 
 Engine::Impl::Impl(uv_loop_t* loop, Options options)
     : loop_(loop),
       options_(checked(std::move(options))),
+      transports_(transports_for(options_)),
       check_(loop,
              [this] {
                if (!closing_) idle_.stop();
@@ -44,8 +57,8 @@ Engine::Impl::Impl(uv_loop_t* loop, Options options)
   metrics_.nodes.resize(options_.nodes.size());  // never resized again: nodes keep pointers into it
   nodes_.reserve(options_.nodes.size());
   for (std::size_t i = 0; i < options_.nodes.size(); ++i) {
-    nodes_.push_back(net::make_node(loop_, *this, static_cast<int>(i), options_.nodes[i], options_,
-                                    &metrics_.nodes[i]));
+    nodes_.push_back(net::make_node(loop_, *this, static_cast<int>(i), std::move(transports_[i]),
+                                    options_.nodes[i], options_, &metrics_.nodes[i]));
     names_.push_back(nodes_.back()->name());
     metrics_.nodes[i].node = names_.back();
     ++open_;

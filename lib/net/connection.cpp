@@ -147,6 +147,9 @@ void Connection::become_ready() {
   retry_timer_.stop();
   write_blocked_ = false;
   update_watch();
+  const auto gen = generation_;
+  listener_.on_ready(*this, transport_->established());
+  if (gen != generation_) return;
   flush();  // what was queued while connecting (the listener's handshake first)
 }
 
@@ -190,7 +193,8 @@ void Connection::on_readable() {
   if (!transport_) return;
   const auto gen = generation_;
   // A few buffers per wake-up, so one busy connection cannot starve the others on the loop.
-  for (int chunk = 0; chunk < 4; ++chunk) {
+  // (A TLS transport may hold decrypted bytes the socket will not signal again: read those too.)
+  for (int chunk = 0; chunk < 4 || transport_->has_buffered(); ++chunk) {
     const auto io = transport_->read(in_, sizeof in_);
     switch (io.status) {
       case Transport::Status::again:
@@ -220,7 +224,7 @@ void Connection::on_readable() {
       if (gen != generation_ || state_ == State::closed) return;
       reader_.release_reply();
     }
-    if (io.bytes < sizeof in_) return;  // the socket is most likely drained
+    if (io.bytes < sizeof in_ && !transport_->has_buffered()) return;  // most likely drained
   }
 }
 
@@ -407,9 +411,13 @@ void Connection::on_retry_timer() {
     case State::resolving:
     case State::connecting:
     case State::handshaking: {
-      const char* phase = state_ == State::resolving    ? "resolving the host"
-                          : state_ == State::connecting ? "connecting"
-                                                        : "in the handshake";
+      // A TLS handshake that never ends is what a plaintext server makes of a ClientHello.
+      const std::string phase = state_ == State::resolving ? "resolving the host"
+                                : state_ == State::connecting
+                                    ? "connecting"
+                                    : std::string("in the ") + factory_->kind() +
+                                          " handshake: does the server speak " + factory_->kind() +
+                                          " on this port?";
       drop("connect timeout after " + std::to_string(settings_.connect_timeout.count()) + " ms (" +
            phase + ")");
       return;

@@ -66,6 +66,9 @@ class Connection {
    public:
     // A new connection is starting: queue what must run before every other command (AUTH, ...).
     virtual void on_connecting(Connection& c) = 0;
+    // Connected, and the transport's handshake is done (`established`: what the transport says
+    // of it, e.g. "TLSv1.3, session resumed"; empty for plain sockets).
+    virtual void on_ready(Connection& c, const std::string& established) = 0;
     // The connection failed (`was_ready` false) or was lost; it reconnects on its own (after
     // backoff).
     virtual void on_dropped(Connection& c, const std::string& why, bool was_ready) = 0;

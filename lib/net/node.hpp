@@ -13,6 +13,7 @@
 
 #include "core/command.hpp"
 #include "net/connection.hpp"
+#include "net/tls.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/metrics.hpp"
 #include "redlock/options.hpp"
@@ -62,8 +63,17 @@ class Node {
   bool fence_warned = false;  // the engine has warned about fencing on this node
 };
 
+// How the node at `address` moves its bytes: plain, or TLS when the address (rediss://) or the
+// options (Options::tls.enabled, tcp addresses only) ask for it. nullptr with `error` set (naming
+// the file) when a TLS file cannot be used.
+[[nodiscard]] std::unique_ptr<TransportFactory> transport_for(const NodeAddress& address,
+                                                              const Options& options,
+                                                              TlsContexts& contexts,
+                                                              std::string& error);
+
 // The node for `address` (the index is its place in Options::nodes).
 [[nodiscard]] std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
+                                              std::unique_ptr<TransportFactory> transport,
                                               const NodeAddress& address, const Options& options,
                                               NodeMetrics* metrics);
 

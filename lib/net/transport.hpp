@@ -30,6 +30,12 @@ class Transport {
   // After `again`: true when the operation waits for writability (TLS may need to write to
   // read, or to finish a handshake).
   [[nodiscard]] virtual bool wants_write() const { return false; }
+  // Bytes already read from the socket and decrypted, not yet returned by read(): the socket will
+  // not signal them again, so the connection reads on while this says so.
+  [[nodiscard]] virtual bool has_buffered() const { return false; }
+  // After the handshake: what was established, for logs ("TLSv1.3, session resumed"); empty for
+  // plain sockets.
+  [[nodiscard]] virtual std::string established() const { return {}; }
   // Why the last operation failed, for the per-node record. Never contains a secret.
   [[nodiscard]] virtual std::string error() const = 0;
 };

@@ -30,8 +30,10 @@ std::string expected_display(const NodeAddress& a) {
   }
   // With a database only the URL form is an address, so the display form uses it.
   const std::string h = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
-  return (a.db != 0 ? "redis://" : "") + h + ":" + std::to_string(a.port) +
-         (a.db != 0 ? "/" + std::to_string(a.db) : "");
+  return (a.tls       ? "rediss://"
+          : a.db != 0 ? "redis://"
+                      : "") +
+         h + ":" + std::to_string(a.port) + (a.db != 0 ? "/" + std::to_string(a.db) : "");
 }
 
 std::string identity(const NodeAddress& a) {
@@ -93,6 +95,8 @@ void check_address(std::string_view input, const NodeAddress& a) {
   const std::string in = fuzz::show(input);
   FUZZ_CHECK(a.db >= 0, in);
   FUZZ_CHECK(a.user.empty() || !a.password.empty(), "a user without a password from " + in);
+  FUZZ_CHECK(a.tls || a.tls_override == NodeAddress::TlsOverride{},
+             "TLS settings without TLS from " + in);
   if (a.transport == NodeAddress::Transport::unix_socket) {
     FUZZ_CHECK(!a.path.empty() && a.path.front() == '/' && a.path.size() <= 107, in);
   } else {
@@ -114,7 +118,7 @@ void check_address(std::string_view input, const NodeAddress& a) {
   auto back = NodeAddress::parse(display, err);
   FUZZ_CHECK(back.has_value(),
              "to_string " + fuzz::show(display) + " of " + in + " does not parse: " + err);
-  FUZZ_CHECK(back->transport == a.transport && back->db == a.db,
+  FUZZ_CHECK(back->transport == a.transport && back->db == a.db && back->tls == a.tls,
              fuzz::show(display) + " re-parses differently");
   if (a.transport == NodeAddress::Transport::tcp) {
     FUZZ_CHECK(back->host == a.host && back->port == a.port,

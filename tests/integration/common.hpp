@@ -11,6 +11,7 @@
 #include "fake_node.hpp"
 #include "redis_fixture.hpp"
 #include "redlock/redlock.hpp"
+#include "tls_fixture.hpp"
 
 namespace itest {
 
@@ -26,12 +27,29 @@ inline std::string fence_key(const std::string& lock_key) {
   return derived_key(lock_key, KeyRole::fence);
 }
 
+// REDLOCK_TEST_TLS=1: the whole suite over TLS. Every fixture server also listens with TLS (a
+// throwaway CA, no client certificate asked), options_for(cluster) names their TLS ports as
+// rediss:// addresses, and every client trusts the CA. Addresses of fake nodes stay plaintext.
+inline const redlock::test::TlsFixture* test_tls() {
+  static const std::unique_ptr<redlock::test::TlsFixture> certs = [] {
+    std::unique_ptr<redlock::test::TlsFixture> c;
+    const char* on = std::getenv("REDLOCK_TEST_TLS");
+    if (on != nullptr && *on != '\0' && std::string_view(on) != "0") {
+      c = std::make_unique<redlock::test::TlsFixture>();
+      redlock::test::set_default_server_tls(c->server_options("no"));
+    }
+    return c;
+  }();
+  return certs.get();
+}
+
 inline redlock::Options options_for(const std::string& csv) {
   std::string err;
   auto nodes = redlock::parse_node_list(csv, err);
   REQUIRE_MESSAGE(nodes, err);
   redlock::Options o;
   o.nodes = std::move(*nodes);
+  if (const auto* tls = test_tls()) o.tls.ca_file = tls->ca_cert();
   o.retry_count = 0;
   if (std::getenv("REDLOCK_TEST_LOG")) {  // debugging aid: engine events on stderr
     o.logger = [](redlock::LogLevel, std::string_view m) {
@@ -41,7 +59,17 @@ inline redlock::Options options_for(const std::string& csv) {
   return o;
 }
 
-inline redlock::Options options_for(const RedisCluster& c) { return options_for(c.nodes_csv()); }
+// The cluster's nodes: over TLS (rediss://, their TLS ports) in the suite's TLS run.
+inline std::string client_csv(const RedisCluster& c) {
+  if (test_tls() == nullptr) return c.nodes_csv();
+  std::string csv;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    csv += (i ? ",rediss://127.0.0.1:" : "rediss://127.0.0.1:") + std::to_string(c[i].tls_port());
+  }
+  return csv;
+}
+
+inline redlock::Options options_for(const RedisCluster& c) { return options_for(client_csv(c)); }
 
 inline redlock::AcquireOptions ttl_opts(redlock::Millis ttl,
                                         std::optional<redlock::Millis> wait = {},

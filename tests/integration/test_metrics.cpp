@@ -39,7 +39,10 @@ TEST_CASE("metrics count outcomes, node failures and latencies; Prometheus text 
   CHECK(text.find("redlock_acquire_total{outcome=\"no_quorum\"} 1\n") != std::string::npos);
   CHECK(text.find("redlock_acquire_duration_seconds_count 3\n") != std::string::npos);
   CHECK(text.find("redlock_acquire_duration_seconds_bucket{le=\"+Inf\"} 3\n") != std::string::npos);
-  CHECK(text.find("redlock_node_replies_total{node=\"" + c[2].address() + "\",kind=\"ok\"}") !=
+  // The node's display address (rediss://... in the TLS run).
+  const std::string node2 = client.options().nodes[2].to_string();
+  CHECK(m.nodes[2].node == node2);
+  CHECK(text.find("redlock_node_replies_total{node=\"" + node2 + "\",kind=\"ok\"}") !=
         std::string::npos);
   // Every sample line is "name{labels} value" or "name value".
   std::size_t pos = 0, lines = 0;

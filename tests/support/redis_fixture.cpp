@@ -176,7 +176,20 @@ RedisServer::RedisServer(ServerConfig cfg) : RedisServer(std::move(cfg), DeferRe
   wait_ready();
 }
 
+namespace {
+std::optional<TlsServerOptions>& default_tls_slot() {
+  static std::optional<TlsServerOptions> slot;
+  return slot;
+}
+}  // namespace
+
+void set_default_server_tls(std::optional<TlsServerOptions> tls) {
+  default_tls_slot() = std::move(tls);
+}
+const std::optional<TlsServerOptions>& default_server_tls() { return default_tls_slot(); }
+
 RedisServer::RedisServer(ServerConfig cfg, DeferReady) : cfg_(std::move(cfg)) {
+  if (!cfg_.tls) cfg_.tls = default_tls_slot();
   auto_port_ = cfg_.port == 0;
   port_ = auto_port_ ? free_port() : cfg_.port;
   init_tls();

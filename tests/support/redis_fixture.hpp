@@ -109,6 +109,12 @@ inline constexpr std::chrono::milliseconds kDefaultCommandTimeout{2000};
 [[nodiscard]] Reply command_at(std::uint16_t port, const std::vector<std::string>& argv,
                                std::chrono::milliseconds timeout = kDefaultCommandTimeout);
 
+// A process-wide default for servers whose ServerConfig has no `tls`: the integration suite runs
+// once more over TLS by setting this at start-up (tests/integration/common.hpp). Not thread-safe:
+// set it before starting servers.
+void set_default_server_tls(std::optional<TlsServerOptions> tls);
+[[nodiscard]] const std::optional<TlsServerOptions>& default_server_tls();
+
 class RedisCluster;
 
 class RedisServer {

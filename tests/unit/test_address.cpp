@@ -107,6 +107,31 @@ TEST_CASE("address: a password with an unescaped '/', '@' or ':' never shows eit
   CHECK(ok("redis://:Zm9v%2FYmFy+cXV4@127.0.0.1:7101").password == "Zm9v/YmFy+cXV4");
 }
 
+TEST_CASE("address: rediss:// is TLS, with per-node settings as query parameters") {
+  auto a = ok(
+      "rediss://u:p%3Fw@db.example:6380/2?sni=lock.example&cacert=/etc/ca%20dir/ca.pem&insecure");
+  CHECK(a.tls);
+  CHECK(a.host == "db.example");
+  CHECK(a.port == 6380);
+  CHECK(a.db == 2);
+  CHECK(a.password == "p?w");
+  CHECK(a.tls_override.server_name == "lock.example");
+  CHECK(a.tls_override.ca_file == "/etc/ca dir/ca.pem");
+  CHECK(a.tls_override.insecure);
+  CHECK(a.to_string() == "rediss://db.example:6380/2");
+  CHECK(ok(a.to_string()).tls);
+  CHECK(ok("rediss://h").port == 6379);
+  CHECK(ok("rediss://u:pw?x@h:1").password ==
+        "pw?x");  // a '?' before the last '@' is the password's
+  CHECK_FALSE(ok("redis://h:1").tls);
+  for (const char* bad_one :
+       {"rediss://h:1?sni", "rediss://h:1?bogus=1", "redis://h:1?sni=x", "rediss://h:1?sni=a&sni=b",
+        "rediss://h:1?insecure=maybe", "rediss://h:1?cacert=%zz", "rediss://"}) {
+    CAPTURE(bad_one);
+    bad(bad_one);
+  }
+}
+
 TEST_CASE("address: a %-escape is exactly two hex digits") {
   bad("redis://u:%-1@h:1");
   bad("redis://u:%+1@h:1");
