@@ -112,7 +112,16 @@ inline constexpr const char* default_nodes =
 [[nodiscard]] LockMode lock_mode(bool read, bool write);
 
 // Builds engine options from the global flags and the environment; throws UsageError.
+// Its logger is the CLI's sink for the library's messages: with -v every message (connection
+// events included), else only the warnings about the nodes' configuration; never any with -q.
+// Those configuration warnings come once per node from the library; the sink keeps them and
+// flush_warnings() says each kind once, in one line naming the nodes.
 [[nodiscard]] Options make_options(const Globals& g);
+
+// Prints the collected configuration warnings on stderr, one line per kind, and forgets them.
+// main() calls it before exiting; `run` also calls it before starting the command, so that they
+// come before the command's own output. Thread-safe.
+void flush_warnings();
 
 // The library's own checks of an acquisition (how the lock kinds combine, the resources, a ttl
 // the drift uses up), made before anything is sent: UsageError with the library's reason.

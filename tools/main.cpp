@@ -105,6 +105,12 @@ int main(int argc, char** argv) {
   std::map<const CLI::App*, const Command*> made;
   for (const auto& c : commands) add_command(app, c, made);
 
+  // The nodes' configuration warnings the library gave during the command, once per kind, on
+  // every way out.
+  struct FlushWarnings {
+    ~FlushWarnings() { flush_warnings(); }
+  } flush_at_exit;
+
   try {
     app.parse(argc, argv);
     // `-n "$UNSET"` must not silently fall back to REDLOCK_NODES or the local demo nodes.

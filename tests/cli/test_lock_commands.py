@@ -7,7 +7,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, command, get  # noqa: E402
+from redisfix import Cluster, command, free_port, get  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
@@ -226,6 +226,40 @@ class LockCommands(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(b"empty node list", r.stderr)
         self.assertEqual(self.c.count_with("t-empty-n"), 0)
+
+    def test_empty_nodes_variable_is_refused_like_an_empty_flag(self):
+        # REDLOCK_NODES='' is the same mistake as -n '' (an unset variable in a script): a usage
+        # error, never a silent fall-back to the local demo nodes.
+        r = run("acquire", "t-empty-env", env={"REDLOCK_NODES": ""})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"REDLOCK_NODES", r.stderr)
+        self.assertIn(b"empty node list", r.stderr)
+        self.assertEqual(r.stdout, b"")
+
+    def test_verbose_shows_connect_failures(self):
+        # -v promises connection events: a node that cannot be connected to is one of them.
+        dead = "127.0.0.1:%d" % free_port()
+        r = self.cli("-v", "--retry-count", "0", "acquire", "t-vconn", nodes=dead)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        err = r.stderr.decode()
+        self.assertRegex(err, r"(?m)^redlock: %s: connect failed: " % dead)
+        # Without -v there is no connection chatter.
+        r = self.cli("--retry-count", "0", "acquire", "t-vconn", nodes=dead)
+        self.assertNotIn(b"connect failed", r.stderr)
+
+    def test_fencing_warning_is_one_line_per_call(self):
+        # Non-AOF nodes: the library warns once per node; the CLI says it once, naming them all.
+        for extra in ([], ["-v"]):
+            r = self.cli(*extra, "acquire", "t-fence-warn", "--fence", "--ttl", "1s")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = [ln for ln in r.stderr.decode().splitlines() if "fencing" in ln]
+            self.assertEqual(len(lines), 1, r.stderr.decode())
+            self.assertIn("appendonly no", lines[0])
+            for s in self.c.servers:
+                self.assertIn(s.address, lines[0])
+            time.sleep(1.1)
+        r = self.cli("-q", "acquire", "t-fence-warn-q", "--fence")
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
 
     def test_bad_address_sends_nothing(self):
         good = self.c.servers[0].address
