@@ -119,10 +119,11 @@ class LockCommands(unittest.TestCase):
             r = self.cli("status", "t-status", "--json")
             self.assertEqual(r.returncode, 0)
             obj = json.loads(r.stdout)
-            self.assertEqual([n["up"] for n in obj["nodes"]], [True] * 4 + [False])
-            self.assertEqual(obj["nodes"][0]["value"], tok)
-            self.assertIsNone(obj["nodes"][4]["value"])
-            self.assertGreater(obj["nodes"][0]["pttl_ms"], 0)
+            self.assertEqual(obj["nodes"], 5)  # a count, as in every --json output
+            self.assertEqual([n["up"] for n in obj["per_node"]], [True] * 4 + [False])
+            self.assertEqual(obj["per_node"][0]["value"], tok)
+            self.assertIsNone(obj["per_node"][4]["value"])
+            self.assertGreater(obj["per_node"][0]["pttl_ms"], 0)
         finally:
             self.c.servers[4].start()
 
@@ -137,8 +138,8 @@ class LockCommands(unittest.TestCase):
         self.assertTrue(rows[0].rstrip().endswith("no expiry"), rows[0])
         self.assertTrue(all(row.rstrip().endswith("-") for row in rows[1:]), rows)
         obj = json.loads(self.cli("status", "t-forever", "--json").stdout)
-        self.assertEqual(obj["nodes"][0]["value"], "stuck-token")
-        self.assertIsNone(obj["nodes"][0]["pttl_ms"])
+        self.assertEqual(obj["per_node"][0]["value"], "stuck-token")
+        self.assertIsNone(obj["per_node"][0]["pttl_ms"])
 
     def test_no_quorum_exits_3_and_leaves_no_key(self):
         dead = "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
