@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock::cli {
@@ -127,6 +128,31 @@ void flush_warnings();
 // the drift uses up), made before anything is sent: UsageError with the library's reason.
 void check_acquisition(const std::vector<std::string>& resources, const AcquireOptions& options,
                        const Options& client_options);
+
+// How `acquire` and `run` try again, as a shell user expects. Without --wait a lock held by
+// someone else is an answer, as with `flock -n`: one attempt, and exit 1 at once. No quorum
+// (nodes down, timing out or answering errors) is usually transient (a restart, a failover, a
+// busy node), so it is tried again up to --retry-count times, --retry-delay (+- jitter) apart.
+// With --wait, and for fair locks, the library's own loop retries both until the wait ends.
+//
+//   AcquireRetry retry(options, acquire_options, stop);   // sets acquire_options.retry_count
+//   do res = client.try_acquire(resources, acquire_options); while (retry.again(res));
+class AcquireRetry {
+ public:
+  AcquireRetry(const Options& client, AcquireOptions& acquire, std::stop_token stop, bool verbose);
+  // After an attempt: sleeps and returns true when another is due. Sets res.attempts to the
+  // attempts made so far in all. A stop request ends the sleep and returns false.
+  [[nodiscard]] bool again(AcquireResult& res);
+
+ private:
+  bool own_loop_ = false;  // the CLI retries (no --wait, not fair)
+  int left_ = 0;
+  Millis delay_{0};
+  Millis jitter_{0};
+  std::stop_token stop_;
+  bool verbose_ = false;
+  int attempts_ = 0;
+};
 
 // Turns SIGINT, SIGTERM, SIGHUP and SIGQUIT into a stop request while a lock is being acquired,
 // so Ctrl-C during `acquire --wait` or `run --wait` ends the wait at once, with the attempt in

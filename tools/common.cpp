@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 
 #include "cli.hpp"
@@ -204,6 +206,35 @@ Options make_options(const Globals& g) {
 }
 
 void flush_warnings() { log_sink().flush(); }
+
+AcquireRetry::AcquireRetry(const Options& client, AcquireOptions& acquire, std::stop_token stop,
+                           bool verbose)
+    : own_loop_(!acquire.wait && !acquire.fair),
+      left_(acquire.retry_count.value_or(client.retry_count)),
+      delay_(client.retry_delay),
+      jitter_(client.retry_jitter),
+      stop_(std::move(stop)),
+      verbose_(verbose) {
+  if (own_loop_) acquire.retry_count = 0;
+}
+
+bool AcquireRetry::again(AcquireResult& res) {
+  attempts_ += res.attempts;
+  res.attempts = attempts_;
+  if (!own_loop_ || res || res.error != Errc::no_quorum || left_ <= 0) return false;
+  --left_;
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<long long> dist(-jitter_.count(), jitter_.count());
+  const Millis sleep{std::max<long long>(0, delay_.count() + dist(rng))};
+  if (verbose_) {
+    std::cerr << "redlock-cli: attempt " << attempts_ << ": " << res.message << "; trying again in "
+              << sleep.count() << " ms\n";
+  }
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  return !cv.wait_for(lock, stop_, sleep, [] { return false; }) && !stop_.stop_requested();
+}
 
 namespace {
 sigset_t stop_signals() {

@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
           {"--node-timeout", &g.node_timeout, "Deadline of one command on one node (default 50ms)"},
           {"--connect-timeout", &g.connect_timeout, "Deadline of a connect (default 250ms)"},
           {"--drift-factor", &g.drift_factor, "Clock drift factor (default 0.01)"},
-          {"--retry-count", &g.retry_count, "Extra attempts after the first (default 3)"},
+          {"--retry-count", &g.retry_count,
+           "acquire, run without --wait: attempts after the first when there is no quorum "
+           "(default 3); a lock held elsewhere is not retried"},
           {"--retry-delay", &g.retry_delay,
            "Sleep between attempts (default 200ms, +-100ms jitter)"},
           {"--min-uptime", &g.min_uptime,

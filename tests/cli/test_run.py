@@ -67,6 +67,14 @@ class Run(unittest.TestCase):
             self.assertFalse(os.path.exists(marker))
         self.run_cli("release", "run-held", tok)
 
+    def test_held_elsewhere_is_not_retried_without_wait(self):
+        # As `flock -n`: one attempt, then exit 1 (-v counts the attempts).
+        tok = self.run_cli("acquire", "run-once").stdout.decode().strip()
+        r = self.run_cli("-v", "run", "run-once", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(b"\n  1 attempt\n", r.stderr)
+        self.run_cli("release", "run-once", tok)
+
     def test_wait_until_the_holder_leaves(self):
         tok = self.run_cli("acquire", "run-wait", "--ttl", "10s").stdout.decode().strip()
         releaser = subprocess.Popen(["sh", "-c", "sleep 0.6; exec \"$0\" release run-wait " + tok, CLI], env=self.env())

@@ -121,12 +121,17 @@ int run_run(const RunArgs& a, const Globals& g) {
 
   StopOnSignal interrupt;  // a signal while acquiring ends the wait; the command is not started
   lo.acquire.stop = interrupt.token();
+  AcquireRetry retry(opts, lo.acquire, interrupt.token(), g.verbose);
   Client client(opts);
   lo.hold.on_lost = [lost_fd](const LossInfo&) {
     std::uint64_t one = 1;
     (void)!write(lost_fd, &one, sizeof one);
   };
-  auto [guard, res] = client.try_lock({a.resource}, lo);
+  Guard guard;
+  AcquireResult res;
+  do {
+    std::tie(guard, res) = client.try_lock({a.resource}, lo);
+  } while (retry.again(res));
   interrupt.disarm();
   if (interrupt.signal() != 0) {
     if (res) guard.release();
@@ -137,6 +142,9 @@ int run_run(const RunArgs& a, const Globals& g) {
   }
   if (!res) {
     report_failure(g, res.error, "cannot acquire", res.message, res.nodes);
+    if (g.verbose) {
+      std::cerr << "  " << res.attempts << (res.attempts == 1 ? " attempt" : " attempts") << "\n";
+    }
     return exit_code_for(res.error);
   }
   if (g.verbose) {
@@ -229,7 +237,9 @@ Command run_command(const Globals& g) {
                .help = "-- COMMAND [ARGS...]",
                .required = true},
               {"--ttl", &a->ttl, "Lock ttl; extended every ttl/3 while COMMAND runs (default 30s)"},
-              {"--wait", &a->wait, "Keep retrying the acquisition this long (default 0)"},
+              {"--wait", &a->wait,
+               "Keep retrying the acquisition this long (default 0: a lock held elsewhere fails "
+               "at once, no quorum is retried --retry-count times)"},
               {"--grace", &a->grace,
                "After a loss: SIGTERM, then SIGKILL after this long (default 5s)"},
               {"--fence", &a->fence, "Take a fencing token and export it as REDLOCK_FENCE"},
