@@ -51,6 +51,7 @@ struct Globals {
   std::optional<int> retry_count;
   std::string retry_delay;
   std::string min_uptime;  // also REDLOCK_MIN_UPTIME
+  std::string key_prefix;  // --key-prefix: Options::key_prefix
 };
 
 // ---- the declaration layer ---------------------------------------------------------------------
@@ -78,6 +79,9 @@ struct Command {
   // At most one is chosen. A command that has them lets them and itself take the global flags
   // after their names too (CLI11's fallthrough), as every command does.
   std::vector<Command> subcommands = {};
+  // For a command that ends with `-- COMMAND [ARGS...]` (run): the words after the first "--"
+  // that follows the command's name, taken as they are (none of them is parsed as an option).
+  std::vector<std::string>* rest = nullptr;
   // Runs when this is the command chosen (the last one named on the command line), after the
   // whole line was parsed. Returns the exit status; throws UsageError for a usage error.
   std::function<int()> run = {};

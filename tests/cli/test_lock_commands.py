@@ -292,6 +292,25 @@ class LockCommands(unittest.TestCase):
             self.assertEqual((obj["error"], obj["attempts"]), ("no_quorum", attempts), extra)
         self.assertEqual(self.c.count_with("t-retry-nq"), 0)
 
+    def test_key_prefix_lets_an_operator_see_and_release_a_services_locks(self):
+        # A service with Options::key_prefix "billing:" holds "invoice-7": its key is
+        # "billing:invoice-7". --key-prefix is how the CLI names the same lock.
+        r = self.cli("--key-prefix", "billing:", "acquire", "invoice-7")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tok = r.stdout.decode().strip()
+        time.sleep(0.05)
+        self.assertEqual(self.c.count_with("billing:invoice-7", tok), 5)
+        self.assertEqual(self.c.count_with("invoice-7"), 0)
+        obj = json.loads(self.cli("--key-prefix", "billing:", "status", "invoice-7", "--json").stdout)
+        self.assertEqual(obj["resource"], "invoice-7")
+        self.assertEqual([n["value"] for n in obj["per_node"]], [tok] * 5)
+        obj = json.loads(self.cli("status", "invoice-7", "--json").stdout)
+        self.assertEqual([n["value"] for n in obj["per_node"]], [None] * 5)
+        self.assertEqual(self.cli("release", "invoice-7", tok).returncode, 1)  # not that key
+        r = self.cli("release", "invoice-7", tok, "--key-prefix", "billing:")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.c.count_with("billing:invoice-7"), 0)
+
     def test_bad_address_sends_nothing(self):
         good = self.c.servers[0].address
         for bad in ["nohost:", "redis://[::1", "host:99999", "a:1,,b:2", "ftp://x:1", good + "," + good]:

@@ -75,6 +75,76 @@ class Run(unittest.TestCase):
         self.assertIn(b"\n  1 attempt\n", r.stderr)
         self.run_cli("release", "run-once", tok)
 
+    def test_several_resources_are_one_lock(self):
+        # `run a b -- cmd` like `acquire a b`: one token on both keys while the command runs.
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "env")
+            script = 'printf "%%s|%%s|%%s" "$REDLOCK_RESOURCE" "$REDLOCK_RESOURCES" "$REDLOCK_TOKEN" > %s; sleep 0.5' % out
+            p = subprocess.Popen([CLI, "run", "multi-a", "multi-b", "--", "sh", "-c", script], env=self.env())
+            for _ in range(100):
+                if os.path.exists(out) and open(out).read().count("|") == 2:
+                    break
+                time.sleep(0.02)
+            first, all_, token = open(out).read().split("|")
+            self.assertEqual((first, all_), ("multi-a", "multi-a\nmulti-b"))
+            self.assertGreaterEqual(self.c.count_with("multi-a", token), 2)
+            self.assertGreaterEqual(self.c.count_with("multi-b", token), 2)
+            self.assertEqual(p.wait(10), 0)
+        self.assertEqual(self.c.count_with("multi-a") + self.c.count_with("multi-b"), 0)
+        # All or nothing: one of them held elsewhere, the command does not run, nothing is kept.
+        tok = self.run_cli("acquire", "multi-b").stdout.decode().strip()
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "ran")
+            r = self.run_cli("run", "multi-a", "multi-b", "--", "touch", marker)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertFalse(os.path.exists(marker))
+        self.assertEqual(self.c.count_with("multi-a"), 0)
+        self.run_cli("release", "multi-b", tok)
+        # Without "--", flock(1)'s form: the first word is the resource, the rest the command.
+        r = self.run_cli("run", "multi-flock", "printenv", "REDLOCK_RESOURCES")
+        self.assertEqual((r.returncode, r.stdout), (0, b"multi-flock\n"), r.stderr)
+
+    def test_conflict_exit_code(self):
+        # -E N: the code for "held elsewhere", so that the command's own 1 means the command's.
+        tok = self.run_cli("acquire", "run-conflict").stdout.decode().strip()
+        for flag in ("-E", "--conflict-exit-code"):
+            r = self.run_cli("run", "run-conflict", flag, "75", "--", "true")
+            self.assertEqual(r.returncode, 75, r.stderr)
+        self.run_cli("release", "run-conflict", tok)
+        r = self.run_cli("run", "-E", "75", "run-conflict", "--", "sh", "-c", "exit 1")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # No quorum is not a conflict: still 3.
+        e = self.env()
+        e["REDLOCK_NODES"] = self.c.servers[0].address + ",127.0.0.1:1,127.0.0.1:2"
+        r = subprocess.run([CLI, "--retry-count", "0", "run", "-E", "75", "run-conflict", "--", "true"],
+                           capture_output=True, env=e, timeout=30)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        for bad in ("256", "-1", "x"):
+            r = self.run_cli("run", "-E", bad, "run-conflict", "--", "true")
+            self.assertEqual(r.returncode, 2, (bad, r.stderr))
+
+    def test_key_prefix(self):
+        # --key-prefix maps to the library's Options::key_prefix: the key is prefix + resource,
+        # the command still sees the resource.
+        r = self.run_cli("--key-prefix", "svc:", "run", "run-prefixed", "--", "sh", "-c",
+                         'echo "$REDLOCK_RESOURCE $REDLOCK_TOKEN"; sleep 0.3')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        resource, token = r.stdout.decode().split()
+        self.assertEqual(resource, "run-prefixed")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "tok")
+            p = subprocess.Popen([CLI, "--key-prefix", "svc:", "run", "run-prefixed", "--", "sh", "-c",
+                                  'echo "$REDLOCK_TOKEN" > %s; sleep 0.5' % out], env=self.env())
+            for _ in range(100):
+                if os.path.exists(out) and open(out).read().endswith("\n"):
+                    break
+                time.sleep(0.02)
+            token = open(out).read().strip()
+            self.assertGreaterEqual(self.c.count_with("svc:run-prefixed", token), 2)
+            self.assertEqual(self.c.count_with("run-prefixed"), 0)
+            self.assertEqual(p.wait(10), 0)
+        self.assertEqual(self.c.count_with("svc:run-prefixed"), 0)
+
     def test_wait_until_the_holder_leaves(self):
         tok = self.run_cli("acquire", "run-wait", "--ttl", "10s").stdout.decode().strip()
         releaser = subprocess.Popen(["sh", "-c", "sleep 0.6; exec \"$0\" release run-wait " + tok, CLI], env=self.env())

@@ -1,7 +1,8 @@
-// redlock-cli run RESOURCE [--ttl DUR] [--wait DUR] [--grace DUR] -- COMMAND [ARGS...]
+// redlock-cli run RESOURCE... [--ttl DUR] [--wait DUR] [--grace DUR] [-E N] -- COMMAND [ARGS...]
 //
-// flock(1) across machines: acquire, run COMMAND with the lock in its environment, extend the
-// lock automatically while it runs, release it when COMMAND exits, and exit with its status.
+// flock(1) across machines: acquire (one lock over all the resources, as `acquire a b`), run
+// COMMAND with the lock in its environment, extend the lock automatically while it runs, release
+// it when COMMAND exits, and exit with its status.
 // If the lock is lost, COMMAND gets SIGTERM, then SIGKILL after the grace period, and run exits 4.
 //
 // Signals: they are blocked in every thread before the client starts and read from a signalfd,
@@ -30,8 +31,9 @@ namespace redlock::cli {
 namespace {
 
 struct RunArgs {
-  std::string resource;
-  std::vector<std::string> command;
+  std::vector<std::string> resources;  // before "--"
+  std::vector<std::string> command;    // after "--" (main.cpp's split_rest)
+  std::optional<int> conflict_exit_code;
   std::string ttl = "30s";
   std::string wait;
   std::string grace = "5s";
@@ -51,18 +53,22 @@ int status_to_exit(int status) {
 }
 
 pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask,
-            const std::string& resource, const std::string& token,
+            const std::vector<std::string>& resources, const std::string& token,
             std::optional<std::uint64_t> fence) {
   // Everything the child needs is prepared before fork: the client's I/O thread exists, so the
   // child may only make async-signal-safe calls.
   std::vector<char*> argv;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  std::string env_resource = "REDLOCK_RESOURCE=" + resource;
+  std::string env_resource = "REDLOCK_RESOURCE=" + resources.front();
+  std::string env_resources = "REDLOCK_RESOURCES=";
+  for (std::size_t i = 0; i < resources.size(); ++i)
+    env_resources += (i == 0 ? "" : "\n") + resources[i];
   std::string env_token = "REDLOCK_TOKEN=" + token;
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "REDLOCK_RESOURCE=", 17) != 0 &&
+        std::strncmp(*e, "REDLOCK_RESOURCES=", 18) != 0 &&
         std::strncmp(*e, "REDLOCK_TOKEN=", 14) != 0 &&
         std::strncmp(*e, "REDLOCK_FENCE=", 14) != 0) {
       envp.push_back(*e);
@@ -70,6 +76,7 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask,
   }
   std::string env_fence = fence ? "REDLOCK_FENCE=" + std::to_string(*fence) : std::string();
   envp.push_back(env_resource.data());
+  envp.push_back(env_resources.data());
   envp.push_back(env_token.data());
   if (fence) envp.push_back(env_fence.data());
   envp.push_back(nullptr);
@@ -88,10 +95,21 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask,
 }
 
 int run_run(const RunArgs& a, const Globals& g) {
-  if (a.resource.empty()) throw UsageError("empty resource name");
+  std::vector<std::string> resources = a.resources;
   std::vector<std::string> command = a.command;
-  if (!command.empty() && command.front() == "--") command.erase(command.begin());
-  if (command.empty()) throw UsageError("no command given (run RESOURCE -- COMMAND [ARGS...])");
+  // Without "--", flock(1)'s form: one resource, then the command.
+  if (command.empty() && resources.size() > 1) {
+    command.assign(resources.begin() + 1, resources.end());
+    resources.resize(1);
+  }
+  if (command.empty()) throw UsageError("no command given (run RESOURCE... -- COMMAND [ARGS...])");
+  for (const auto& r : resources) {
+    if (r.empty()) throw UsageError("empty resource name");
+  }
+  if (a.conflict_exit_code && (*a.conflict_exit_code < 0 || *a.conflict_exit_code > 255)) {
+    throw UsageError("--conflict-exit-code: " + std::to_string(*a.conflict_exit_code) +
+                     " is outside 0..255");
+  }
   LockOptions lo;
   lo.acquire.ttl = ttl_arg(a.ttl);
   if (lo.acquire.ttl < Millis{30}) {
@@ -107,7 +125,7 @@ int run_run(const RunArgs& a, const Globals& g) {
   lo.acquire.mode = lock_mode(a.read, a.write);
   lo.acquire.fair = a.fair;
   Options opts = make_options(g);
-  check_acquisition({a.resource}, lo.acquire, opts);
+  check_acquisition(resources, lo.acquire, opts);
 
   sigset_t mask, old_mask;
   sigemptyset(&mask);
@@ -130,7 +148,7 @@ int run_run(const RunArgs& a, const Globals& g) {
   Guard guard;
   AcquireResult res;
   do {
-    std::tie(guard, res) = client.try_lock({a.resource}, lo);
+    std::tie(guard, res) = client.try_lock(resources, lo);
   } while (retry.again(res));
   interrupt.disarm();
   if (interrupt.signal() != 0) {
@@ -145,14 +163,19 @@ int run_run(const RunArgs& a, const Globals& g) {
     if (g.verbose) {
       std::cerr << "  " << res.attempts << (res.attempts == 1 ? " attempt" : " attempts") << "\n";
     }
+    // -E: flock(1)'s conflict exit code, so that a command's own 1 is not taken for "held".
+    if (res.error == Errc::contended && a.conflict_exit_code) return *a.conflict_exit_code;
     return exit_code_for(res.error);
   }
   if (g.verbose) {
-    std::cerr << "redlock-cli: acquired '" << a.resource << "' (" << res.lock.votes() << "/"
-              << opts.nodes.size() << " votes), running " << command.front() << "\n";
+    std::cerr << "redlock-cli: acquired '" << printable(resources.front()) << "'"
+              << (resources.size() > 1 ? " and " + std::to_string(resources.size() - 1) + " more"
+                                       : std::string())
+              << " (" << res.lock.votes() << "/" << opts.nodes.size() << " votes), running "
+              << command.front() << "\n";
   }
 
-  pid_t child = spawn(command, old_mask, a.resource, res.lock.token(), res.lock.fence());
+  pid_t child = spawn(command, old_mask, resources, res.lock.token(), res.lock.fence());
   if (child < 0) {
     guard.release();
     throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -181,7 +204,7 @@ int run_run(const RunArgs& a, const Globals& g) {
         lost = true;
         auto info = guard.lost();
         if (!g.quiet) {
-          std::cerr << "redlock-cli: lock on '" << a.resource << "' lost ("
+          std::cerr << "redlock-cli: lock on '" << printable(resources.front()) << "' lost ("
                     << (info ? info->message : std::string("unknown")) << "): sending SIGTERM to "
                     << command.front() << "\n";
         }
@@ -207,7 +230,8 @@ int run_run(const RunArgs& a, const Globals& g) {
   }
   auto rel = guard.release();
   if (g.verbose) {
-    std::cerr << "redlock-cli: released '" << a.resource << "' on " << rel.deleted << " node(s)\n";
+    std::cerr << "redlock-cli: released '" << printable(resources.front()) << "' on " << rel.deleted
+              << " node(s)\n";
   }
   close(sfd);
   close(lost_fd);
@@ -220,21 +244,21 @@ Command run_command(const Globals& g) {
   auto a = std::make_shared<RunArgs>();
   return {
       .name = "run",
-      .description = "Run a command while holding a lock (like flock(1), across machines)",
+      .description =
+          "Run a command while holding a lock (like flock(1), across machines):\n"
+          "  run RESOURCE... [OPTIONS] -- COMMAND [ARGS...]",
       .footer =
-          "Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere, 2 usage,\n"
-          "3 no quorum, 4 the lock was lost while COMMAND ran.\n"
-          "COMMAND sees REDLOCK_RESOURCE and REDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in "
-          "its\nenvironment.",
+          "Several resources: one lock over all of them, as with acquire. Without --, the first "
+          "word\nis the resource and the rest the command.\n"
+          "Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere (or -E's "
+          "N),\n2 usage, 3 no quorum, 4 the lock was lost while COMMAND ran.\n"
+          "COMMAND sees REDLOCK_RESOURCE (the first resource), REDLOCK_RESOURCES (all, one per "
+          "line),\nREDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its environment.",
       .options =
           {
               {.names = "resource",
-               .target = &a->resource,
-               .help = "Resource name",
-               .required = true},
-              {.names = "command",
-               .target = &a->command,
-               .help = "-- COMMAND [ARGS...]",
+               .target = &a->resources,
+               .help = "Resource name(s); several = one lock over all of them",
                .required = true},
               {"--ttl", &a->ttl, "Lock ttl; extended every ttl/3 while COMMAND runs (default 30s)"},
               {"--wait", &a->wait,
@@ -242,11 +266,17 @@ Command run_command(const Globals& g) {
                "at once, no quorum is retried --retry-count times)"},
               {"--grace", &a->grace,
                "After a loss: SIGTERM, then SIGKILL after this long (default 5s)"},
+              {.names = "-E,--conflict-exit-code",
+               .target = &a->conflict_exit_code,
+               .help = "Exit with N instead of 1 when the lock is held elsewhere (as flock -E), so "
+                       "COMMAND's own 1 is not taken for it",
+               .type_name = "N"},
               {"--fence", &a->fence, "Take a fencing token and export it as REDLOCK_FENCE"},
               {"--fair", &a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)"},
               {"--read", &a->read, "Hold a shared read lock"},
               {"--write", &a->write, "Hold a write lock (excludes readers)"},
           },
+      .rest = &a->command,
       .run = [a, &g] { return run_run(*a, g); },
       .storage = a,
   };
