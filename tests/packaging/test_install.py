@@ -4,7 +4,7 @@
 then checks what landed in TMP: the library's soname and symlinks, that only the public API is
 exported (no hiredis, libuv or redlock::detail / private implementation symbols; every C API
 function present), self-contained headers, a relocatable redlock.pc, the CLI, its man page and
-completion. Then separate consumer projects find the package, build,
+completion, the documents and licence. Then separate consumer projects find the package, build,
 and take a real lock on a redis-server: through pkg-config one with meson (C++ API) and one with
 CMake (C API), and through the CMake package config (find_package(redlock CONFIG), target
 redlock::redlock) one with CMake (C++ API, no C++ standard of its own). Finally the installed
@@ -174,6 +174,21 @@ class Installed(unittest.TestCase):
             found = re.search(r"libredlock\.so\.\d+ => (\S+)", ldd.stdout)
             self.assertIsNotNone(found, ldd.stdout)
             self.assertEqual(os.path.realpath(os.path.dirname(found.group(1))), os.path.realpath(libdir))
+
+    def test_documents_and_licence(self):
+        doc = os.path.join(self.datadir, "doc", "redlock")
+        for name in ("README.md", "guide.md", "LICENSE", "CHANGELOG.md"):
+            self.assertTrue(os.path.isfile(os.path.join(doc, name)), name + " not installed")
+        with open(os.path.join(SOURCE, "meson.build")) as f:
+            licence = re.search(r"license\s*:\s*'([^']+)'", f.read()).group(1)
+        with open(os.path.join(doc, "LICENSE")) as f:
+            text = f.read()
+        self.assertEqual(licence, "MIT")
+        self.assertTrue(text.startswith("MIT License"), text[:40])
+        self.assertIn("Copyright (c) the redlock authors", text)
+        with open(os.path.join(doc, "CHANGELOG.md")) as f:
+            changelog = f.read()
+        self.assertIn("## [%s]" % self.version, changelog)
 
     # ---- symbols -------------------------------------------------------------------------
 
