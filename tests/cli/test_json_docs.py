@@ -85,11 +85,17 @@ class JsonDocs(unittest.TestCase):
         cls.cli("extend", "jd-a", "0" * 40, nodes=with_dead)
         cls.cli("extend", "jd-a", a["token"], nodes=with_dead)
         cls.cli("release", "jd-a", a["token"], nodes=with_dead)
-        # error: a fence counter that is not a number (on every node: the outcome is decided
-        # after two such answers, so at least two say it whatever the order of the answers).
-        for s in servers:
-            command(s.port, "SET", "jd-e:fence", "not-a-number")
-        cls.cli("acquire", "jd-e", "--fence")
+        # error: every node a read-only replica (of a master that does not exist), so each SET
+        # is answered READONLY; the outcome is decided after two such answers, so at least two
+        # say it whatever their order. (Not a key of the lock's layout: that is the library's.)
+        dead_port = free_port()
+        try:
+            for s in servers:
+                command(s.port, "REPLICAOF", "127.0.0.1", str(dead_port))
+            cls.cli("acquire", "jd-e")
+        finally:
+            for s in servers:
+                command(s.port, "REPLICAOF", "NO", "ONE")
         # excluded: every node is younger than the restart guard's minimum uptime.
         cls.cli("--min-uptime", "1h", "acquire", "jd-x")
         # pending (a paused node after the quorum decided) and timeout (release waits for it).
