@@ -11,21 +11,50 @@ shift || true
 # Build: the first line (nlohmann-json3-dev is the JSON writer of redlock-cli's --json outputs).
 # Tests: redis-server, python3 (CLI, ctypes and packaging tests), cmake (the CMake consumer in
 # tests/packaging), libfaketime and nftables (the chaos suite's clock-jump and partition mixes),
-# clang + libclang-rt-14-dev (libFuzzer, scripts/fuzz.sh).
+# clang + libclang-rt-14-dev (libFuzzer, scripts/fuzz.sh), redis-sentinel (the sentinel fixture),
+# openssl + libssl-dev (the TLS fixture makes certificates with the openssl CLI and talks TLS to
+# servers), valkey-server + valkey-tools (from bookworm-backports: the only other server the suite
+# can run against, REDLOCK_TEST_REDIS_SERVER=$(command -v valkey-server)).
 packages=(g++ libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
-          redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev)
+          redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev
+          redis-sentinel openssl libssl-dev clang-format)
+backports_packages=(valkey-server valkey-tools)
 missing=()
-for p in "${packages[@]}"; do
+for p in "${packages[@]}" "${backports_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# Valkey is only in Debian 12's bookworm-backports suite: add the suite to apt's sources when no
+# source lists it yet (same archive and key as the main suite).
+backports_file=/etc/apt/sources.list.d/bookworm-backports.sources
+add_backports=0
+if ((${#missing[@]})) &&
+   ! grep -rqs -- 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  add_backports=1
+fi
+
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
+    if ((add_backports)); then
+      echo "setup: adding the bookworm-backports suite to apt's sources ($backports_file)"
+      cat >"$backports_file" <<'SOURCES'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+    fi
     echo "setup: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
+    # A package that is only in backports gets its candidate from there without -t; the rest of
+    # the system stays on bookworm.
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
+    if ((add_backports)); then
+      echo "setup: valkey needs the bookworm-backports suite in apt's sources, e.g. $backports_file" >&2
+    fi
     echo "setup: missing packages: ${missing[*]}" >&2
     echo "setup: run: sudo apt-get install -y ${missing[*]}" >&2
     exit 1

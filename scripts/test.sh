@@ -42,7 +42,8 @@ phase_done() {
 }
 
 scripts/setup.sh build
-phase_done "set-up and build"
+scripts/format.sh --check
+phase_done "set-up, format check and build"
 meson test -C build --print-errorlogs "$@"
 phase_done "meson test"
 

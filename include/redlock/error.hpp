@@ -34,6 +34,8 @@ enum class NodeState {
   error,          // an error reply (READONLY, OOM, WRONGTYPE, NOAUTH, ...): see detail
   excluded,       // answered OK but the vote was not counted (restart guard): see detail
   pending,        // had not answered when the outcome was decided (its answer is still handled)
+  auth_failed,    // the server refused this client's credentials or database (AUTH, ACL, SELECT):
+                  // nothing was sent after that on this connection; detail has the server's words
 };
 
 [[nodiscard]] REDLOCK_API const char* to_string(NodeState s) noexcept;

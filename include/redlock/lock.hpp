@@ -101,14 +101,41 @@ struct ReleaseResult {
 };
 
 // What one node stores for a resource (`status`).
+// What one node stores for a resource (`status`): the lock key, and the state of the other lock
+// kinds on it (redlock/keys.hpp). Lists are the first `status_list_limit` entries; the counts are
+// all of them.
 struct NodeKeyState {
+  struct Reader {
+    std::string token;
+    Millis remaining{0};  // until this reader's entry expires (server time)
+  };
+  struct Waiter {
+    std::string id;  // the waiter's id (fair locks), not a lock token
+    std::uint64_t ticket = 0;
+  };
+
   std::string node;
   bool up = false;
   std::string detail;                // error text when not up or the read failed
   std::optional<std::string> value;  // the stored token, nullopt when no key
   std::optional<Millis> pttl;        // remaining ttl on the node, nullopt when no key/no expiry
   std::string type;                  // Redis type of the key ("string", "none", "hash", ...)
+  // Read locks: the readers whose entries have not expired.
+  std::size_t reader_count = 0;
+  std::vector<Reader> readers;
+  // Read-write locks: a writer waiting for the readers to leave (its id), which holds off new
+  // readers.
+  std::optional<std::string> writer_waiting;
+  // Fair locks: the queue in ticket order.
+  std::size_t queue_length = 0;
+  std::vector<Waiter> queue;
+  // The counters, when they exist.
+  std::optional<std::uint64_t> fence;
+  std::optional<std::uint64_t> ticket;
 };
+
+// How many readers and queued waiters a NodeKeyState lists.
+inline constexpr int status_list_limit = 16;
 
 struct StatusResult {
   std::vector<NodeKeyState> nodes;

@@ -46,8 +46,10 @@ struct REDLOCK_API NodeAddress {
 [[nodiscard]] REDLOCK_API std::optional<std::vector<NodeAddress>> parse_node_list(
     std::string_view text, std::string& error);
 
-// Parses `250ms`, `10s`, `2m`, `1h`, or a bare integer meaning milliseconds.
-// Rejects negative values, unknown units, overflow and empty text with a message naming the value.
+// Parses `250ms`, `1.5s`, `10s`, `2m`, `1h`, `7d`, or a bare number meaning milliseconds: digits,
+// optionally a fraction, and a unit (ms, s, m, h, d). The result must be a whole number of
+// milliseconds. Rejects negative values, unknown units, overflow and empty text with a message
+// naming the value.
 [[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text,
                                                                std::string& error);
 
@@ -127,11 +129,12 @@ struct AcquireOptions {
 // or nullopt. The Engine refuses exactly the same things (std::invalid_argument from its
 // constructor, Errc::invalid_argument from acquire), so the two can never disagree.
 [[nodiscard]] REDLOCK_API std::optional<std::string> check_options(const Options& options);
-// Resources (non-empty, distinct, at most 1 MiB each) and how the lock kinds combine: fencing,
-// read/write and fair locks take one resource; fair locks are exclusive and unfenced; fencing is
-// for exclusive locks. `drift_factor` is the client's (a ttl the drift alone uses up is refused).
+// Resources (non-empty, distinct, at most 1 MiB each, none whose key has the form of the library's
+// own keys: redlock/keys.hpp) and how the lock kinds combine: fencing, read/write and fair locks
+// take one resource; fair locks are exclusive and unfenced; fencing is for exclusive locks.
+// `drift_factor` and `key_prefix` are the client's (a ttl the drift alone uses up is refused).
 [[nodiscard]] REDLOCK_API std::optional<std::string> check_acquire(
     const std::vector<std::string>& resources, const AcquireOptions& options,
-    double drift_factor = 0.01);
+    double drift_factor = 0.01, std::string_view key_prefix = {});
 
 }  // namespace redlock

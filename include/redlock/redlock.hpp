@@ -6,6 +6,7 @@
 #include "redlock/export.hpp"
 #include "redlock/fencing.hpp"
 #include "redlock/guard.hpp"
+#include "redlock/keys.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/metrics.hpp"
 #include "redlock/options.hpp"

@@ -57,6 +57,8 @@ const char* to_string(NodeState s) noexcept {
       return "excluded";
     case NodeState::pending:
       return "pending";
+    case NodeState::auth_failed:
+      return "auth-failed";
   }
   return "?";
 }

@@ -1,33 +1,31 @@
 #pragma once
-// Where each lock kind keeps its state: the lock key is the resource (plus the client's key
-// prefix), so locks interoperate with other Redlock clients; the extra state of the advanced
-// kinds lives in keys derived from it (README, "Key layout").
+// Where each lock kind keeps its state (the public layout is redlock/keys.hpp): short names for
+// the lock kinds' code.
 
 #include <string>
 #include <string_view>
 
-#include "redlock/fencing.hpp"
+#include "redlock/keys.hpp"
 
 namespace redlock::detail::keys {
 
-// Fencing: the counter behind Lock::fence().
 [[nodiscard]] inline std::string fence(std::string_view key) {
-  return std::string(key) + std::string(fence_key_suffix);
+  return derived_key(key, KeyRole::fence);
 }
-// Read-write locks: readers (a sorted set token -> expiry) and a waiting writer's mark.
 [[nodiscard]] inline std::string readers(std::string_view key) {
-  return std::string(key) + ":readers";
+  return derived_key(key, KeyRole::readers);
 }
 [[nodiscard]] inline std::string writer_waiting(std::string_view key) {
-  return std::string(key) + ":writer_waiting";
+  return derived_key(key, KeyRole::writer_waiting);
 }
-// Fair locks: the ticket counter, the queue (waiter -> ticket) and the waiters' heartbeats.
 [[nodiscard]] inline std::string ticket(std::string_view key) {
-  return std::string(key) + ":ticket";
+  return derived_key(key, KeyRole::ticket);
 }
-[[nodiscard]] inline std::string queue(std::string_view key) { return std::string(key) + ":queue"; }
+[[nodiscard]] inline std::string queue(std::string_view key) {
+  return derived_key(key, KeyRole::queue);
+}
 [[nodiscard]] inline std::string heartbeats(std::string_view key) {
-  return std::string(key) + ":queue:heartbeats";
+  return derived_key(key, KeyRole::heartbeats);
 }
 
 }  // namespace redlock::detail::keys

@@ -1,6 +1,7 @@
 #include "core/kinds.hpp"
 
 #include "core/keys.hpp"
+#include "redlock/fencing.hpp"
 
 namespace redlock::detail {
 namespace {
@@ -45,7 +46,8 @@ class Fenced : public Plain {
   Command acquire(const AttemptArgs& a) const override {
     return Command::call(ScriptId::acquire_fenced, {a.keys[0], keys::fence(a.keys[0])})
         .arg(a.token)
-        .arg(ms(a.ttl));
+        .arg(ms(a.ttl))
+        .arg(ms(fence_counter_idle_expiry));
   }
   Verdict classify_acquire(const Reply& r) const override {
     if (r.type == Reply::Type::integer && r.integer > 0)
@@ -103,7 +105,8 @@ class Fair : public LockKind {
   std::string_view name() const override { return "fair"; }
   Command acquire(const AttemptArgs& a) const override {
     const auto& k = a.keys[0];
-    return Command::call(ScriptId::acquire_fair, {k, keys::queue(k), keys::heartbeats(k)})
+    return Command::call(ScriptId::acquire_fair,
+                         {k, keys::queue(k), keys::heartbeats(k), keys::ticket(k)})
         .arg(a.token)
         .arg(ms(a.ttl))
         .arg(static_cast<long long>(a.ticket))
@@ -187,9 +190,10 @@ Verdict classify_ticket(const Reply& r) {
   return unexpected(r);
 }
 
-Command raise_counter(std::string counter_key, std::uint64_t value) {
+Command raise_counter(std::string counter_key, std::uint64_t value, Millis expiry) {
   return Command::call(ScriptId::fence_raise, {std::move(counter_key)})
-      .arg(static_cast<long long>(value));
+      .arg(static_cast<long long>(value))
+      .arg(ms(expiry));
 }
 
 Verdict classify_raise(const Reply& r) {
@@ -197,10 +201,20 @@ Verdict classify_raise(const Reply& r) {
   return unexpected(r);
 }
 
-Command read_status(std::string key) { return Command::call(ScriptId::status, {std::move(key)}); }
+Command read_status(std::string key, int list_at_most) {
+  std::vector<std::string> k{key,
+                             keys::readers(key),
+                             keys::writer_waiting(key),
+                             keys::queue(key),
+                             keys::fence(key),
+                             keys::ticket(key)};
+  return Command::call(ScriptId::status, std::move(k)).arg(list_at_most);
+}
 
 Verdict unexpected(const Reply& r) {
-  if (r.is_error()) return {Vote::failed, NodeState::error, r.str, 0};
+  if (r.is_error())
+    return {Vote::failed, NodeState::error, r.str.empty() ? "an error reply without text" : r.str,
+            0};
   return {Vote::failed, NodeState::error, "unexpected reply " + r.describe(), 0};
 }
 

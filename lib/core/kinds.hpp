@@ -88,12 +88,14 @@ class LockKind {
 [[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
                                   Millis heartbeat_ttl);
 [[nodiscard]] Verdict classify_ticket(const Reply& r);  // the new counter (> 0)
-// Write-back: raises `counter_key` to at least `value` (counters never shrink).
-[[nodiscard]] Command raise_counter(std::string counter_key, std::uint64_t value);
+// Write-back: raises `counter_key` to at least `value` (counters never shrink), and its expiry to
+// at least `expiry`.
+[[nodiscard]] Command raise_counter(std::string counter_key, std::uint64_t value, Millis expiry);
 [[nodiscard]] Verdict classify_raise(const Reply& r);  // 1 once the counter is >= value
 
-// `status`: what a node stores for a key, whatever its type.
-[[nodiscard]] Command read_status(std::string key);
+// `status`: what a node stores for a lock key and its derived keys, whatever their types; lists
+// at most `list_at_most` readers and queued waiters.
+[[nodiscard]] Command read_status(std::string key, int list_at_most);
 
 // A reply no kind expects: an error reply (its text), or an unexpected type.
 [[nodiscard]] Verdict unexpected(const Reply& r);

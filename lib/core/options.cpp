@@ -190,6 +190,14 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   if (text.starts_with(redis_scheme)) {
     auto rest = text.substr(redis_scheme.size());
     auto slash = rest.find('/');
+    if (const auto last_at = rest.rfind('@');
+        last_at != std::string_view::npos && slash < last_at) {
+      // The credentials end at the last '@': a '/' before it can only be part of them.
+      why =
+          "a '/' in the user or password must be written %2F (and '@' as %40, ':' in a user name "
+          "as %3A)";
+      return false;
+    }
     auto authority = rest.substr(0, slash);
     if (slash != std::string_view::npos) {
       auto db = rest.substr(slash + 1);
@@ -230,18 +238,22 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   return parse_host_port(text, a, why);
 }
 
-// The address as it may appear in an error message: a password never does.
+// The address as it may appear in an error message: a password never does. Whatever the
+// input, everything between the scheme (or the start) and the last '@' is taken for credentials
+// and only a user name before the first ':' is kept, so a password with an unescaped '/', '@' or
+// ':' is hidden too.
 std::string redacted(std::string_view text) {
-  constexpr std::string_view redis_scheme = "redis://";
-  if (!text.starts_with(redis_scheme)) return std::string(text);
-  auto rest = text.substr(redis_scheme.size());
-  auto at = rest.substr(0, rest.find('/')).rfind('@');
+  const auto at = text.rfind('@');
   if (at == std::string_view::npos) return std::string(text);
-  auto userinfo = rest.substr(0, at);
-  auto colon = userinfo.find(':');
-  std::string user =
-      colon == std::string_view::npos ? "" : std::string(userinfo.substr(0, colon)) + ":";
-  return std::string(redis_scheme) + user + "***" + std::string(rest.substr(at));
+  const auto scheme = text.find("://");
+  const std::size_t start = scheme != std::string_view::npos && scheme < at ? scheme + 3 : 0;
+  const auto userinfo = text.substr(start, at - start);
+  const auto colon = userinfo.find(':');
+  const bool plain_user = colon != std::string_view::npos &&
+                          userinfo.substr(0, colon).find_first_of("/@") == std::string_view::npos;
+  const std::string user =
+      plain_user ? std::string(userinfo.substr(0, colon)) + ":" : std::string();
+  return std::string(text.substr(0, start)) + user + "***" + std::string(text.substr(at));
 }
 
 }  // namespace
@@ -298,14 +310,24 @@ std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text, s
 
 std::optional<Millis> parse_duration(std::string_view text, std::string& error) {
   auto fail = [&](const char* why) {
-    error = "bad duration " + quoted(text) + ": " + why + " (examples: 250ms, 10s, 2m, 1h)";
+    error =
+        "bad duration " + quoted(text) + ": " + why + " (examples: 250ms, 1.5s, 10s, 2m, 1h, 7d)";
     return std::optional<Millis>{};
   };
   if (text.empty()) return fail("empty");
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   if (digits == 0) return fail(text.front() == '-' ? "negative" : "must start with a number");
-  auto unit = text.substr(digits);
+  std::string_view fraction;
+  std::size_t end = digits;
+  if (end < text.size() && text[end] == '.') {
+    std::size_t f = end + 1;
+    while (f < text.size() && text[f] >= '0' && text[f] <= '9') ++f;
+    fraction = text.substr(end + 1, f - end - 1);
+    if (fraction.empty()) return fail("a '.' needs digits after it");
+    end = f;
+  }
+  const auto unit = text.substr(end);
   long long mult = 0;
   if (unit.empty() || unit == "ms") {
     mult = 1;
@@ -315,15 +337,31 @@ std::optional<Millis> parse_duration(std::string_view text, std::string& error) 
     mult = 60'000;
   } else if (unit == "h") {
     mult = 3'600'000;
+  } else if (unit == "d") {
+    mult = 86'400'000;
   } else {
     return fail("unknown unit");
   }
-  long long v = 0;
-  if (!parse_int(text.substr(0, digits), 0, std::numeric_limits<long long>::max(), v) ||
-      v > std::numeric_limits<long long>::max() / mult) {
+  constexpr long long limit = std::numeric_limits<long long>::max();
+  long long whole = 0;
+  if (!parse_int(text.substr(0, digits), 0, limit, whole) || whole > limit / mult)
     return fail("too large");
+  long long ms = whole * mult;
+  // The fraction, in ms: digits d1 d2 ... of the unit. Trailing zeros say nothing; the rest must
+  // come to a whole number of milliseconds (mult has at most 8 digits, so 18 fraction digits
+  // keep every product below 2^63).
+  while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);
+  if (fraction.size() > 10) return fail("finer than a millisecond");
+  long long num = 0, den = 1;
+  for (char c : fraction) {
+    num = num * 10 + (c - '0');
+    den *= 10;
   }
-  return Millis{v * mult};
+  if ((num * mult) % den != 0) return fail("finer than a millisecond");
+  const long long extra = num * mult / den;
+  if (extra > limit - ms) return fail("too large");
+  ms += extra;
+  return Millis{ms};
 }
 
 std::optional<std::string> check_options(const Options& o) {
@@ -362,8 +400,9 @@ std::optional<std::string> check_options(const Options& o) {
 }
 
 std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
-                                         const AcquireOptions& o, double drift_factor) {
-  if (auto why = detail::check_resources(resources)) return why;
+                                         const AcquireOptions& o, double drift_factor,
+                                         std::string_view key_prefix) {
+  if (auto why = detail::check_resources(resources, key_prefix)) return why;
   if (auto why = detail::check_ttl(o.ttl, drift_factor)) return why;
   if (o.wait && *o.wait < Millis{0}) return "wait must be >= 0";
   if (o.retry_count && *o.retry_count < 0) return "retry_count must be >= 0";

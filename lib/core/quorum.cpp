@@ -37,12 +37,27 @@ Validity compute_validity(Millis ttl, double drift_factor, Millis min_validity,
 
 std::string breakdown(const std::vector<NodeOutcome>& nodes) {
   std::string out;
-  for (int s = 0; s <= static_cast<int>(NodeState::pending); ++s) {
+  for (int s = 0; s <= static_cast<int>(NodeState::auth_failed); ++s) {
+    const auto state = static_cast<NodeState>(s);
     int n = 0;
-    for (const auto& o : nodes) n += static_cast<int>(o.state) == s;
+    const NodeOutcome* first = nullptr;
+    bool same_detail = true;
+    for (const auto& o : nodes) {
+      if (o.state != state) continue;
+      ++n;
+      if (first == nullptr) first = &o;
+      same_detail = same_detail && o.detail == first->detail;
+    }
     if (n == 0) continue;
     if (!out.empty()) out += ", ";
-    out += std::to_string(n) + " " + to_string(static_cast<NodeState>(s));
+    out += std::to_string(n) + " " + to_string(state);
+    // What the servers said is the answer to "why": an error or a refused login is shown without
+    // -v. A down or timed-out node says the same thing every time and stays short.
+    if ((state == NodeState::error || state == NodeState::auth_failed) && !first->detail.empty()) {
+      std::string d =
+          first->detail.size() > 120 ? first->detail.substr(0, 120) + "..." : first->detail;
+      out += same_detail ? ": " + d : " (" + first->node + ": " + d + "; ...)";
+    }
   }
   return out;
 }

@@ -46,7 +46,8 @@ struct Validity {
                                         BootClock::time_point t1,
                                         BootClock::time_point t2) noexcept;
 
-// "3 down, 1 timeout": a per-node record in a few words, for messages (states in enum order).
+// "3 down, 1 timeout", "3 auth-failed: WRONGPASS ...": a per-node record in a few words, for
+// messages (states in enum order; an error's or a refused login's text with it).
 [[nodiscard]] std::string breakdown(const std::vector<NodeOutcome>& nodes);
 
 }  // namespace redlock::detail

@@ -7,7 +7,6 @@
 #include <string_view>
 #include <vector>
 
-
 namespace redlock::detail {
 
 struct Reply {

@@ -24,24 +24,64 @@ return n)",
     R"(for _, k in ipairs(KEYS) do if redis.call("get", k) ~= ARGV[1] then return 0 end end
 for _, k in ipairs(KEYS) do redis.call("pexpire", k, ARGV[2]) end
 return 1)",
-    // status: read-only, works whatever the key's type
-    R"(local t = redis.call("type", KEYS[1])["ok"]
+    // status (KEYS lock, readers, writer, queue, fence, ticket; ARGV how many entries to list):
+    // read-only, whatever the keys' types. Returns {type, value or false, pttl, reader count,
+    // readers as token/ms-left pairs, waiting writer or false, queue length, queue as waiter/ticket
+    // pairs, fence or false, ticket or false}.
+    R"(local function str(k)
+  if redis.call("type", k)["ok"] == "string" then return redis.call("get", k) end
+  return false
+end
+local function zset(k)
+  return redis.call("type", k)["ok"] == "zset"
+end
+local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = tonumber(ARGV[1])
+local ty = redis.call("type", KEYS[1])["ok"]
 local v = false
-if t == "string" then v = redis.call("get", KEYS[1]) end
-return {t, v, redis.call("pttl", KEYS[1])})",
-    // acquire_fenced: the plain SET NX PX, and on success the resource's fence counter grows.
-    // The grant and its fence go together: when the counter cannot give a positive fence (not an
-    // integer, another type, negative), the SET is taken back before the error is returned, since
-    // a script error does not undo earlier writes and a key that gave no vote must not stay held.
+if ty == "string" then v = redis.call("get", KEYS[1]) end
+local readers, rcount = {}, 0
+if zset(KEYS[2]) then
+  rcount = redis.call("zcount", KEYS[2], "(" .. now, "+inf")
+  local r = redis.call("zrangebyscore", KEYS[2], "(" .. now, "+inf", "withscores", "limit", 0, n)
+  for i = 1, #r, 2 do
+    table.insert(readers, r[i])
+    table.insert(readers, tostring(math.floor(tonumber(r[i + 1]) - now)))
+  end
+end
+local queue, qcount = {}, 0
+if zset(KEYS[4]) then
+  qcount = redis.call("zcard", KEYS[4])
+  queue = redis.call("zrange", KEYS[4], 0, n - 1, "withscores")
+end
+return {ty, v, redis.call("pttl", KEYS[1]), rcount, readers, str(KEYS[3]), qcount, queue, str(KEYS[5]), str(KEYS[6])})",
+    // acquire_fenced (KEYS lock, counter; ARGV token, ttl, counter idle expiry): the plain SET NX
+    // PX, and on success the resource's fence counter grows. A counter that does not exist (never
+    // used, idle past its expiry, or lost in a restart) starts from the server's clock in
+    // ms x 1000, above every fence given out before it (fencing.hpp says when). The grant and its
+    // fence go together: when the counter cannot give a positive fence (not an integer, another
+    // type, negative), the SET is taken back before the error is returned, since a script error
+    // does not undo earlier writes and a key that gave no vote must not stay held.
     R"(if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
+if redis.call("exists", KEYS[2]) == 0 then
+  local t = redis.call("time")
+  local start = tonumber(t[1]) * 1000000 + math.floor(tonumber(t[2]) / 1000) * 1000
+  redis.call("set", KEYS[2], string.format("%.0f", start))
+end
 local f = redis.pcall("incr", KEYS[2])
-if type(f) == "number" and f > 0 then return f end
+if type(f) == "number" and f > 0 then
+  redis.call("pexpire", KEYS[2], ARGV[3])
+  return f
+end
 redis.call("del", KEYS[1])
 if type(f) == "table" and f.err then return f end
 return redis.error_reply("fence counter " .. KEYS[2] .. " is not positive"))",
-    // fence_raise: the write-back round; counters only ever grow
+    // fence_raise (KEYS counter; ARGV value, expiry): the write-back round; counters only ever
+    // grow, and their expiry is only ever lengthened
     R"(local c = tonumber(redis.call("get", KEYS[1]) or "0")
-if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1]) end
+if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1], "KEEPTTL") end
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then redis.call("pexpire", KEYS[1], ARGV[2]) end
 return 1)",
     // acquire_read
     R"(local t = redis.call("time")
@@ -84,22 +124,24 @@ redis.call("pexpireat", KEYS[1], last[2])
 return 1)",
     // ticket_take (KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl): the counter, and a
     // place in the queue at once with this node's value, so no later ticket can overtake a waiter
-    // whose ticket round is still finishing. The queue keys' expiry (twice the heartbeat ttl) is
-    // only ever lengthened: waiters may use different heartbeat ttls, and one with a short one
-    // must not make the whole queue expire under a waiter whose heartbeat is still valid.
+    // whose ticket round is still finishing. The three keys live as long as the queue: their
+    // expiry (twice the heartbeat ttl) is only ever lengthened, since waiters may use different
+    // heartbeat ttls, and one with a short one must not make the queue expire under a waiter whose
+    // heartbeat is still valid. Once nobody waits, the counter goes with the queue.
     R"(local n = redis.call("incr", KEYS[1])
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local keep = 2 * tonumber(ARGV[2])
-for _, k in ipairs({KEYS[2], KEYS[3]}) do
+for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
   if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
 end
 return n)",
-    // acquire_fair (ARGV: token, ttl, ticket, heartbeat ttl, waiter id): drop waiters whose
-    // heartbeat expired, (re)join the queue with our ticket, refresh our heartbeat, and take the
-    // lock only when first in line and the key is free (the queue's expiry only grows, as above)
+    // acquire_fair (KEYS lock, queue, heartbeats, ticket; ARGV token, ttl, ticket, heartbeat ttl,
+    // waiter id): drop waiters whose heartbeat expired, (re)join the queue with our ticket, refresh
+    // our heartbeat, and take the lock only when first in line and the key is free (the queue's
+    // keys' expiry only grows, as above)
     R"(local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
@@ -109,7 +151,7 @@ end
 redis.call("zadd", KEYS[2], ARGV[3], ARGV[5])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[5])
 local keep = 2 * tonumber(ARGV[4])
-for _, k in ipairs({KEYS[2], KEYS[3]}) do
+for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
   if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
 end
 if redis.call("zrange", KEYS[2], 0, 0)[1] ~= ARGV[5] then return 0 end

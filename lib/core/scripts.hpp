@@ -17,15 +17,16 @@ enum class ScriptId {
   status,          // KEYS[1] -> {type, value or nil, pttl}
   acquire_fenced,  // KEYS[1]=lock, KEYS[2]=fence counter; ARGV token, ttl -> new fence / 0 held
   fence_raise,     // KEYS[1]=fence counter, ARGV[1]=f -> 1 once the counter is >= f
-  // Read-write locks. KEYS[1]=lock key (the writer), KEYS[2]=<key>:readers (zset token -> expiry,
-  // server ms), KEYS[3]=<key>:writer_waiting (a waiting writer's mark, with its own expiry).
+  // Read-write locks. KEYS[1]=lock key (the writer), KEYS[2]=readers (zset token -> expiry,
+  // server ms), KEYS[3]=writer (a waiting writer's mark, with its own expiry). Key names:
+  // redlock/keys.hpp.
   acquire_read,   // ARGV token, ttl -> 1 granted / 0 a writer holds or waits
   acquire_write,  // ARGV token, ttl, mark ttl, writer id -> 1 granted / 0 held (marks itself
                   // waiting)
   release_read,   // KEYS[1]=readers; ARGV token -> 1 removed / 0 not there
   extend_read,    // KEYS[1]=readers; ARGV token, ttl -> 1 extended / 0 not held (or expired)
-  // Fair locks. KEYS[1]=lock key, KEYS[2]=<key>:queue (zset token -> ticket),
-  // KEYS[3]=<key>:queue:heartbeats (zset token -> expiry, server ms).
+  // Fair locks. KEYS[1]=lock key, KEYS[2]=queue (zset waiter -> ticket), KEYS[3]=heartbeats
+  // (zset waiter -> expiry, server ms), KEYS[4]=ticket counter (acquire_fair).
   ticket_take,   // KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl -> the new counter
   acquire_fair,  // ARGV token, ttl, ticket, heartbeat ttl, waiter -> 1 granted / 0 not yet
   fair_leave,    // KEYS[1]=queue, KEYS[2]=heartbeats; ARGV waiter -> 1

@@ -36,4 +36,20 @@ bool looks_like_token(std::string_view s) noexcept {
   return true;
 }
 
+std::string token_for(std::string random_token, std::size_t resources) {
+  if (resources > 1) random_token += "-" + std::to_string(resources);
+  return random_token;
+}
+
+std::optional<std::size_t> token_resources(std::string_view token) noexcept {
+  if (token.size() < 42 || !looks_like_token(token.substr(0, 40)) || token[40] != '-')
+    return std::nullopt;
+  std::size_t n = 0;
+  for (char c : token.substr(41)) {
+    if (c < '0' || c > '9' || n > 1'000'000) return std::nullopt;
+    n = n * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return n >= 2 ? std::optional<std::size_t>(n) : std::nullopt;
+}
+
 }  // namespace redlock::detail

@@ -4,10 +4,13 @@
 #include <string_view>
 
 #include "core/quorum.hpp"
+#include "core/token.hpp"
+#include "redlock/keys.hpp"
 
 namespace redlock::detail {
 
-std::optional<std::string> check_resources(const std::vector<std::string>& resources) {
+std::optional<std::string> check_resources(const std::vector<std::string>& resources,
+                                           std::string_view key_prefix) {
   if (resources.empty()) return "no resource given";
   std::set<std::string_view> seen;
   for (const auto& r : resources) {
@@ -17,6 +20,11 @@ std::optional<std::string> check_resources(const std::vector<std::string>& resou
              " bytes is longer than the limit of " + std::to_string(max_resource_bytes);
     }
     if (!seen.insert(r).second) return "resource '" + r + "' given twice";
+    if (is_derived_key(std::string(key_prefix) + r)) {
+      return "resource '" + r +
+             "' has the form of the library's own keys ({...}:redlock:...), which no resource may "
+             "take";
+    }
   }
   return std::nullopt;
 }
@@ -35,6 +43,14 @@ std::optional<std::string> check_ttl(Millis ttl, double drift_factor) {
            " us): no lock taken with it could ever be valid";
   }
   return std::nullopt;
+}
+
+std::optional<std::string> check_token_resources(std::string_view token, std::size_t resources) {
+  const auto n = token_resources(token);
+  if (!n || *n == resources) return std::nullopt;
+  return "the token is of a lock over " + std::to_string(*n) + " resources, " +
+         std::to_string(resources) +
+         " given: give all of them (a part would be released and the rest stay held)";
 }
 
 }  // namespace redlock::detail

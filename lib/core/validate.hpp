@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redlock/options.hpp"
@@ -13,7 +14,13 @@ namespace redlock::detail {
 
 inline constexpr std::size_t max_resource_bytes = 1 << 20;
 
-[[nodiscard]] std::optional<std::string> check_resources(const std::vector<std::string>& resources);
+// Non-empty, distinct, at most 1 MiB each, and none whose key (with `key_prefix`) has the form of
+// the library's own derived keys (redlock/keys.hpp).
+[[nodiscard]] std::optional<std::string> check_resources(const std::vector<std::string>& resources,
+                                                         std::string_view key_prefix = {});
 [[nodiscard]] std::optional<std::string> check_ttl(Millis ttl, double drift_factor);
+// A token that names its number of resources (token.hpp) must come with exactly that many.
+[[nodiscard]] std::optional<std::string> check_token_resources(std::string_view token,
+                                                               std::size_t resources);
 
 }  // namespace redlock::detail

@@ -6,6 +6,7 @@
 #include "core/quorum.hpp"
 #include "core/token.hpp"
 #include "lock_builder.hpp"
+#include "redlock/fencing.hpp"
 
 namespace redlock {
 
@@ -35,7 +36,7 @@ void start_acquire(Engine::Impl& e, std::vector<std::string> resources, AcquireO
     e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
   };
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
-  if (auto why = check_acquire(resources, options, e.options_.drift_factor))
+  if (auto why = check_acquire(resources, options, e.options_.drift_factor, e.options_.key_prefix))
     return fail(Errc::invalid_argument, *why);
   if (options.stop.stop_requested())
     return fail(Errc::cancelled, "cancelled before it started; nothing was sent");
@@ -69,6 +70,7 @@ void AcquireOp::start() {
   // Registered before the first command goes out; a stop requested meanwhile (even right now,
   // which runs the callback inside emplace) reaches cancel() through the engine's mailbox.
   if (opts_.stop.stop_possible()) stop_callback_.emplace(opts_.stop, CancelRequest{&e_, id_});
+  if (refuse_if_duplicate_servers()) return;
   if (kind_.queued()) {
     start_ticket();
   } else {
@@ -95,7 +97,8 @@ void AcquireOp::start_round(Phase phase, Round& round, const detail::Command& cm
 
 void AcquireOp::start_attempt() {
   ++attempts_made_;
-  token_ = detail::make_token();  // fresh for every attempt, never reused
+  // Fresh for every attempt, never reused; a multi-resource lock's says how many it has.
+  token_ = detail::token_for(detail::make_token(), keys_.size());
   fence_ = 0;
   detail::AttemptArgs args{
       keys_, token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl()};
@@ -110,11 +113,25 @@ void AcquireOp::start_ticket() {
 }
 
 void AcquireOp::start_writeback(Phase phase, std::string counter_key, std::uint64_t value) {
-  start_round(phase, counter_, detail::raise_counter(std::move(counter_key), value));
+  // A fence counter lives until it has been idle that long; a ticket counter as long as its queue.
+  const Millis expiry =
+      phase == Phase::fence_writeback ? fence_counter_idle_expiry : 2 * opts_.heartbeat_ttl;
+  start_round(phase, counter_, detail::raise_counter(std::move(counter_key), value, expiry));
+}
+
+// Two of the nodes are one server (known from their handshakes): it would vote twice. The
+// acquisition is refused, and what this one may have set is rolled back.
+bool AcquireOp::refuse_if_duplicate_servers() {
+  if (e_.duplicate_servers_.empty() || phase_ == Phase::done) return false;
+  attempt_.close();
+  if (may_hold_keys()) broadcast(e_, shared(kind_.release(keys_, token_)));
+  finish(Errc::invalid_argument, e_.duplicate_servers_);
+  return true;
 }
 
 void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
   if (tag != round_id_) return;  // a late answer of a round already decided
+  if (refuse_if_duplicate_servers()) return;
   switch (phase_) {
     case Phase::attempt: {
       if (!attempt_.open()) return;

@@ -51,6 +51,7 @@ class AcquireOp final : public Operation {
   void fence_writeback_decided(detail::Decision d);
   void ticket_decided(detail::Decision d);
   void ticket_writeback_decided(detail::Decision d);
+  bool refuse_if_duplicate_servers();
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
   void sleep_then_retry(Millis sleep);

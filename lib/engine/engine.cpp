@@ -115,6 +115,20 @@ std::optional<std::string> Engine::Impl::vote_exclusion(
   return std::nullopt;
 }
 
+void Engine::Impl::on_server_identified(int index) {
+  if (!duplicate_servers_.empty()) return;
+  const auto id = nodes_[static_cast<std::size_t>(index)]->server_id();
+  for (int j = 0; j < n(); ++j) {
+    if (j == index || nodes_[static_cast<std::size_t>(j)]->server_id() != id) continue;
+    const auto& a = names_[static_cast<std::size_t>(std::min(j, index))];
+    const auto& b = names_[static_cast<std::size_t>(std::max(j, index))];
+    duplicate_servers_ = "nodes " + a + " and " + b + " are the same server (equal run_id " +
+                         id.substr(0, 8) + "...): it would vote twice; list each server once";
+    log(LogLevel::error, duplicate_servers_);
+    return;
+  }
+}
+
 void Engine::Impl::count_node(int i, const NodeOutcome& o) {
   // Nodes count what their connection saw; operations add what only they know.
   if (o.state == NodeState::excluded) ++metrics_.nodes[static_cast<std::size_t>(i)].excluded;

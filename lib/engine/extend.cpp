@@ -18,6 +18,11 @@ class ExtendOp final : public Operation {
 
   void start() {
     e_.note_ttl(ttl_);
+    if (!e_.duplicate_servers_.empty()) {
+      round_.reset(&e_.names());
+      finish(Errc::invalid_argument, e_.duplicate_servers_);
+      return;
+    }
     std::vector<std::string> keys;
     for (const auto& r : lock_.resources()) keys.push_back(e_.options_.key_prefix + r);
     const auto& kind = detail::kind_for_lock(lock_.mode(), keys.size());
@@ -35,6 +40,10 @@ class ExtendOp final : public Operation {
 
   void on_result(int node, std::uint32_t, const net::Result& r) override {
     if (done_) return;
+    if (!e_.duplicate_servers_.empty()) {
+      finish(Errc::invalid_argument, e_.duplicate_servers_);  // one server would vote twice
+      return;
+    }
     if (auto f = failure(node, r)) {
       record(node, std::move(*f));
     } else {
@@ -122,7 +131,9 @@ void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendC
   };
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
   if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
-  if (auto why = detail::check_resources(lock.resources()))
+  if (auto why = detail::check_resources(lock.resources(), e.options_.key_prefix))
+    return fail(Errc::invalid_argument, *why);
+  if (auto why = detail::check_token_resources(lock.token(), lock.resources().size()))
     return fail(Errc::invalid_argument, *why);
   if (auto why = detail::check_ttl(ttl, e.options_.drift_factor))
     return fail(Errc::invalid_argument, *why);

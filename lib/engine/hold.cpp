@@ -98,10 +98,10 @@ void HoldOp::on_extend(ExtendResult r) {
     lose(Errc::not_held, r.message, std::move(r.nodes));
     return;
   } else if (std::count_if(r.nodes.begin(), r.nodes.end(), [](const NodeOutcome& o) {
-               return o.state == NodeState::down;
+               return o.state == NodeState::down || o.state == NodeState::auth_failed;
              }) > e_.n() - detail::quorum_of(e_.n())) {
-    // A majority of the nodes is gone: no extension can succeed, so say so now rather than at
-    // the deadline; stopping early is the safe side for the holder.
+    // A majority of the nodes is gone (or refuses us): no extension can succeed, so say so now
+    // rather than at the deadline; stopping early is the safe side for the holder.
     lose(Errc::no_quorum, r.message, std::move(r.nodes));
     return;
   } else {

@@ -37,6 +37,7 @@ class Engine::Impl final : public net::NodeHost {
     if (options_.logger) options_.logger(level, message);
   }
   void on_node_closed(int) override { handle_closed(); }
+  void on_server_identified(int index) override;
   // The longest ttl this client has used (at least the default ttl) plus its drift, unless the
   // options fix it.
   [[nodiscard]] Millis restart_quarantine() const override;
@@ -58,6 +59,11 @@ class Engine::Impl final : public net::NodeHost {
   // known, the lower index votes.
   [[nodiscard]] std::optional<std::string> vote_exclusion(
       int i, BootClock::time_point now, const std::vector<NodeOutcome>* outcomes) const;
+
+  // Set once two nodes turn out to be one server (equal run_id, e.g. 127.0.0.1:7001 and
+  // localhost:7001): it would vote twice, so acquisitions and extensions are refused with this
+  // message (Errc::invalid_argument) from then on. Empty while no such pair is known.
+  std::string duplicate_servers_;
 
   // Counters (loop thread only).
   void count_node(int i, const NodeOutcome& o);

@@ -13,8 +13,10 @@ NodeOutcome Operation::not_sent(int i) const {
   ++e_.metrics_.nodes[static_cast<std::size_t>(i)].down;  // the node never saw this one
   const auto& node = *e_.nodes_[static_cast<std::size_t>(i)];
   auto err = node.last_error();
-  return NodeOutcome{
-      node.name(), NodeState::down, err.empty() ? "not connected" : std::move(err), {}};
+  return NodeOutcome{node.name(),
+                     node.refused() ? NodeState::auth_failed : NodeState::down,
+                     err.empty() ? "not connected" : std::move(err),
+                     {}};
 }
 
 std::optional<NodeOutcome> Operation::failure(int i, const net::Result& r) const {
@@ -23,6 +25,8 @@ std::optional<NodeOutcome> Operation::failure(int i, const net::Result& r) const
     return NodeOutcome{name, NodeState::timeout, {}, r.latency};
   if (r.kind == net::Result::Kind::down)
     return NodeOutcome{name, NodeState::down, std::string(r.error), r.latency};
+  if (r.kind == net::Result::Kind::refused)
+    return NodeOutcome{name, NodeState::auth_failed, std::string(r.error), r.latency};
   return std::nullopt;
 }
 

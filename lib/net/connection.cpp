@@ -143,6 +143,7 @@ void Connection::continue_handshake() {
 
 void Connection::become_ready() {
   state_ = State::ready;
+  last_failure_ = Failure::down;
   retry_timer_.stop();
   write_blocked_ = false;
   update_watch();
@@ -283,6 +284,7 @@ void Connection::deliver(InFlight& f, const Result& r) {
         ++metrics_->timeouts;
         break;
       case Result::Kind::down:
+      case Result::Kind::refused:
         ++metrics_->down;
         break;
       case Result::Kind::reply:
@@ -361,22 +363,23 @@ void Connection::expire_commands() {
   arm_deadline_timer();
 }
 
-void Connection::fail_all(std::string_view why_view) {
+void Connection::fail_all(std::string_view why_view, Result::Kind kind) {
   const std::string why(why_view);
   std::deque<InFlight> failed;
   failed.swap(inflight_);
   settled_ = 0;
   deadline_timer_.stop();
   for (auto& f : failed) {
-    deliver(f, Result{Result::Kind::down, nullptr, why, since(f.sent)});
+    deliver(f, Result{kind, nullptr, why, since(f.sent)});
     f.sink->on_done();
   }
 }
 
-void Connection::drop(std::string why) {
+void Connection::drop(std::string why, Failure failure) {
   if (state_ == State::closed || state_ == State::idle) return;
   ++generation_;
   last_error_ = why;
+  last_failure_ = failure;
   const bool closing = state_ == State::draining;
   const bool was_ready = state_ == State::ready || closing;
   resolver_.cancel();
@@ -396,7 +399,7 @@ void Connection::drop(std::string why) {
   state_ = State::backoff;
   retry_timer_.start(ms(backoff_));
   backoff_ = std::min(backoff_ * 2, settings_.reconnect_max);
-  fail_all(why);
+  fail_all(why, failure == Failure::refused ? Result::Kind::refused : Result::Kind::down);
 }
 
 void Connection::on_retry_timer() {

@@ -34,7 +34,9 @@
 namespace redlock::net {
 
 struct Result {
-  enum class Kind { reply, timeout, down };
+  // down: not connected, or the connection was lost; refused: the server refused this
+  // connection's credentials or database (the listener dropped it with Failure::refused).
+  enum class Kind { reply, timeout, down, refused };
   Kind kind = Kind::down;
   const detail::Reply* reply = nullptr;  // Kind::reply only; valid during on_result() only
   std::string_view error;                // Kind::down: why
@@ -84,8 +86,10 @@ class Connection {
   // Lets what is already queued reach the server and be answered (bounded by drain_limit), then
   // fails whatever is left with "shutting down" and calls listener.on_closed(). Idempotent.
   void close();
-  // Fails every pending command with "down" (reason `why`) and reconnects after backoff.
-  void drop(std::string why);
+  // Fails every pending command with "down" (or "refused") and reason `why`, and reconnects after
+  // backoff.
+  enum class Failure { down, refused };
+  void drop(std::string why, Failure failure = Failure::down);
 
   // Queues `cmd` (a script call goes out as EVALSHA; on NOSCRIPT once more as EVAL, which is safe:
   // the script did not run). `timeout` is its deadline. False when not connected or connecting.
@@ -94,6 +98,8 @@ class Connection {
 
   [[nodiscard]] bool ready() const noexcept { return state_ == State::ready; }
   [[nodiscard]] const std::string& last_error() const noexcept { return last_error_; }
+  // The kind of the last failure (a refused login until a later connect gets further).
+  [[nodiscard]] Failure last_failure() const noexcept { return last_failure_; }
   void set_metrics(NodeMetrics* m) noexcept { metrics_ = m; }
 
  private:
@@ -118,7 +124,7 @@ class Connection {
   void on_readable();
   void flush();
   void update_watch();
-  void fail_all(std::string_view why);
+  void fail_all(std::string_view why, Result::Kind kind = Result::Kind::down);
   void schedule_reconnect();
   void on_retry_timer();
   void finish_close();
@@ -167,6 +173,7 @@ class Connection {
   Prepare flusher_;       // writes once per loop turn
   Millis backoff_;
   std::string last_error_;
+  Failure last_failure_ = Failure::down;
   NodeMetrics* metrics_ = nullptr;
 };
 

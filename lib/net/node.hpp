@@ -24,6 +24,8 @@ class NodeHost {
  public:
   virtual void log(LogLevel level, const std::string& message) = 0;
   virtual void on_node_closed(int index) = 0;
+  // Node `index` learned its server's identity (server_id()) for the first time.
+  virtual void on_server_identified(int index) = 0;
   // How long a restarted server's votes do not count (the longest ttl in use plus drift).
   [[nodiscard]] virtual Millis restart_quarantine() const = 0;
 
@@ -46,6 +48,8 @@ class Node {
   [[nodiscard]] virtual const std::string& name() const = 0;
   // Why the node is not usable, for the per-node record ("connection refused", ...).
   [[nodiscard]] virtual std::string last_error() const = 0;
+  // The last failure was the server refusing our credentials or database (AUTH, SELECT).
+  [[nodiscard]] virtual bool refused() const = 0;
   // The server's identity (its run_id), empty until known: one vote per server.
   [[nodiscard]] virtual std::string server_id() const = 0;
   // Restart guard: why a vote from this node must not count at `now`, or nullopt.

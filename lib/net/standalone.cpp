@@ -114,6 +114,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
   }
   const std::string& name() const override { return name_; }
   std::string last_error() const override { return conn_.last_error(); }
+  bool refused() const override { return conn_.last_failure() == Connection::Failure::refused; }
   std::string server_id() const override { return guard_.run_id(); }
   std::optional<std::string> vote_exclusion(BootClock::time_point now) const override {
     return guard_.exclusion(now, options_.durable_nodes);
@@ -157,10 +158,11 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
         // Commands pipelined behind a failed AUTH would run as the default user: drop the
         // connection so none of them counts, and say why in every per-node record.
         host_.log(LogLevel::error, name_ + ": AUTH failed: " + rep.str);
-        conn_.drop("AUTH failed: " + rep.str);
+        conn_.drop("AUTH failed: " + rep.str, Connection::Failure::refused);
       } else if (tag == hs_select) {
         host_.log(LogLevel::error, name_ + ": SELECT failed: " + rep.str);
-        conn_.drop("SELECT failed: " + rep.str);  // the wrong database must not take votes
+        // the wrong database must not take votes
+        conn_.drop("SELECT failed: " + rep.str, Connection::Failure::refused);
       } else if (tag != hs_config && tag != hs_appendonly && tag != hs_appendfsync) {
         // CONFIG may be disabled or renamed: say nothing
         host_.log(LogLevel::debug, name_ + ": handshake: " + rep.str);
@@ -186,8 +188,10 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
           if (auto info = detail::parse_server_info(rep.str)) {
             detail::RestartGuard::Policy p{host_.restart_quarantine(), options_.min_node_uptime,
                                            options_.durable_nodes};
-            if (auto warning = guard_.observe(*info, BootClock::now(), p))
-              host_.log(LogLevel::warning, name_ + ": " + *warning);
+            const bool first = guard_.run_id().empty();
+            auto warning = guard_.observe(*info, BootClock::now(), p);
+            if (first) host_.on_server_identified(index_);
+            if (warning) host_.log(LogLevel::warning, name_ + ": " + *warning);
           }
         }
         break;

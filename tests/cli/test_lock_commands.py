@@ -101,9 +101,9 @@ class LockCommands(unittest.TestCase):
             self.assertEqual(self.cli("release", "t-fence", obj["token"]).returncode, 0)
         self.assertTrue(all(isinstance(f, int) and f >= 1 for f in fences), fences)
         self.assertEqual(fences, sorted(set(fences)))  # strictly growing
-        # The counter is the documented key next to the lock key: the write-back left at least the
-        # last fence on a quorum before the CLI printed it.
-        counters = sorted(int(get(s.port, "t-fence:fence") or 0) for s in self.c.servers)
+        # The counter is the documented derived key (README, "Key layout"): the write-back left the
+        # last fence on at least a quorum before the CLI printed it.
+        counters = sorted(int(get(s.port, "{t-fence}:redlock:fence:t-fence") or 0) for s in self.c.servers)
         self.assertGreaterEqual(counters[-3], fences[-1], counters)
 
     def test_status_table_and_json(self):

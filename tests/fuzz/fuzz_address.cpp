@@ -6,10 +6,12 @@
 // - to_string() is exactly the display form built from transport/host/port/db/path, so it never
 //   contains the user or the password, and it parses back as it is to the same host/port/db/path
 //   with no credentials;
-// - an error message is set on failure, names the value, and carries no raw control bytes;
+// - an error message is set on failure, names the value, and carries no raw control bytes, and
+//   never the password part of the value (what lies between the scheme and the last '@');
 // - parse_node_list accepts exactly the lists whose items all parse and name distinct servers
 //   (host+port or socket path), and returns the same addresses as parsing each item alone.
 #include <cstdint>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <string_view>
@@ -38,6 +40,45 @@ std::string identity(const NodeAddress& a) {
              : "tcp|" + a.host + "|" + std::to_string(a.port);
 }
 
+// The library's rendering of bytes in messages: control bytes as \xHH.
+std::string as_quoted(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// Whatever the input, the part that may be a password (after the first ':' of everything between
+// the scheme and the last '@') never shows in the quoted address of an error, unless the same
+// bytes also appear after that '@' (then they are the host's, not a secret).
+void check_no_password(std::string_view input, const std::string& error) {
+  const auto at = input.rfind('@');
+  if (at == std::string_view::npos) return;
+  const auto scheme = input.find("://");
+  const std::size_t start = scheme != std::string_view::npos && scheme < at ? scheme + 3 : 0;
+  auto cred = input.substr(start, at - start);
+  if (const auto colon = cred.find(':'); colon != std::string_view::npos)
+    cred = cred.substr(colon + 1);
+  // (All stars: the same characters as the mask the message puts in their place.)
+  if (cred.size() < 3 || input.substr(at).find(cred) != std::string_view::npos ||
+      cred.find_first_not_of('*') == std::string_view::npos) {
+    return;
+  }
+  const auto q1 = error.find('\'');
+  const auto q2 = error.rfind("': ");
+  if (q1 == std::string::npos || q2 == std::string::npos || q2 <= q1) return;
+  const std::string quoted_part = error.substr(q1, q2 - q1);
+  FUZZ_CHECK(quoted_part.find(as_quoted(cred)) == std::string::npos,
+             "password shown in " + fuzz::show(error) + " for " + fuzz::show(input));
+}
+
 void check_error(std::string_view input, const std::string& error, std::string_view prefix) {
   FUZZ_CHECK(!error.empty(), "no error message for " + fuzz::show(input));
   FUZZ_CHECK(error.rfind(prefix, 0) == 0,
@@ -45,6 +86,7 @@ void check_error(std::string_view input, const std::string& error, std::string_v
   for (unsigned char c : error) {
     FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in error " + fuzz::show(error));
   }
+  check_no_password(input, error);
 }
 
 void check_address(std::string_view input, const NodeAddress& a) {

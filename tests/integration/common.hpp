@@ -19,6 +19,13 @@ using redlock::test::RedisCluster;
 using redlock::test::RedisServer;
 using Clock = std::chrono::steady_clock;
 
+// The library's derived keys (redlock/keys.hpp), for tests that look at them on the servers.
+using redlock::derived_key;
+using redlock::KeyRole;
+inline std::string fence_key(const std::string& lock_key) {
+  return derived_key(lock_key, KeyRole::fence);
+}
+
 inline redlock::Options options_for(const std::string& csv) {
   std::string err;
   auto nodes = redlock::parse_node_list(csv, err);

@@ -284,3 +284,28 @@ TEST_CASE("unix socket and IPv6 addresses reach real servers") {
   REQUIRE_MESSAGE(r, r.message);
   CHECK(s6->get("via-v6") == r.lock.token());
 }
+
+TEST_CASE("a multi-resource lock's token names its resources; a part of them is refused") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto r = client.try_acquire({"ma", "mb", "mc"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  const auto& token = r.lock.token();
+  CHECK(token.size() == 42);
+  CHECK(token.substr(40) == "-3");
+  auto single = client.try_acquire({"ms"}, ttl_opts(10s));
+  REQUIRE(single);
+  CHECK(single.lock.token().size() == 40);  // the plain wire format stays as other clients have it
+  // Issue 15: `release ma TOKEN` deleted ma and left mb and mc held (and said it succeeded).
+  auto part = client.try_release(Lock::from_token({"ma"}, token));
+  CHECK(part.error == Errc::invalid_argument);
+  CHECK_MESSAGE(part.message.find("lock over 3 resources, 1 given") != std::string::npos,
+                part.message);
+  CHECK(c.count_with_key("ma") == 3);  // nothing was sent
+  auto ext = client.try_extend(Lock::from_token({"ma", "mb"}, token), 10s);
+  CHECK(ext.error == Errc::invalid_argument);
+  auto all = client.try_release(Lock::from_token({"ma", "mb", "mc"}, token));
+  CHECK(all.deleted == 3);
+  for (const char* k : {"ma", "mb", "mc"}) CHECK(c.count_with_key(k) == 0);
+  CHECK(client.try_release(single.lock));
+}

@@ -105,11 +105,17 @@ TEST_CASE("cancel: a fair waiter leaves the queue, a waiting writer takes back i
     AcquireOptions fo = stoppable(10s, 30s, src);
     fo.fair = true;
     auto waiter = std::async(std::launch::async, [&] { return client.try_acquire({"fq"}, fo); });
-    REQUIRE(eventually([&] { return c[0].command({"ZCARD", "fq:queue"}).integer == 1; }, 3s));
+    REQUIRE(eventually(
+        [&] {
+          return c[0].command({"ZCARD", derived_key("fq", KeyRole::queue)}).integer == 1;
+        },
+        3s));
     src.request_stop();
     CHECK(waiter.get().error == Errc::cancelled);
     for (std::size_t i = 0; i < c.size(); ++i) {
-      CHECK(eventually([&] { return c[i].command({"ZCARD", "fq:queue"}).integer == 0; }));
+      CHECK(eventually([&] {
+        return c[i].command({"ZCARD", derived_key("fq", KeyRole::queue)}).integer == 0;
+      }));
     }
   }
   SUBCASE("writer") {
@@ -125,11 +131,14 @@ TEST_CASE("cancel: a fair waiter leaves the queue, a waiting writer takes back i
     AcquireOptions wo = stoppable(10s, 30s, src);
     wo.mode = LockMode::write;
     auto writer = std::async(std::launch::async, [&] { return client.try_acquire({"fq"}, wo); });
-    REQUIRE(eventually([&] { return c.count_with_key("fq:writer_waiting") >= 2; }, 3s));
+    REQUIRE(eventually(
+        [&] { return c.count_with_key(derived_key("fq", KeyRole::writer_waiting)) >= 2; }, 3s));
     src.request_stop();
     CHECK(writer.get().error == Errc::cancelled);
-    CHECK(eventually([&] { return c.count_with_key("fq:writer_waiting") == 0; }));
-    CHECK(c[0].command({"ZCARD", "fq:readers"}).integer == 1);  // the reader is untouched
+    CHECK(eventually(
+        [&] { return c.count_with_key(derived_key("fq", KeyRole::writer_waiting)) == 0; }));
+    CHECK(c[0].command({"ZCARD", derived_key("fq", KeyRole::readers)}).integer ==
+          1);  // the reader is untouched
   }
 }
 

@@ -202,12 +202,28 @@ TEST_CASE("AUTH with an ACL user, with a password alone, and SELECT of a databas
     CHECK(v.str == r.lock.token());
   }
   {
+    // A refused login is its own state, and the message says what the server said (issue 15: it
+    // used to read "no quorum (3 down)", the reason only with -v).
     Client bad(options_for("redis://alice:nope@127.0.0.1:" + port));
     auto f = bad.try_acquire({"x"}, ttl_opts(5s));
     CHECK(f.error == Errc::no_quorum);
     REQUIRE(f.nodes.size() == 1);
-    CHECK(f.nodes[0].state != NodeState::ok);
+    CHECK(f.nodes[0].state == NodeState::auth_failed);
     CHECK(f.nodes[0].detail.find("AUTH failed: WRONGPASS") != std::string::npos);
+    CHECK_MESSAGE(f.message.find("1 auth-failed: AUTH failed: WRONGPASS") != std::string::npos,
+                  f.message);
+    CHECK(f.message.find("nope") == std::string::npos);
+    // Later calls (the connection is in backoff, nothing is sent) say the same.
+    auto g = bad.try_acquire({"x"}, ttl_opts(5s));
+    CHECK(g.nodes[0].state == NodeState::auth_failed);
+  }
+  {
+    // SELECT of a database the server does not have: refused the same way.
+    Client bad_db(options_for("redis://alice:pw@127.0.0.1:" + port + "/99"));
+    auto f = bad_db.try_acquire({"x"}, ttl_opts(5s));
+    REQUIRE(f.nodes.size() == 1);
+    CHECK(f.nodes[0].state == NodeState::auth_failed);
+    CHECK_MESSAGE(f.message.find("SELECT failed") != std::string::npos, f.message);
   }
   // Last: a password for the default user (the fixture's own commands cannot authenticate).
   REQUIRE(s.command({"CONFIG", "SET", "requirepass", "s3cret"}).is_ok());

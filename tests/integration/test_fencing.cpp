@@ -70,8 +70,10 @@ TEST_CASE(
 TEST_CASE(
     "write-back: the node with the highest counter drops out and the next fence is still higher") {
   RedisCluster c(3);
-  // Node 0 has seen many grants the others never saw.
-  c[0].set("wb:fence", "100");
+  // Node 0 has seen many grants the others never saw: its counter is far above where a new
+  // counter starts (the server's clock in ms x 1000, about 1.8e15 in 2026).
+  const std::uint64_t high = 8'000'000'000'000'000;
+  c[0].set(fence_key("wb"), std::to_string(high));
   // Make node 0 part of the granting quorum: node 2 is down for the first acquisition.
   c[2].kill();
   std::uint64_t first;
@@ -80,13 +82,13 @@ TEST_CASE(
     auto r = client.try_acquire({"wb"}, fenced(2s));
     REQUIRE_MESSAGE(r, r.message);
     first = *r.lock.fence();
-    CHECK(first == 101);
+    CHECK(first == high + 1);
     CHECK(client.try_release(r.lock));
   }
   // Node 1 was raised to the fence by the write-back round.
-  CHECK(std::stoll(*c[1].get("wb:fence")) >= 101);
-  c[2].start();  // empty
-  c[0].kill();   // the highest counter is gone
+  CHECK(std::stoull(*c[1].get(fence_key("wb"))) >= high + 1);
+  c[2].start();  // empty: its counter starts from its clock, far below `high`
+  c[0].kill();   // the highest counter is gone; node 1 has it from the write-back
   Client client(options_for(c));
   auto r = client.try_acquire({"wb"}, fenced(2s));
   REQUIRE_MESSAGE(r, r.message);
@@ -96,20 +98,20 @@ TEST_CASE(
 TEST_CASE("fencing: a node whose counter cannot grow gives no vote and keeps no lock key") {
   SUBCASE("not a number on one node: the others grant, and that node holds nothing") {
     RedisCluster c(3);
-    c[0].set("badf:fence", "not-a-number");
+    c[0].set(fence_key("badf"), "not-a-number");
     Client client(options_for(c));
     auto r = client.try_acquire({"badf"}, fenced(5s));
     REQUIRE_MESSAGE(r, r.message);
     std::this_thread::sleep_for(100ms);  // node 0 may have answered after the decision
     CHECK_FALSE(c[0].exists("badf"));    // before: its SET stayed although its INCR failed
     CHECK(c[1].get("badf") == r.lock.token());
-    CHECK(c[0].get("badf:fence") == "not-a-number");  // the user's key is not touched
+    CHECK(c[0].get(fence_key("badf")) == "not-a-number");  // the user's key is not touched
     CHECK(client.try_release(r.lock));
   }
   SUBCASE("another type on one node, a negative counter on another: an error, not 'held'") {
     RedisCluster c(3);
-    c[0].set_wrong_type("badg:fence");
-    c[1].set("badg:fence", "-1");
+    c[0].set_wrong_type(fence_key("badg"));
+    c[1].set(fence_key("badg"), "-1");
     Client client(options_for(c));
     auto r = client.try_acquire({"badg"}, fenced(5s));
     CHECK(r.error == Errc::no_quorum);
@@ -321,4 +323,53 @@ TEST_CASE("fencing on nodes without appendfsync always is warned about, once per
     REQUIRE(client.try_acquire({"fenced-durable"}, fenced(5s)));
     CHECK(log.count("fencing on a node") == 0);
   }
+}
+
+TEST_CASE("fence counters expire when idle and start again above every fence given out") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto a = client.try_acquire({"idle"}, fenced(2s));
+  REQUIRE_MESSAGE(a, a.message);
+  REQUIRE(client.try_release(a.lock));
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const auto ttl = c[i].pttl(fence_key("idle"));
+    CHECK(ttl > 0);  // no counter is kept forever ...
+    CHECK(ttl <= fence_counter_idle_expiry.count());
+    CHECK(ttl > fence_counter_idle_expiry.count() - 60000);  // ... but for the documented time
+  }
+  // The counters go (what an idle week does), and the next fence is still higher.
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].del(fence_key("idle"));
+  std::this_thread::sleep_for(5ms);
+  auto b = client.try_acquire({"idle"}, fenced(2s));
+  REQUIRE_MESSAGE(b, b.message);
+  CHECK(*b.lock.fence() > *a.lock.fence());
+  CHECK(client.try_release(b.lock));
+}
+
+TEST_CASE("derived keys: a resource cannot take their form; the old collisions are gone") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  // Issue 15: `acquire coll --fence` left `coll:fence` held forever for a resource of that name.
+  auto f = client.try_acquire({"coll"}, fenced(2s));
+  REQUIRE_MESSAGE(f, f.message);
+  REQUIRE(client.try_release(f.lock));
+  auto plain = client.try_acquire({"coll:fence"}, ttl_opts(2s));
+  CHECK_MESSAGE(plain, plain.message);
+  CHECK(client.try_release(plain.lock));
+  // ... and `acquire coll2:fence` then `acquire coll2 --fence` failed on every node.
+  auto p2 = client.try_acquire({"coll2:fence"}, ttl_opts(10s));
+  REQUIRE(p2);
+  auto f2 = client.try_acquire({"coll2"}, fenced(2s));
+  CHECK_MESSAGE(f2, f2.message);
+  // A resource in the derived form is refused before anything is sent, naming it.
+  const std::string reserved = fence_key("coll");
+  auto r = client.try_acquire({reserved}, ttl_opts(2s));
+  CHECK(r.error == Errc::invalid_argument);
+  CHECK(r.message.find(reserved) != std::string::npos);
+  CHECK(c.count_with_key(reserved) == 3);  // the real counter is untouched
+  Options o = options_for(c);
+  o.key_prefix = "{svc}";  // the prefix is part of the key
+  Client prefixed(o);
+  auto rp = prefixed.try_acquire({":redlock:fence:x"}, ttl_opts(2s));
+  CHECK(rp.error == Errc::invalid_argument);
 }

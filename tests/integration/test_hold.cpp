@@ -372,10 +372,10 @@ TEST_CASE("the watchdog and the guard work for read locks and fair locks") {
   CHECK(fair.owns());
   CHECK(reader.extensions() >= 5);
   CHECK(fair.extensions() >= 5);
-  CHECK(c[0].command({"ZSCORE", "rw-held:readers", reader.lock().token()}).type !=
-        redlock::test::Reply::Type::nil);
+  CHECK(c[0].command({"ZSCORE", derived_key("rw-held", KeyRole::readers), reader.lock().token()})
+            .type != redlock::test::Reply::Type::nil);
   reader.release();
   fair.release();
-  CHECK(c[0].command({"ZCARD", "rw-held:readers"}).integer == 0);
+  CHECK(c[0].command({"ZCARD", derived_key("rw-held", KeyRole::readers)}).integer == 0);
   CHECK(c.count_with_key("fair-held") == 0);
 }

@@ -2,6 +2,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <hiredis/hiredis.h>
+#include <openssl/x509_vfy.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -18,8 +19,13 @@
 #include <string>
 #include <thread>
 
+#include "cluster_fixture.hpp"
 #include "fake_node.hpp"
 #include "redis_fixture.hpp"
+#include "sentinel_fixture.hpp"
+#include "support_util.hpp"
+#include "tls_client.hpp"
+#include "tls_fixture.hpp"
 
 using namespace redlock::test;
 using namespace std::chrono_literals;
@@ -553,4 +559,460 @@ TEST_CASE("FakeNode can take over a killed server's port") {
   }
   s.start();
   CHECK(s.command({"PING"}).str == "PONG");
+}
+
+// ------------------------------------------------------------------------------------------------
+// TLS: TlsFixture (certificates), RedisServer with ServerConfig::tls, TlsConnection
+
+#define REQUIRE_TLS_TOOLS()                                             \
+  do {                                                                  \
+    REQUIRE_REDIS();                                                    \
+    if (!openssl_cli_available()) {                                     \
+      MESSAGE("openssl CLI not found (Debian: openssl): test skipped"); \
+      return;                                                           \
+    }                                                                   \
+  } while (0)
+
+namespace {
+
+// The TlsError of a connection attempt that must fail ("" and 0 when it did not fail).
+std::pair<std::string, long> tls_failure(std::uint16_t port, const TlsClientOptions& o) {
+  try {
+    TlsConnection c(port, o, 2000ms);
+    (void)c.command({"PING"});  // TLS 1.3: a rejected client certificate shows up here
+    return {"", 0};
+  } catch (const TlsError& e) {
+    return {e.what(), e.verify_result()};
+  } catch (const RedisIoError& e) {
+    return {std::string("io: ") + e.what(), -1};
+  }
+}
+
+}  // namespace
+
+TEST_CASE("TLS server: plaintext port for control, TLS port accepts only the CA's clients") {
+  REQUIRE_TLS_TOOLS();
+  TlsFixture tls;
+  MESSAGE("TlsFixture: certificates made in " << tls.generation_time().count() << " ms");
+  for (const auto& f :
+       {tls.ca_cert(), tls.server_cert(), tls.server_key(), tls.client_cert(), tls.other_ca_cert(),
+        tls.other_server_cert(), tls.other_client_cert(), tls.expired_server_cert(),
+        tls.wrong_host_server_cert(), tls.malformed_cert(), tls.empty_file()}) {
+    CHECK_MESSAGE(std::filesystem::is_regular_file(f), f);
+  }
+  std::string dir = tls.dir();
+
+  ServerConfig cfg;
+  cfg.tls = tls.server_options("yes");
+  {
+    RedisServer s(cfg);
+    REQUIRE(s.tls_port() != 0);
+    CHECK(s.tls_port() != s.port());
+    CHECK(s.tls_address() == "127.0.0.1:" + std::to_string(s.tls_port()));
+    CHECK_FALSE(s.tls_only());
+    CHECK(s.command({"PING"}).str == "PONG");  // the plaintext port still serves the fixture
+
+    // A plaintext client on the TLS port: the server never answers in RESP, it drops us.
+    {
+      Ctx c = connect(s.tls_port(), 1000ms);
+      RawReply r = cmd(c.get(), {"PING"});
+      CHECK_FALSE(r);
+    }
+    // The CA + a client certificate it signed: accepted.
+    {
+      TlsConnection c(s.tls_port(), tls.client_options());
+      CHECK(c.command({"PING"}).str == "PONG");
+      CHECK(c.command({"SET", "k", "v"}).is_ok());
+      CHECK(c.protocol().rfind("TLSv1.", 0) == 0);
+      CHECK(s.get("k") == "v");  // same data on both listeners
+    }
+    // DNS:localhost is in the certificate too.
+    TlsClientOptions by_name = tls.client_options();
+    by_name.host = "localhost";
+    CHECK(tls_command_at(s.tls_port(), {"PING"}, by_name).str == "PONG");
+
+    // --tls-auth-clients yes: no client certificate, or one from another CA: rejected.
+    TlsClientOptions no_cert = tls.client_options();
+    no_cert.cert_file.clear();
+    no_cert.key_file.clear();
+    auto [why, vr] = tls_failure(s.tls_port(), no_cert);
+    CHECK_MESSAGE(!why.empty(), "a client without a certificate was accepted");
+    TlsClientOptions foreign = tls.client_options();
+    foreign.cert_file = tls.other_client_cert();
+    foreign.key_file = tls.other_client_key();
+    std::tie(why, vr) = tls_failure(s.tls_port(), foreign);
+    CHECK_MESSAGE(!why.empty(), "a client certificate of another CA was accepted");
+
+    // Trusting the wrong CA: our side refuses the server.
+    TlsClientOptions wrong_ca = tls.client_options();
+    wrong_ca.ca_file = tls.other_ca_cert();
+    std::tie(why, vr) = tls_failure(s.tls_port(), wrong_ca);
+    // (Redis sends its CA along when it builds the chain from --tls-ca-cert-file.)
+    CHECK_MESSAGE((vr == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+                   vr == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN),
+                  why);
+
+    // Bad local files: the client cannot even start the handshake.
+    for (const auto& bad :
+         {tls.malformed_cert(), tls.empty_file(), tls.missing_file(), tls.directory_path()}) {
+      TlsClientOptions o = tls.client_options();
+      o.ca_file = bad;
+      std::tie(why, vr) = tls_failure(s.tls_port(), o);
+      CHECK_MESSAGE(why.find("cannot load CA file") != std::string::npos, bad << ": " << why);
+    }
+    TlsClientOptions bad_key = tls.client_options();
+    bad_key.key_file = tls.malformed_key();
+    std::tie(why, vr) = tls_failure(s.tls_port(), bad_key);
+    CHECK_MESSAGE(why.find("cannot load client key") != std::string::npos, why);
+    if (tls.unreadable_file_is_unreadable()) {  // not as root
+      TlsClientOptions o = tls.client_options();
+      o.ca_file = tls.unreadable_file();
+      std::tie(why, vr) = tls_failure(s.tls_port(), o);
+      CHECK_MESSAGE(why.find("cannot load CA file") != std::string::npos, why);
+    }
+
+    // redis-cli agrees (when it is installed; Debian's is built with TLS).
+    if (!find_executable("redis-cli").empty()) {
+      const ProcessResult r = run_process(
+          {"redis-cli", "--tls", "--cacert", tls.ca_cert(), "--cert", tls.client_cert(), "--key",
+           tls.client_key(), "-h", "127.0.0.1", "-p", std::to_string(s.tls_port()), "PING"},
+          5s);
+      CHECK_MESSAGE(r.output.find("PONG") != std::string::npos, r.describe() << ": " << r.output);
+    }
+    // It survives a restart on the same ports.
+    const auto tls_port = s.tls_port();
+    s.restart();
+    CHECK(s.tls_port() == tls_port);
+    CHECK(tls_command_at(s.tls_port(), {"PING"}, tls.client_options()).str == "PONG");
+  }
+}
+
+TEST_CASE("TLS-only servers (--port 0) with bad certificates: the fixture copes, clients refuse") {
+  REQUIRE_TLS_TOOLS();
+  TlsFixture tls;
+  struct Case {
+    std::string cert, key, host;
+    long expected;
+  };
+  const Case cases[] = {
+      {tls.expired_server_cert(), tls.expired_server_key(), "127.0.0.1",
+       X509_V_ERR_CERT_HAS_EXPIRED},
+      {tls.wrong_host_server_cert(), tls.wrong_host_server_key(), "127.0.0.1",
+       X509_V_ERR_IP_ADDRESS_MISMATCH},
+      {tls.wrong_host_server_cert(), tls.wrong_host_server_key(), "localhost",
+       X509_V_ERR_HOSTNAME_MISMATCH},
+      {tls.other_server_cert(), tls.other_server_key(), "127.0.0.1",
+       X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.cert);
+    ServerConfig cfg;
+    cfg.tls = tls.server_options("no", /*tls_only=*/true);
+    cfg.tls->cert_file = c.cert;
+    cfg.tls->key_file = c.key;
+    RedisServer s(cfg);  // readiness checked over TLS, without verifying the server
+    CHECK(s.tls_only());
+    CHECK(s.tls_port() == s.port());
+    // No plaintext listener at all.
+    redisContext* raw = redisConnectWithTimeout("127.0.0.1", s.port(), tv_of(1000ms));
+    Ctx plain(raw);
+    if (plain && plain->err == 0) {
+      REQUIRE(redisSetTimeout(plain.get(), tv_of(1000ms)) == REDIS_OK);
+      CHECK_FALSE(cmd(plain.get(), {"PING"}));
+    }
+    // The fixture's own commands go over TLS.
+    s.set("k", "v");
+    CHECK(s.get("k") == "v");
+    // A verifying client refuses the certificate ...
+    TlsClientOptions o = tls.client_options();
+    o.host = c.host;
+    auto [why, vr] = tls_failure(s.port(), o);
+    CHECK_MESSAGE(vr == c.expected, why);
+    // ... one that does not verify gets in (--tls-auth-clients no: no certificate needed).
+    TlsClientOptions blind;
+    blind.verify_peer = false;
+    CHECK(tls_command_at(s.port(), {"GET", "k"}, blind).str == "v");
+  }
+
+  // TLS-only with --tls-auth-clients yes: the fixture presents the server certificate as client.
+  ServerConfig cfg;
+  cfg.tls = tls.server_options("yes", /*tls_only=*/true);
+  RedisServer s(cfg);
+  CHECK(s.command({"PING"}).str == "PONG");
+  s.restart();
+  CHECK(tls_command_at(s.port(), {"PING"}, tls.client_options()).str == "PONG");
+
+  // A server given a malformed certificate does not start, and says why.
+  ServerConfig bad;
+  bad.tls = tls.server_options("yes");
+  bad.tls->cert_file = tls.malformed_cert();
+  bad.startup_timeout = 3000ms;
+  CHECK_THROWS_AS(RedisServer{bad}, std::runtime_error);
+}
+
+TEST_CASE("TlsFixture removes its directory") {
+  if (!openssl_cli_available()) return;
+  std::string dir;
+  {
+    TlsFixture tls;
+    dir = tls.dir();
+    CHECK(std::filesystem::is_directory(dir));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Redis Cluster: ClusterFixture
+
+TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restart") {
+  REQUIRE_REDIS();
+  auto t0 = Clock::now();
+  ClusterConfig cc;
+  cc.replicas_per_master = 1;
+  ClusterFixture c(cc);
+  MESSAGE("ClusterFixture 3 masters + 3 replicas up in " << ms_since(t0) << " ms");
+  REQUIRE(c.size() == 6);
+  CHECK(c.masters() == std::vector<std::size_t>{0, 1, 2});
+  CHECK(c.seed_addresses().size() == 6);
+  CHECK(c.seed_address() == c.address(0));
+  for (std::size_t m = 0; m < 3; ++m) {
+    CHECK(c.replicas_of(m) == std::vector<std::size_t>{3 + m});
+    CHECK(c.master_of(3 + m) == m);
+    CHECK(c.node(m).command({"CLUSTER", "INFO"}).str.find("cluster_state:ok") != std::string::npos);
+  }
+  CHECK(c.owner_of_slot(0) == 0);
+  CHECK(c.owner_of_slot(ClusterFixture::kSlots - 1) == 2);
+
+  // A key sent to a master that does not own its slot: MOVED to the owner.
+  const std::string key = "lock:{a}";
+  const std::size_t owner = c.owner_of_key(key);
+  REQUIRE(c.node(owner).command({"SET", key, "v"}).is_ok());
+  CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);  // the replica has it
+  const std::size_t wrong = c.other_master(owner);
+  Reply r = c.node(wrong).command({"GET", key});
+  CHECK_MESSAGE(r.is_error("MOVED"), r.to_string());
+  CHECK(r.str == "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(owner));
+
+  // Half-migrated slot: the key already moved answers ASK at the source; the other is still
+  // served there; the target serves the moved key only after ASKING.
+  const int slot = c.key_slot("{t}");
+  const std::size_t src = c.owner_of_slot(slot);
+  const std::size_t dst = c.other_master(src);
+  REQUIRE(c.node(src).command({"SET", "k1{t}", "v1"}).is_ok());
+  REQUIRE(c.node(src).command({"SET", "k2{t}", "v2"}).is_ok());
+  c.begin_slot_migration(slot, dst, {"k1{t}"});
+  r = c.node(src).command({"GET", "k1{t}"});
+  CHECK_MESSAGE(r.is_error("ASK"), r.to_string());
+  CHECK(r.str == "ASK " + std::to_string(slot) + " " + c.address(dst));
+  CHECK(c.node(src).command({"GET", "k2{t}"}).str == "v2");
+  CHECK(c.node(dst).command({"GET", "k1{t}"}).is_error("MOVED"));
+  {
+    Ctx conn = connect(c.node(dst).port(), 2000ms);
+    RawReply asking = cmd(conn.get(), {"ASKING"});
+    REQUIRE(asking);
+    RawReply got = cmd(conn.get(), {"GET", "k1{t}"});
+    REQUIRE(got);
+    CHECK(std::string(got->str, got->len) == "v1");
+  }
+  c.finish_slot_migration(slot);
+  CHECK(c.owner_of_slot(slot) == dst);
+  CHECK(c.node(dst).command({"GET", "k2{t}"}).str == "v2");
+  CHECK(c.node(src).command({"GET", "k2{t}"}).is_error("MOVED"));
+  t0 = Clock::now();
+  c.migrate_slot(slot, src);  // and back, in one go
+  MESSAGE("migrate_slot (2 keys) in " << ms_since(t0) << " ms");
+  CHECK(c.owner_of_slot(slot) == src);
+  CHECK(c.node(src).command({"GET", "k1{t}"}).str == "v1");
+
+  // Kill the key's master: its replica takes over, with the data.
+  const std::size_t replica = c.replicas_of(owner).at(0);
+  t0 = Clock::now();
+  const std::size_t promoted = c.kill_master_and_wait_failover(owner);
+  MESSAGE("kill_master_and_wait_failover in " << ms_since(t0) << " ms");
+  CHECK(promoted == replica);
+  CHECK_FALSE(c.node(owner).running());
+  CHECK(c.owner_of_key(key) == promoted);
+  CHECK(c.node(promoted).get(key) == "v");
+  CHECK(c.node(wrong).command({"GET", key}).str ==
+        "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(promoted));
+
+  // The old master comes back as a replica of the promoted one.
+  t0 = Clock::now();
+  c.restart_node(owner);
+  MESSAGE("restart_node in " << ms_since(t0) << " ms");
+  CHECK(c.master_of(owner) == promoted);
+  CHECK(c.node(owner).command({"SET", key, "x"}).is_error("MOVED"));
+
+  // Manual failovers: graceful back to the old master, then TAKEOVER.
+  t0 = Clock::now();
+  c.manual_failover(owner);
+  MESSAGE("manual_failover (graceful) in " << ms_since(t0) << " ms");
+  CHECK(c.is_master(owner));
+  CHECK(c.master_of(promoted) == owner);
+  CHECK(c.owner_of_key(key) == owner);
+  t0 = Clock::now();
+  c.manual_failover(promoted, FailoverMode::takeover);
+  MESSAGE("manual_failover (takeover) in " << ms_since(t0) << " ms");
+  CHECK(c.is_master(promoted));
+  CHECK(c.owner_of_key(key) == promoted);
+
+  // FORCE, in a shard that had no election yet (masters vote for the replicas of one master once
+  // per 2 x node timeout): the master is unreachable (paused), its replica is promoted by the
+  // other masters' votes; the old master, resumed, follows it.
+  std::size_t third = 0;
+  while (third == owner || third == promoted) ++third;
+  REQUIRE(c.is_master(third));
+  const std::size_t third_replica = c.replicas_of(third).at(0);
+  c.node(third).stop();
+  t0 = Clock::now();
+  c.manual_failover(third_replica, FailoverMode::force);
+  MESSAGE("manual_failover (force, master paused) in " << ms_since(t0) << " ms");
+  CHECK(c.is_master(third_replica));
+  c.node(third).cont();
+  c.wait_until_stable();
+  CHECK(c.master_of(third) == third_replica);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Sentinel: SentinelFixture
+
+TEST_CASE("SentinelFixture: sentinels follow SENTINEL FAILOVER and a killed master") {
+  REQUIRE_REDIS();
+  const std::string name = "mymaster";
+  auto t0 = Clock::now();
+  SentinelConfig sc;
+  sc.master_names = {name, "other"};
+  SentinelFixture f(sc);
+  MESSAGE("SentinelFixture 2 x (master + replica) + 3 sentinels up in " << ms_since(t0) << " ms");
+  REQUIRE(f.sentinel_count() == 3);
+  REQUIRE(f.node_count(name) == 2);
+  REQUIRE(f.node_count("other") == 2);
+  CHECK(f.current_master_index("other") == 0);
+  CHECK(f.sentinel_addresses().size() == 3);
+  for (std::size_t s = 0; s < 3; ++s) {
+    CHECK(f.master_address_seen_by(s, name) == f.node(name, 0).address());
+    // Each sentinel has its own config file, which it rewrote (myid, known replicas/sentinels).
+    std::ifstream in(f.sentinel_config_file(s));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("sentinel myid") != std::string::npos);
+  }
+  CHECK_FALSE(f.master_address_seen_by(0, "no-such-name").has_value());
+  CHECK(f.current_master_index(name) == 0);
+  CHECK(f.why_unstable().empty());
+
+  f.node(name, 0).set("k", "v");
+  CHECK(f.node(name, 0).command({"WAIT", "1", "2000"}).integer == 1);
+
+  // A forced failover: all sentinels switch, the replica is master, the old master follows it.
+  t0 = Clock::now();
+  const std::size_t promoted = f.failover(name);
+  MESSAGE("SENTINEL FAILOVER seen by all (old master rejoined) in " << ms_since(t0) << " ms");
+  CHECK(promoted == 1);
+  for (const auto& a : f.master_addresses(name)) CHECK(a == f.node(name, 1).address());
+  CHECK(f.node(name, 1).command({"INFO", "replication"}).str.find("role:master") !=
+        std::string::npos);
+  CHECK(f.node(name, 0).command({"SET", "k", "x"}).is_error("READONLY"));
+  CHECK(f.node(name, 1).get("k") == "v");
+
+  // Kill the master: automatic failover back to node 0.
+  t0 = Clock::now();
+  const std::size_t again = f.kill_master_and_wait_failover(name);
+  MESSAGE("kill master -> automatic failover seen by all in " << ms_since(t0) << " ms");
+  CHECK(again == 0);
+  CHECK_FALSE(f.node(name, 1).running());
+  for (const auto& a : f.master_addresses(name)) CHECK(a == f.node(name, 0).address());
+  CHECK(f.current_master(name).get("k") == "v");
+
+  // A write the promoted replica "never got".
+  f.delete_on_master(name, "k");
+  CHECK_FALSE(f.node(name, 0).exists("k"));
+
+  // The killed node comes back and is made a replica of the current master.
+  t0 = Clock::now();
+  f.restart_node(name, 1);
+  MESSAGE("restart_node (rejoin as replica) in " << ms_since(t0) << " ms");
+  CHECK(f.node(name, 1).command({"INFO", "replication"}).str.find("role:slave") !=
+        std::string::npos);
+  CHECK(f.current_master_index(name) == 0);
+  // The other monitored master was left alone.
+  CHECK(f.current_master_index("other") == 0);
+  for (const auto& a : f.master_addresses("other")) CHECK(a == f.node("other", 0).address());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Valkey (Debian 12: bookworm-backports): the same fixtures with ServerConfig::executable
+
+TEST_CASE("Valkey: RedisServer, TLS, ClusterFixture and SentinelFixture run valkey-server") {
+  const std::string valkey = valkey_server_path();
+  if (valkey.empty()) {
+    MESSAGE("valkey-server not installed (scripts/setup.sh installs it): test skipped");
+    return;
+  }
+  ServerConfig base;
+  base.executable = valkey;
+  {
+    RedisServer s(base);
+    const std::string info = s.command({"INFO", "server"}).str;
+    CHECK_MESSAGE(info.find("server_name:valkey") != std::string::npos, info);
+    CHECK(redlock::nodes::info_field(info, "valkey_version").has_value());
+    s.set("k", "v");
+    s.restart();
+    CHECK_FALSE(s.exists("k"));
+  }
+  if (openssl_cli_available()) {
+    TlsFixture tls;
+    ServerConfig cfg = base;
+    cfg.tls = tls.server_options("yes", /*tls_only=*/true);
+    RedisServer s(cfg);
+    CHECK(tls_command_at(s.port(), {"INFO", "server"}, tls.client_options())
+              .str.find("server_name:valkey") != std::string::npos);
+  }
+  {
+    ClusterConfig cc;
+    cc.server = base;
+    ClusterFixture c(cc);
+    CHECK(c.node(0).command({"INFO", "server"}).str.find("server_name:valkey") !=
+          std::string::npos);
+    const std::string key = "valkey-key";
+    const std::size_t owner = c.owner_of_key(key);
+    CHECK(c.node(c.other_master(owner)).command({"SET", key, "v"}).is_error("MOVED"));
+  }
+  {
+    SentinelConfig sc;
+    sc.server = base;
+    SentinelFixture f(sc);
+    CHECK(f.sentinel(0).command({"INFO", "server"}).str.find("server_name:valkey") !=
+          std::string::npos);
+    CHECK(f.failover("mymaster") == 1);
+    for (const auto& a : f.master_addresses("mymaster"))
+      CHECK(a == f.node("mymaster", 1).address());
+  }
+}
+
+TEST_CASE("ClusterFixture over TLS (--tls-cluster, --tls-replication): MOVED names TLS ports") {
+  REQUIRE_TLS_TOOLS();
+  TlsFixture tls;
+  ClusterConfig cc;
+  cc.replicas_per_master = 1;
+  cc.server.tls = tls.server_options("yes");
+  cc.server.tls->cluster = true;
+  const auto t0 = Clock::now();
+  ClusterFixture c(cc);
+  MESSAGE("ClusterFixture over TLS, 3 masters + 3 replicas up in " << ms_since(t0) << " ms");
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    CHECK(c.announced_port(i) == c.node(i).tls_port());
+    CHECK(c.address(i) == c.node(i).tls_address());
+  }
+  const std::string key = "tls-key";
+  const std::size_t owner = c.owner_of_key(key);
+  const std::size_t wrong = c.other_master(owner);
+  TlsConnection conn(c.node(wrong).tls_port(), tls.client_options());
+  const Reply r = conn.command({"SET", key, "v"});
+  CHECK(r.str == "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(owner));
+  CHECK(tls_command_at(c.node(owner).tls_port(), {"SET", key, "v"}, tls.client_options()).is_ok());
+  // Replication runs over TLS too.
+  CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);
+  const int slot = c.key_slot(key);
+  c.migrate_slot(slot, wrong);  // MIGRATE over TLS
+  CHECK(c.node(wrong).get(key) == "v");
 }

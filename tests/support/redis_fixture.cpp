@@ -179,6 +179,7 @@ RedisServer::RedisServer(ServerConfig cfg) : RedisServer(std::move(cfg), DeferRe
 RedisServer::RedisServer(ServerConfig cfg, DeferReady) : cfg_(std::move(cfg)) {
   auto_port_ = cfg_.port == 0;
   port_ = auto_port_ ? free_port() : cfg_.port;
+  init_tls();
   dir_ = make_temp_dir(cfg_.aof_always);
   try {
     spawn();
@@ -198,7 +199,8 @@ RedisServer::RedisServer(RedisServer&& other) noexcept
       dir_(std::move(other.dir_)),
       log_offset_(other.log_offset_),
       pid_(std::exchange(other.pid_, -1)),
-      stopped_(std::exchange(other.stopped_, false)) {
+      stopped_(std::exchange(other.stopped_, false)),
+      tls_port_(other.tls_port_) {
   other.dir_.clear();
 }
 
@@ -213,6 +215,7 @@ RedisServer& RedisServer::operator=(RedisServer&& other) noexcept {
     log_offset_ = other.log_offset_;
     pid_ = std::exchange(other.pid_, -1);
     stopped_ = std::exchange(other.stopped_, false);
+    tls_port_ = other.tls_port_;
   }
   return *this;
 }
@@ -254,7 +257,7 @@ bool RedisServer::running() const {
 }
 
 void RedisServer::spawn() {
-  const std::string exe = find_redis_server();
+  const std::string exe = cfg_.executable.empty() ? find_redis_server() : cfg_.executable;
   if (exe.empty()) {
     throw std::runtime_error("redis-server not found in PATH (or REDLOCK_TEST_REDIS_SERVER)");
   }
@@ -275,6 +278,11 @@ void RedisServer::spawn() {
   }
   if (cfg_.unix_socket) {
     args.insert(args.end(), {"--unixsocket", unix_path(), "--unixsocketperm", "700"});
+  }
+  if (!cfg_.config_file.empty()) args.insert(args.begin(), cfg_.config_file);  // must come first
+  if (cfg_.tls) {
+    const std::vector<std::string> tls = tls_args();
+    args.insert(args.end(), tls.begin(), tls.end());
   }
   args.insert(args.end(), cfg_.extra_args.begin(), cfg_.extra_args.end());
 
@@ -301,6 +309,7 @@ void RedisServer::wait_ready() {
       if (port_taken && steady_clock::now() < deadline) {
         // Someone grabbed the port between free_port() and redis' bind (or it is a restart and a
         // client socket sits on it): pick another port if we may, else retry the same one.
+        repick_auto_tls_port();
         if (auto_port_) {
           port_ = free_port();
         } else {
@@ -313,8 +322,12 @@ void RedisServer::wait_ready() {
                                                (r > 0 ? describe_status(st) : "reaped elsewhere") +
                                                ")"));
     }
-    // Our process must be the one answering, not a foreign server on a recycled port.
-    if (nodes::answers_ping(nodes::Endpoint::local(port_), milliseconds(200), pid_)) return;
+    if (tls_only()) {
+      if (tls_answers_as(pid_)) return;  // (TLS PING + pid check; catches its own errors)
+    } else if (nodes::answers_ping(nodes::Endpoint::local(port_), milliseconds(200), pid_)) {
+      // Our process must be the one answering, not a foreign server on a recycled port.
+      return;
+    }
     if (steady_clock::now() >= deadline) {
       throw std::runtime_error(failure_message(
           "no PING answer within " + std::to_string(cfg_.startup_timeout.count()) + " ms"));
@@ -385,11 +398,13 @@ void RedisServer::restart(std::chrono::milliseconds down_for) {
 }
 
 Reply RedisServer::command(const std::vector<std::string>& argv) const {
+  if (tls_only()) return tls_command(argv, kDefaultCommandTimeout);
   return command_at(port_, argv, kDefaultCommandTimeout);
 }
 
 Reply RedisServer::command(const std::vector<std::string>& argv,
                            std::chrono::milliseconds timeout) const {
+  if (tls_only()) return tls_command(argv, timeout);
   return command_at(port_, argv, timeout);
 }
 

@@ -41,6 +41,26 @@ namespace redlock::test {
 // True if a redis-server executable is found (env REDLOCK_TEST_REDIS_SERVER, else PATH).
 [[nodiscard]] bool redis_server_available();
 
+// A TLS listener beside (or instead of) the plaintext port: Debian's redis-server and Valkey are
+// built with TLS. The files usually come from a TlsFixture (tls_fixture.hpp).
+struct TlsServerOptions {
+  std::string cert_file;     // --tls-cert-file
+  std::string key_file;      // --tls-key-file
+  std::string ca_cert_file;  // --tls-ca-cert-file (verifies clients, and peers when replicating)
+  std::string auth_clients = "yes";  // --tls-auth-clients yes|no|optional
+  // --tls-port. 0: free_port() (a new one if it was taken meanwhile). Ignored when tls_only.
+  std::uint16_t port = 0;
+  // --port 0: no plaintext TCP listener at all. port() is then the TLS port, and the fixture's
+  // own commands (readiness PING, command(), get(), ...) go over TLS, without verifying the
+  // server's certificate, presenting client_cert_file/client_key_file (when empty: cert_file /
+  // key_file, which a TlsFixture makes usable as a client certificate too).
+  bool tls_only = false;
+  std::string client_cert_file;
+  std::string client_key_file;
+  bool replication = false;  // --tls-replication yes: a replica talks TLS to its master
+  bool cluster = false;  // --tls-cluster yes: the cluster bus uses TLS (bus port: TLS port+10000)
+};
+
 struct ServerConfig {
   // true: --appendonly yes --appendfsync always (acknowledged writes survive kill -9).
   // false: --save "" --appendonly no (everything is lost on kill -9).
@@ -55,6 +75,14 @@ struct ServerConfig {
   std::uint16_t port = 0;
   // How long the constructor / start() waits for the server to answer PING.
   std::chrono::milliseconds startup_timeout{5000};
+  // Also listen with TLS (see TlsServerOptions, RedisServer::tls_port()).
+  std::optional<TlsServerOptions> tls;
+  // The server executable, e.g. valkey_server_path() (support_util.hpp). Empty: env
+  // REDLOCK_TEST_REDIS_SERVER, else redis-server from PATH.
+  std::string executable;
+  // Passed as the first argument (redis-server CONF --port ...), before the fixture's options,
+  // which therefore override the file's. Sentinels need one (it is rewritten by the server).
+  std::string config_file;
 };
 
 // A copy of one reply: the tools' synchronous client's (tools/nodes/client.hpp), which the fixture
@@ -106,6 +134,10 @@ class RedisServer {
   [[nodiscard]] bool running() const;  // reaps the child if it died on its own
   [[nodiscard]] bool stopped() const { return running() && stopped_; }  // SIGSTOPped by us
   [[nodiscard]] const ServerConfig& config() const { return cfg_; }
+  // TLS (cfg.tls): the TLS port (== port() when tls_only), 0 without cfg.tls.
+  [[nodiscard]] std::uint16_t tls_port() const;
+  [[nodiscard]] std::string tls_address() const;  // "127.0.0.1:TLS_PORT", "" without cfg.tls
+  [[nodiscard]] bool tls_only() const { return cfg_.tls && cfg_.tls->tls_only; }
 
   // --- faults -----------------------------------------------------------------------------
   void kill();  // SIGKILL our pid + waitpid. No-op if not running.
@@ -153,6 +185,13 @@ class RedisServer {
   void reap_blocking();  // waitpid(pid_) until it is gone
   void destroy() noexcept;
   [[nodiscard]] std::string failure_message(const std::string& why) const;
+  // TLS parts (redis_fixture_tls.cpp).
+  void init_tls();                                          // picks tls_port_
+  void repick_auto_tls_port();                              // after "Address already in use"
+  [[nodiscard]] std::vector<std::string> tls_args() const;  // --tls-port ... for spawn()
+  [[nodiscard]] bool tls_answers_as(pid_t pid) const;       // PING + INFO pid over TLS
+  [[nodiscard]] Reply tls_command(const std::vector<std::string>& argv,
+                                  std::chrono::milliseconds timeout) const;
 
   ServerConfig cfg_;
   bool auto_port_ = false;
@@ -161,6 +200,7 @@ class RedisServer {
   std::uintmax_t log_offset_ = 0;  // size of redis.log when the current process was spawned
   mutable pid_t pid_ = -1;
   mutable bool stopped_ = false;
+  std::uint16_t tls_port_ = 0;  // with cfg_.tls and not tls_only
 };
 
 // N independent masters.

@@ -83,6 +83,30 @@ TEST_CASE("address: a password never shows in an error message") {
   CHECK(list_err.find("appears twice") != std::string::npos);
 }
 
+TEST_CASE("address: a password with an unescaped '/', '@' or ':' never shows either") {
+  // Issue 15: the '/' used to end the authority, the rest was read as a database, and the whole
+  // URL (password included) was quoted in the error.
+  std::string err = bad("redis://:Zm9v/YmFy+cXV4@127.0.0.1:7101");
+  CHECK_MESSAGE(err.find("Zm9v") == std::string::npos, err);
+  CHECK_MESSAGE(err.find("YmFy") == std::string::npos, err);
+  CHECK_MESSAGE(err.find("%2F") != std::string::npos, err);  // says how to write it
+  CHECK_MESSAGE(err.find("***@127.0.0.1:7101") != std::string::npos, err);
+  // Each password below contains the marker "S3KR1T"; no error may show it.
+  for (const char* text :
+       {"redis://u:S3KR1T/x@h:1/x", "redis://u:p@S3KR1T@h:99999", "redis://u:S3KR1T:x@h:0",
+        "redis://us/er:S3KR1T@h", "S3KR1T@h:1", "unix://u:S3KR1T@/tmp/x", "redis://u:S3KR1T@[::1",
+        "redis://u:S3KR1T@h:1/-1", "redis://S3KR1T/@h:1", "rediss://u:S3KR1T@h:1",
+        "redis+cluster://u:S3KR1T@h:1?seed=x@y"}) {
+    std::string e;
+    const auto a = NodeAddress::parse(text, e);
+    if (a) continue;
+    CAPTURE(text);
+    CHECK_MESSAGE(e.find("S3KR1T") == std::string::npos, e);
+  }
+  // Escaped, the same password is fine.
+  CHECK(ok("redis://:Zm9v%2FYmFy+cXV4@127.0.0.1:7101").password == "Zm9v/YmFy+cXV4");
+}
+
 TEST_CASE("address: a %-escape is exactly two hex digits") {
   bad("redis://u:%-1@h:1");
   bad("redis://u:%+1@h:1");
@@ -163,8 +187,19 @@ TEST_CASE("durations") {
   CHECK(parse_duration("1h", err) == Millis{3600000});
   CHECK(parse_duration("1500", err) == Millis{1500});
   CHECK(parse_duration("0", err) == Millis{0});
-  for (std::string_view s : {"", "-1", "-5s", "1.5s", "10x", "s", "ms", " 1s", "1 s", "1S",
-                             "99999999999999999999", "9223372036854775807h", "1e3"}) {
+  // Fractions and days (issue 15).
+  CHECK(parse_duration("1.5s", err) == Millis{1500});
+  CHECK(parse_duration("0.25s", err) == Millis{250});
+  CHECK(parse_duration("2.5m", err) == Millis{150000});
+  CHECK(parse_duration("1d", err) == Millis{86400000});
+  CHECK(parse_duration("365d", err) == Millis{31536000000});
+  CHECK(parse_duration("1.5d", err) == Millis{129600000});
+  CHECK(parse_duration("1.000s", err) == Millis{1000});
+  CHECK(parse_duration("7.0", err) == Millis{7});
+  CHECK(parse_duration("0.001s", err) == Millis{1});
+  for (std::string_view s :
+       {"", "-1", "-5s", "1.5ms", "0.0001s", "1.s", ".5s", "1..5s", "10x", "s", "ms", " 1s", "1 s",
+        "1S", "1.5 s", "99999999999999999999", "9223372036854775807h", "1e3", "106751991167.4d"}) {
     INFO("duration: ", s);
     err.clear();
     CHECK_FALSE(parse_duration(s, err));

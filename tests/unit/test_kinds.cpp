@@ -73,7 +73,8 @@ TEST_CASE("derived keys of each kind") {
   auto fair = kind_for_acquire(kind_opts(LockMode::exclusive, false, true), 1).acquire(a);
   CHECK(fair.args[1] == keys::queue("doc"));
   CHECK(fair.args[2] == keys::heartbeats("doc"));
-  CHECK(fair.args[5] == "7");  // the ticket
+  CHECK(fair.args[3] == keys::ticket("doc"));
+  CHECK(fair.args[6] == "7");  // the ticket
   // A reader's release and extend address the readers set, not the lock key.
   const auto& r = kind_for_lock(LockMode::read, 1);
   CHECK(r.release(keys, "tok").args[0] == keys::readers("doc"));

@@ -67,3 +67,17 @@ TEST_CASE("the shipped fenced-set.lua is the script the library exposes") {
   ss << in.rdbuf();
   CHECK(ss.str() == redlock::fenced_write_script());
 }
+
+TEST_CASE("a multi-resource token names its resources; other tokens name none") {
+  const auto t = make_token();
+  CHECK(token_for(t, 1) == t);
+  CHECK(token_for(t, 3) == t + "-3");
+  CHECK(token_resources(token_for(t, 3)) == std::optional<std::size_t>(3));
+  CHECK(token_resources(token_for(t, 12)) == std::optional<std::size_t>(12));
+  CHECK_FALSE(token_resources(t));
+  CHECK_FALSE(token_resources(t + "-"));
+  CHECK_FALSE(token_resources(t + "-1"));
+  CHECK_FALSE(token_resources(t + "-x"));
+  CHECK_FALSE(token_resources("not-a-token-3"));
+  CHECK_FALSE(token_resources(t.substr(1) + "-33"));  // 39 hex digits
+}

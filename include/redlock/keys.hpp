@@ -1,0 +1,57 @@
+#pragma once
+// The key layout (README, "Key layout").
+//
+// The lock key is the resource with the client's key prefix (Options::key_prefix): exactly the
+// key of the Redis-documented Redlock, so locks interoperate with the other clients. The advanced
+// lock kinds keep more state in keys derived from the lock key:
+//
+//     {<tag>}:redlock:<role>:<lock key>
+//
+// where <tag> is the lock key's Redis Cluster hash tag (the text between its first '{' and the
+// next '}', when not empty) or else the whole lock key. So
+// - a derived key is never a resource's key: no resource may take that form (is_derived_key());
+//   the lock kinds' keys of two resources never meet;
+// - a derived key lives in the same Redis Cluster hash slot as its lock key, so one script can
+//   touch both on a cluster master. The one exception: a lock key that has a '}' but no hash tag
+//   (e.g. "a}b") cannot be a tag itself; its derived keys then take the empty tag "{}" and may
+//   live in another slot (derived_keys_share_slot() says so; a Redis Cluster vote refuses the
+//   advanced kinds on such a resource).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "redlock/export.hpp"
+
+namespace redlock {
+
+enum class KeyRole {
+  fence,           // fencing counter (string integer; expires when idle, see fencing.hpp)
+  readers,         // read-lock holders (sorted set token -> expiry, server ms)
+  writer_waiting,  // a waiting writer's id (string, short expiry)
+  ticket,          // fair-lock ticket counter (string integer; lives as long as the queue)
+  queue,           // fair-lock waiters (sorted set waiter -> ticket)
+  heartbeats,      // fair-lock waiters' heartbeats (sorted set waiter -> expiry, server ms)
+};
+
+// "fence", "readers", "writer", "ticket", "queue", "heartbeats": the <role> part of the key.
+[[nodiscard]] REDLOCK_API std::string_view to_string(KeyRole role) noexcept;
+
+// The key of `role` for the lock key `lock_key` (key prefix included).
+[[nodiscard]] REDLOCK_API std::string derived_key(std::string_view lock_key, KeyRole role);
+
+// True for a key of the derived form `{...}:redlock:...`. No resource's key may be one.
+[[nodiscard]] REDLOCK_API bool is_derived_key(std::string_view key) noexcept;
+
+// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag, or of the whole key when
+// it has none, modulo 16384.
+[[nodiscard]] REDLOCK_API unsigned hash_slot(std::string_view key) noexcept;
+
+// The hash tag Redis Cluster hashes for `key`: the text between its first '{' and the next '}'
+// when that is not empty, else the whole key.
+[[nodiscard]] REDLOCK_API std::string_view hash_tag(std::string_view key) noexcept;
+
+// False only for a lock key with a '}' but no hash tag (see above).
+[[nodiscard]] REDLOCK_API bool derived_keys_share_slot(std::string_view lock_key) noexcept;
+
+}  // namespace redlock
