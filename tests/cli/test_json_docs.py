@@ -13,7 +13,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, command, free_port  # noqa: E402
+from redisfix import Cluster, Server, command, free_port  # noqa: E402
 
 import subprocess  # noqa: E402
 
@@ -105,6 +105,14 @@ class JsonDocs(unittest.TestCase):
             cls.cli("--node-timeout", "1s", "release", "jd-p", p["token"])
         finally:
             servers[2].cont()
+        # auth-failed: a node that refuses the password (release waits for every node).
+        guarded = Server()
+        try:
+            command(guarded.port, "CONFIG", "SET", "requirepass", "right")
+            cls.cli("release", "jd-auth", "0" * 40,
+                    nodes=c.nodes + ",redis://:wrong@127.0.0.1:%d" % guarded.port)
+        finally:
+            guarded.close()
         # status: a key, no key, a node down.
         s = cls.cli("acquire", "jd-s")
         cls.cli("status", "jd-s", nodes=with_dead)
