@@ -80,8 +80,9 @@ struct Command {
   // after their names too (CLI11's fallthrough), as every command does.
   std::vector<Command> subcommands = {};
   // For a command that ends with `-- COMMAND [ARGS...]` (run): the words after the first "--"
-  // that follows the command's name, taken as they are (none of them is parsed as an option).
-  std::vector<std::string>* rest = nullptr;
+  // that follows the command's name, taken as they are (none of them is parsed as an option);
+  // left empty (nullopt) when there is no "--".
+  std::optional<std::vector<std::string>>* rest = nullptr;
   // Runs when this is the command chosen (the last one named on the command line), after the
   // whole line was parsed. Returns the exit status; throws UsageError for a usage error.
   std::function<int()> run = {};

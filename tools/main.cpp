@@ -94,7 +94,7 @@ int split_rest(int argc, char** argv, const std::vector<Option>& globals,
       if (c.name != word || c.rest == nullptr) continue;
       for (int j = i + 1; j < argc; ++j) {
         if (std::string_view(argv[j]) == "--") {
-          c.rest->assign(argv + j + 1, argv + argc);
+          c.rest->emplace(argv + j + 1, argv + argc);
           return j;
         }
       }

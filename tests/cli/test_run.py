@@ -460,7 +460,7 @@ class Run(unittest.TestCase):
         self.assertEqual(self.c.count_with("run-fair"), 0)
 
     def test_usage_errors(self):
-        for args in (["run", "x"], ["run", "x", "--ttl", "0", "--", "true"], ["run", "", "--", "true"],
+        for args in (["run", "x"], ["run", "x", "y", "--"], ["run", "x", "--ttl", "0", "--", "true"], ["run", "", "--", "true"],
                      ["run", "x", "--grace", "soon", "--", "true"]):
             r = self.run_cli(*args)
             self.assertEqual(r.returncode, 2, (args, r.stderr))

@@ -37,8 +37,8 @@ namespace redlock::cli {
 namespace {
 
 struct RunArgs {
-  std::vector<std::string> resources;  // before "--"
-  std::vector<std::string> command;    // after "--" (main.cpp's split_rest)
+  std::vector<std::string> resources;               // before "--"
+  std::optional<std::vector<std::string>> command;  // after "--" (main.cpp's split_rest)
   std::optional<int> conflict_exit_code;
   std::string ttl = "30s";
   std::string wait;
@@ -83,9 +83,9 @@ std::vector<std::string> job_environment(const std::vector<std::string>& resourc
 
 int run_run(const RunArgs& a, const Globals& g) {
   std::vector<std::string> resources = a.resources;
-  std::vector<std::string> command = a.command;
+  std::vector<std::string> command = a.command.value_or(std::vector<std::string>{});
   // Without "--", flock(1)'s form: one resource, then the command.
-  if (command.empty() && resources.size() > 1) {
+  if (!a.command && resources.size() > 1) {
     command.assign(resources.begin() + 1, resources.end());
     resources.resize(1);
   }
