@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock::cli {
@@ -50,6 +51,7 @@ struct Globals {
   std::optional<int> retry_count;
   std::string retry_delay;
   std::string min_uptime;  // also REDLOCK_MIN_UPTIME
+  std::string key_prefix;  // --key-prefix: Options::key_prefix
 };
 
 // ---- the declaration layer ---------------------------------------------------------------------
@@ -77,6 +79,10 @@ struct Command {
   // At most one is chosen. A command that has them lets them and itself take the global flags
   // after their names too (CLI11's fallthrough), as every command does.
   std::vector<Command> subcommands = {};
+  // For a command that ends with `-- COMMAND [ARGS...]` (run): the words after the first "--"
+  // that follows the command's name, taken as they are (none of them is parsed as an option);
+  // left empty (nullopt) when there is no "--".
+  std::optional<std::vector<std::string>>* rest = nullptr;
   // Runs when this is the command chosen (the last one named on the command line), after the
   // whole line was parsed. Returns the exit status; throws UsageError for a usage error.
   std::function<int()> run = {};
@@ -112,12 +118,46 @@ inline constexpr const char* default_nodes =
 [[nodiscard]] LockMode lock_mode(bool read, bool write);
 
 // Builds engine options from the global flags and the environment; throws UsageError.
+// Its logger is the CLI's sink for the library's messages: with -v every message (connection
+// events included), else only the warnings about the nodes' configuration; never any with -q.
+// Those configuration warnings come once per node from the library; the sink keeps them and
+// flush_warnings() says each kind once, in one line naming the nodes.
 [[nodiscard]] Options make_options(const Globals& g);
+
+// Prints the collected configuration warnings on stderr, one line per kind, and forgets them.
+// main() calls it before exiting; `run` also calls it before starting the command, so that they
+// come before the command's own output. Thread-safe.
+void flush_warnings();
 
 // The library's own checks of an acquisition (how the lock kinds combine, the resources, a ttl
 // the drift uses up), made before anything is sent: UsageError with the library's reason.
 void check_acquisition(const std::vector<std::string>& resources, const AcquireOptions& options,
                        const Options& client_options);
+
+// How `acquire` and `run` try again, as a shell user expects. Without --wait a lock held by
+// someone else is an answer, as with `flock -n`: one attempt, and exit 1 at once. No quorum
+// (nodes down, timing out or answering errors) is usually transient (a restart, a failover, a
+// busy node), so it is tried again up to --retry-count times, --retry-delay (+- jitter) apart.
+// With --wait, and for fair locks, the library's own loop retries both until the wait ends.
+//
+//   AcquireRetry retry(options, acquire_options, stop);   // sets acquire_options.retry_count
+//   do res = client.try_acquire(resources, acquire_options); while (retry.again(res));
+class AcquireRetry {
+ public:
+  AcquireRetry(const Options& client, AcquireOptions& acquire, std::stop_token stop, bool verbose);
+  // After an attempt: sleeps and returns true when another is due. Sets res.attempts to the
+  // attempts made so far in all. A stop request ends the sleep and returns false.
+  [[nodiscard]] bool again(AcquireResult& res);
+
+ private:
+  bool own_loop_ = false;  // the CLI retries (no --wait, not fair)
+  int left_ = 0;
+  Millis delay_{0};
+  Millis jitter_{0};
+  std::stop_token stop_;
+  bool verbose_ = false;
+  int attempts_ = 0;
+};
 
 // Turns SIGINT, SIGTERM, SIGHUP and SIGQUIT into a stop request while a lock is being acquired,
 // so Ctrl-C during `acquire --wait` or `run --wait` ends the wait at once, with the attempt in

@@ -4,10 +4,15 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
 #include <stdexcept>
 
 #include "cli.hpp"
@@ -38,15 +43,130 @@ void check_acquisition(const std::vector<std::string>& resources, const AcquireO
 }
 
 namespace {
+
 const char* env(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? v : nullptr;
 }
+
+// The library's log messages as redlock-cli shows them (make_options() installs it as the
+// logger). The library calls it on its I/O thread and flush_warnings() runs on the main thread,
+// hence the mutex.
+class LogSink {
+ public:
+  void configure(bool verbose, bool quiet, std::size_t nodes) {
+    std::lock_guard lock(mutex_);
+    verbose_ = verbose;
+    quiet_ = quiet;
+    nodes_ = nodes;
+  }
+
+  void log(LogLevel level, std::string_view msg) {
+    std::lock_guard lock(mutex_);
+    // The warnings about the nodes' configuration are what an operator must fix (eviction of
+    // lock keys, fence counters that a restart loses). The library says them once per node;
+    // they are kept and said once per kind by flush().
+    if (level >= LogLevel::warning && collect(msg)) return;
+    if (!verbose_) return;
+    // A node that stays unreachable fails every reconnect (with backoff): say it again only when
+    // the reason changes or after the node was connected in between.
+    static constexpr std::string_view connect_failed = ": connect failed: ";
+    static constexpr std::string_view lost = ": connection lost: ";
+    if (auto at = msg.find(connect_failed); at != std::string_view::npos) {
+      auto& last = connect_failures_[std::string(msg.substr(0, at))];
+      const std::string_view why = msg.substr(at + connect_failed.size());
+      if (last == why) return;
+      last = why;
+    } else if (auto at = msg.find(lost); at != std::string_view::npos) {
+      connect_failures_.erase(std::string(msg.substr(0, at)));
+    }
+    std::cerr << "redlock: " << msg << "\n";
+  }
+
+  void flush() {
+    std::lock_guard lock(mutex_);
+    if (!quiet_) {
+      for (const auto& k : kinds_) std::cerr << "redlock: warning: " << summary(k) << "\n";
+    }
+    kinds_.clear();
+  }
+
+ private:
+  // "<node><marker><value>: <advice>", said once per node; `value` is why ("appendonly no").
+  struct Pattern {
+    std::string_view marker;
+    std::string_view kind;
+  };
+  static constexpr Pattern patterns_[] = {
+      {": fencing on a node with ", "fencing"},
+      {": maxmemory-policy is ", "maxmemory-policy"},
+  };
+  struct Kept {
+    std::string_view kind;
+    std::string value;
+    std::string advice;
+    std::vector<std::string> nodes;
+  };
+
+  bool collect(std::string_view msg) {
+    for (const auto& p : patterns_) {
+      const auto at = msg.find(p.marker);
+      if (at == std::string_view::npos) continue;
+      std::string_view rest = msg.substr(at + p.marker.size());
+      const auto colon = rest.find(": ");
+      if (colon == std::string_view::npos) continue;
+      std::string value(rest.substr(0, colon));
+      std::string advice(rest.substr(colon + 2));
+      auto it = std::find_if(kinds_.begin(), kinds_.end(),
+                             [&](const Kept& k) { return k.kind == p.kind && k.value == value; });
+      if (it == kinds_.end()) it = kinds_.insert(kinds_.end(), {p.kind, value, advice, {}});
+      it->nodes.emplace_back(msg.substr(0, at));
+      return true;
+    }
+    return false;
+  }
+
+  std::string summary(const Kept& k) const {
+    const std::size_t n = k.nodes.size();
+    std::string count = (n == nodes_ && n > 1 ? "all " : "") + std::to_string(n) +
+                        (n == nodes_ || nodes_ == 0 ? "" : " of " + std::to_string(nodes_)) +
+                        (n == 1 ? " node" : " nodes");
+    std::string list;
+    for (const auto& node : k.nodes) list += (list.empty() ? "" : ", ") + node;
+    std::string advice = k.advice;
+    if (n > 1) {
+      if (auto its = advice.find(" its "); its != std::string::npos)
+        advice.replace(its, 5, " their ");
+    }
+    if (k.kind == "fencing") {
+      return "fencing on " + count + " with " + k.value + " (" + list + "): " + advice;
+    }
+    return std::string(k.kind) + " " + k.value + " on " + count + " (" + list + "): " + advice;
+  }
+
+  std::mutex mutex_;
+  bool verbose_ = false;
+  bool quiet_ = false;
+  std::size_t nodes_ = 0;
+  std::vector<Kept> kinds_;                              // in the order first seen
+  std::map<std::string, std::string> connect_failures_;  // node -> the reason last shown
+};
+
+LogSink& log_sink() {
+  static LogSink sink;
+  return sink;
+}
+
 }  // namespace
 
 Options make_options(const Globals& g) {
   Options o;
   if (g.nodes_given && g.nodes.empty()) throw UsageError("--nodes: empty node list");
+  // An empty variable is the same mistake as `-n ""` (a script's unset variable): refused, not
+  // replaced by the local demo nodes.
+  const char* env_nodes = std::getenv("REDLOCK_NODES");
+  if (g.nodes.empty() && env_nodes != nullptr && *env_nodes == '\0')
+    throw UsageError("REDLOCK_NODES: empty node list (unset it to use the local nodes)");
   std::string list = !g.nodes.empty()       ? g.nodes
                      : env("REDLOCK_NODES") ? std::string(env("REDLOCK_NODES"))
                                             : std::string(default_nodes);
@@ -54,6 +174,7 @@ Options make_options(const Globals& g) {
   auto nodes = parse_node_list(list, err);
   if (!nodes) throw UsageError(err);
   o.nodes = std::move(*nodes);
+  o.key_prefix = g.key_prefix;
   if (!g.node_timeout.empty()) o.node_timeout = duration_arg("--node-timeout", g.node_timeout);
   if (!g.connect_timeout.empty())
     o.connect_timeout = duration_arg("--connect-timeout", g.connect_timeout);
@@ -80,22 +201,40 @@ Options make_options(const Globals& g) {
   } else if (const char* v = env("REDLOCK_MIN_UPTIME")) {
     o.min_node_uptime = duration_arg("REDLOCK_MIN_UPTIME", v);
   }
-  if (g.verbose) {
-    o.logger = [](LogLevel level, std::string_view msg) {
-      if (level == LogLevel::debug) return;
-      std::cerr << "redlock: " << msg << "\n";
-    };
-  } else {
-    o.logger = [](LogLevel level, std::string_view msg) {
-      // Without -v only the warnings about the nodes' configuration: they are what an operator
-      // must fix (eviction of lock keys; fence counters that a restart loses).
-      if (level >= LogLevel::warning && (msg.find("maxmemory-policy") != std::string_view::npos ||
-                                         msg.find("fencing on a node") != std::string_view::npos)) {
-        std::cerr << "redlock: warning: " << msg << "\n";
-      }
-    };
-  }
+  log_sink().configure(g.verbose, g.quiet, o.nodes.size());
+  o.logger = [](LogLevel level, std::string_view msg) { log_sink().log(level, msg); };
   return o;
+}
+
+void flush_warnings() { log_sink().flush(); }
+
+AcquireRetry::AcquireRetry(const Options& client, AcquireOptions& acquire, std::stop_token stop,
+                           bool verbose)
+    : own_loop_(!acquire.wait && !acquire.fair),
+      left_(acquire.retry_count.value_or(client.retry_count)),
+      delay_(client.retry_delay),
+      jitter_(client.retry_jitter),
+      stop_(std::move(stop)),
+      verbose_(verbose) {
+  if (own_loop_) acquire.retry_count = 0;
+}
+
+bool AcquireRetry::again(AcquireResult& res) {
+  attempts_ += res.attempts;
+  res.attempts = attempts_;
+  if (!own_loop_ || res || res.error != Errc::no_quorum || left_ <= 0) return false;
+  --left_;
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<long long> dist(-jitter_.count(), jitter_.count());
+  const Millis sleep{std::max<long long>(0, delay_.count() + dist(rng))};
+  if (verbose_) {
+    std::cerr << "redlock-cli: attempt " << attempts_ << ": " << res.message << "; trying again in "
+              << sleep.count() << " ms\n";
+  }
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  return !cv.wait_for(lock, stop_, sleep, [] { return false; }) && !stop_.stop_requested();
 }
 
 namespace {

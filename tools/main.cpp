@@ -63,6 +63,47 @@ void add_command(CLI::App& parent, const Command& cmd,
   for (const auto& sub : cmd.subcommands) add_command(*app, sub, made);
 }
 
+// A command that takes the rest of the line (`run RESOURCE... -- COMMAND [ARGS...]`) gets the
+// words after its "--" here, and CLI11 parses only the words before it. CLI11 2.1 hands the
+// words after "--" to a positional only if that positional got nothing before it, so
+// `run a b -- cmd` cannot be told apart from `run a -- b cmd` by CLI11 alone.
+// The command is the first word that is neither a global option nor the value of one (as for
+// CLI11: the top level has no positionals). Returns how many words of argv CLI11 is to parse.
+int split_rest(int argc, char** argv, const std::vector<Option>& globals,
+               const std::vector<Command>& commands) {
+  auto takes_value = [&](std::string_view word) {
+    for (const auto& o : globals) {
+      if (std::holds_alternative<bool*>(o.target)) continue;
+      std::string_view names = o.names;
+      while (!names.empty()) {
+        const auto comma = names.find(',');
+        if (names.substr(0, comma) == word) return true;
+        names = comma == std::string_view::npos ? "" : names.substr(comma + 1);
+      }
+    }
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    if (word == "--") return argc;  // before any command: CLI11's to judge
+    if (word.starts_with("-")) {
+      if (word.find('=') == std::string_view::npos && takes_value(word)) ++i;
+      continue;
+    }
+    for (const auto& c : commands) {
+      if (c.name != word || c.rest == nullptr) continue;
+      for (int j = i + 1; j < argc; ++j) {
+        if (std::string_view(argv[j]) == "--") {
+          c.rest->emplace(argv + j + 1, argv + argc);
+          return j;
+        }
+      }
+    }
+    return argc;
+  }
+  return argc;
+}
+
 }  // namespace
 }  // namespace redlock::cli
 
@@ -75,28 +116,31 @@ int main(int argc, char** argv) {
   app.fallthrough();             // global flags may also follow the subcommand
 
   Globals g;
-  add_options(
-      app,
-      {
-          {"-n,--nodes", &g.nodes,
-           "Comma-separated node addresses (redis://[user:pass@]host:port[/db], "
-           "unix:///path[?db=N], host:port). Default: $REDLOCK_NODES, else "
-           "127.0.0.1:7001..7005"},
-          {"--json", &g.json, "Print one JSON object on stdout"},
-          {"-v,--verbose", &g.verbose, "Per-node outcomes and connection events on stderr"},
-          {"-q,--quiet", &g.quiet,
-           "Print nothing on success, nor for exit status 1 (held elsewhere / not held); "
-           "other failures are still reported on stderr"},
-          {"--node-timeout", &g.node_timeout, "Deadline of one command on one node (default 50ms)"},
-          {"--connect-timeout", &g.connect_timeout, "Deadline of a connect (default 250ms)"},
-          {"--drift-factor", &g.drift_factor, "Clock drift factor (default 0.01)"},
-          {"--retry-count", &g.retry_count, "Extra attempts after the first (default 3)"},
-          {"--retry-delay", &g.retry_delay,
-           "Sleep between attempts (default 200ms, +-100ms jitter)"},
-          {"--min-uptime", &g.min_uptime,
-           "Restart guard: a node whose Redis uptime is below this gives no vote "
-           "(default $REDLOCK_MIN_UPTIME, else 0)"},
-      });
+  const std::vector<Option> globals = {
+      {"-n,--nodes", &g.nodes,
+       "Comma-separated node addresses (redis://[user:pass@]host:port[/db], "
+       "unix:///path[?db=N], host:port). Default: $REDLOCK_NODES, else "
+       "127.0.0.1:7001..7005"},
+      {"--json", &g.json, "Print one JSON object on stdout"},
+      {"-v,--verbose", &g.verbose, "Per-node outcomes and connection events on stderr"},
+      {"-q,--quiet", &g.quiet,
+       "Print nothing on success, nor for exit status 1 (held elsewhere / not held); "
+       "other failures are still reported on stderr"},
+      {"--node-timeout", &g.node_timeout, "Deadline of one command on one node (default 50ms)"},
+      {"--connect-timeout", &g.connect_timeout, "Deadline of a connect (default 250ms)"},
+      {"--drift-factor", &g.drift_factor, "Clock drift factor (default 0.01)"},
+      {"--retry-count", &g.retry_count,
+       "acquire, run without --wait: attempts after the first when there is no quorum "
+       "(default 3); a lock held elsewhere is not retried"},
+      {"--retry-delay", &g.retry_delay, "Sleep between attempts (default 200ms, +-100ms jitter)"},
+      {"--min-uptime", &g.min_uptime,
+       "Restart guard: a node whose Redis uptime is below this gives no vote "
+       "(default $REDLOCK_MIN_UPTIME, else 0)"},
+      {"--key-prefix", &g.key_prefix,
+       "Prepended to every resource to form its keys, as a service's Options::key_prefix "
+       "(default none)"},
+  };
+  add_options(app, globals);
 
   const std::vector<Command> commands = {
       acquire_command(g), release_command(g), extend_command(g), status_command(g),
@@ -105,8 +149,15 @@ int main(int argc, char** argv) {
   std::map<const CLI::App*, const Command*> made;
   for (const auto& c : commands) add_command(app, c, made);
 
+  // The nodes' configuration warnings the library gave during the command, once per kind, on
+  // every way out.
+  struct FlushWarnings {
+    ~FlushWarnings() { flush_warnings(); }
+  } flush_at_exit;
+
   try {
-    app.parse(argc, argv);
+    const int parsed = split_rest(argc, argv, globals, commands);
+    app.parse(parsed, argv);
     // `-n "$UNSET"` must not silently fall back to REDLOCK_NODES or the local demo nodes.
     g.nodes_given = app.get_option("--nodes")->count() > 0;
     // The command chosen is the last one named: `cluster kill 2` runs `kill`.

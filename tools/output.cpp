@@ -112,20 +112,24 @@ void print_acquire_json(const std::vector<std::string>& resources, const Acquire
 }
 
 void print_release_json(const std::vector<std::string>& resources, const std::string& token,
-                        const ReleaseResult& res) {
+                        const ReleaseResult& res, std::size_t nodes) {
   Json j = {{"resource", text(resources.front())},
             {"resources", texts(resources)},
             {"token", text(token)},
             {"deleted", res.deleted},
             {"not_held", res.not_held},
             {"unreachable", res.unreachable}};
-  if (res.error) j["error"] = error_name(res.error);
+  if (res.error) {
+    j["error"] = error_name(res.error);
+    j["message"] = text(res.message);
+  }
+  j["nodes"] = nodes;
   j["per_node"] = per_node(res.nodes);
   print_json(j);
 }
 
 void print_extend_json(const std::vector<std::string>& resources, const std::string& token,
-                       Millis ttl, const ExtendResult& res) {
+                       Millis ttl, const ExtendResult& res, std::size_t nodes) {
   Json j = {{"resource", text(resources.front())},
             {"resources", texts(resources)},
             {"token", text(token)},
@@ -136,12 +140,15 @@ void print_extend_json(const std::vector<std::string>& resources, const std::str
     j["error"] = error_name(res.error);
     j["message"] = text(res.message);
   }
+  j["nodes"] = nodes;
   j["per_node"] = per_node(res.nodes);
   print_json(j);
 }
 
-void print_status_json(const std::string& resource, const StatusResult& res) {
-  Json nodes = Json::array();
+// `nodes` is the count here too, as in every other output; what each node stores is in
+// `per_node`.
+void print_status_json(const std::string& resource, const StatusResult& res, std::size_t nodes) {
+  Json records = Json::array();
   for (const auto& n : res.nodes) {
     Json o = {{"node", text(n.node)},
               {"up", n.up},
@@ -149,9 +156,9 @@ void print_status_json(const std::string& resource, const StatusResult& res) {
               {"pttl_ms", n.pttl ? Json(n.pttl->count()) : Json(nullptr)}};
     if (!n.type.empty()) o["type"] = text(n.type);
     if (!n.detail.empty()) o["detail"] = text(n.detail);
-    nodes.push_back(std::move(o));
+    records.push_back(std::move(o));
   }
-  print_json({{"resource", text(resource)}, {"nodes", std::move(nodes)}});
+  print_json({{"resource", text(resource)}, {"nodes", nodes}, {"per_node", std::move(records)}});
 }
 
 }  // namespace redlock::cli

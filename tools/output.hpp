@@ -30,13 +30,15 @@ void report_failure(const Globals& g, std::error_code ec, const std::string& wha
 // `bytes` for a table: control and non-ASCII bytes escaped as in the JSON outputs, no quotes.
 [[nodiscard]] std::string printable(std::string_view bytes);
 
-// The --json object of each lock command, one line on stdout.
+// The --json object of each lock command, one line on stdout. The names are the same in all of
+// them (the man page's JSON OUTPUT lists them, and tests/cli/test_json_docs.py holds the two
+// together): `nodes` is the number of configured nodes, `per_node` the array of per-node records.
 void print_acquire_json(const std::vector<std::string>& resources, const AcquireResult& res,
                         std::size_t nodes, int quorum);
 void print_release_json(const std::vector<std::string>& resources, const std::string& token,
-                        const ReleaseResult& res);
+                        const ReleaseResult& res, std::size_t nodes);
 void print_extend_json(const std::vector<std::string>& resources, const std::string& token,
-                       Millis ttl, const ExtendResult& res);
-void print_status_json(const std::string& resource, const StatusResult& res);
+                       Millis ttl, const ExtendResult& res, std::size_t nodes);
+void print_status_json(const std::string& resource, const StatusResult& res, std::size_t nodes);
 
 }  // namespace redlock::cli

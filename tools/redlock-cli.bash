@@ -10,14 +10,16 @@
 # Keep in sync with `redlock-cli [COMMAND] --help` (tests/packaging/test_docs.py checks it).
 
 _redlock_cli_global_flags='-h --help --version -n --nodes --json -v --verbose -q --quiet
-  --node-timeout --connect-timeout --drift-factor --retry-count --retry-delay --min-uptime'
+  --node-timeout --connect-timeout --drift-factor --retry-count --retry-delay --min-uptime
+  --key-prefix'
 
 # Flags followed by a value: the word after them is never a subcommand.
 _redlock_cli_takes_value() {
   case $1 in
     -n | --nodes | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
-      --retry-delay | --min-uptime | --ttl | --wait | --grace | --seconds | --concurrency | \
-      --hold | --soak | --count | --base-port | --dir | --persistence | --delay)
+      --retry-delay | --min-uptime | --key-prefix | --ttl | --wait | --grace | -E | \
+      --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --count | --base-port | \
+      --dir | --persistence | --delay)
       return 0 ;;
   esac
   return 1
@@ -30,7 +32,7 @@ _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
     release) echo '--read' ;;
     extend) echo '--ttl --read' ;;
     status) echo '' ;;
-    run) echo '--ttl --wait --grace --fence --fair --read --write' ;;
+    run) echo '--ttl --wait --grace -E --conflict-exit-code --fence --fair --read --write' ;;
     cluster)
       if [[ $2 == start ]]; then echo "$cluster_flags --delay"; else echo "$cluster_flags"; fi ;;
     bench) echo '--seconds --concurrency --ttl --hold --soak' ;;
@@ -82,7 +84,7 @@ _redlock_cli() {
   done
 
   COMPREPLY=()
-  if ((dashdash > 0)); then  # run RESOURCE -- COMMAND [ARGS...]
+  if ((dashdash > 0)); then  # run RESOURCE... -- COMMAND [ARGS...]
     if ((cword == dashdash + 1)); then
       mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
     else

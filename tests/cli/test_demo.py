@@ -12,6 +12,7 @@ import random
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -118,6 +119,57 @@ class Demo(unittest.TestCase):
         self.assertIn(b"verdict: PASS", out)
         self.assertIn(b"already running", out)
         self.assertEqual(self.cluster_states(), ["up"] * 3)
+
+    def node_command(self, port, *args):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from redisfix import command
+        return command(port, *args)
+
+    def test_refuses_running_nodes_that_hold_data_it_would_lose(self):
+        # A local cluster already in use (persistence none): node 1 holds a key someone else
+        # wrote, a held lock say. The demo kills and restarts nodes 1..Q empty, so it must refuse
+        # before changing anything, say why, exit non-zero, and leave the key where it was.
+        base = free_base(3)
+        up = subprocess.run([CLI, "cluster", "up", "--count", "3", "--base-port", str(base), "--dir", self.dir],
+                            capture_output=True, timeout=60)
+        self.assertEqual(up.returncode, 0, up.stderr)
+        self.assertTrue(self.node_command(base, "SET", "someone:lock", "their-token", "PX", "600000")
+                        .startswith(b"+OK"))
+        self.assertTrue(self.node_command(base + 2, "SET", "kept", "v").startswith(b"+OK"))
+        pids = self.pids()
+        r = subprocess.run([CLI, "demo", "--dir", self.dir], capture_output=True, timeout=120, env=clean_env())
+        out = r.stdout.decode()
+        self.assertEqual(r.returncode, 1, out[-3000:] + r.stderr.decode())
+        self.assertIn(b"refus", r.stderr)
+        self.assertIn(b"node 1", r.stderr)
+        self.assertIn("127.0.0.1:%d" % base, r.stderr.decode())
+        self.assertRegex(out.rstrip("\n").splitlines()[-1], r"^verdict: REFUSED")
+        self.assertNotIn("kill -9", out)
+        self.assertEqual(self.node_command(base, "GET", "someone:lock"), b"$11\r\ntheir-token\r\n")
+        self.assertEqual(self.node_command(base + 2, "GET", "kept"), b"$1\r\nv\r\n")
+        self.assertEqual(self.cluster_states(), ["up"] * 3)
+        self.assertEqual(self.pids(), pids)  # not restarted
+
+    def test_durable_running_nodes_keep_their_keys(self):
+        # With appendonly yes + appendfsync always a killed node comes back with its keys: the
+        # demo may run, and its last checks say (and check) that every key is still there.
+        base = free_base(3)
+        up = subprocess.run([CLI, "cluster", "up", "--count", "3", "--base-port", str(base), "--dir", self.dir,
+                             "--persistence", "aof"], capture_output=True, timeout=60)
+        self.assertEqual(up.returncode, 0, up.stderr)
+        for i in range(3):
+            self.assertTrue(self.node_command(base + i, "SET", "user:key", "v%d" % i).startswith(b"+OK"))
+        r = subprocess.run([CLI, "demo", "--dir", self.dir], capture_output=True, timeout=120, env=clean_env())
+        out = r.stdout.decode()
+        self.assertEqual(r.returncode, 0, out[-3000:] + r.stderr.decode())
+        self.assertIn("still hold the 3 keys", out)
+        for i in range(3):
+            self.assertEqual(self.node_command(base + i, "GET", "user:key"), b"$2\r\nv%d\r\n" % i)
+
+    def pids(self):
+        r = subprocess.run([CLI, "cluster", "status", "--dir", self.dir, "--json"],
+                           capture_output=True, timeout=30, env=clean_env())
+        return [n["pid"] for n in json.loads(r.stdout)["nodes"]]
 
     def test_no_color_on_a_terminal(self):
         base = free_base(1)

@@ -7,7 +7,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, command, get  # noqa: E402
+from redisfix import Cluster, command, free_port, get  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
@@ -119,10 +119,11 @@ class LockCommands(unittest.TestCase):
             r = self.cli("status", "t-status", "--json")
             self.assertEqual(r.returncode, 0)
             obj = json.loads(r.stdout)
-            self.assertEqual([n["up"] for n in obj["nodes"]], [True] * 4 + [False])
-            self.assertEqual(obj["nodes"][0]["value"], tok)
-            self.assertIsNone(obj["nodes"][4]["value"])
-            self.assertGreater(obj["nodes"][0]["pttl_ms"], 0)
+            self.assertEqual(obj["nodes"], 5)  # a count, as in every --json output
+            self.assertEqual([n["up"] for n in obj["per_node"]], [True] * 4 + [False])
+            self.assertEqual(obj["per_node"][0]["value"], tok)
+            self.assertIsNone(obj["per_node"][4]["value"])
+            self.assertGreater(obj["per_node"][0]["pttl_ms"], 0)
         finally:
             self.c.servers[4].start()
 
@@ -137,8 +138,8 @@ class LockCommands(unittest.TestCase):
         self.assertTrue(rows[0].rstrip().endswith("no expiry"), rows[0])
         self.assertTrue(all(row.rstrip().endswith("-") for row in rows[1:]), rows)
         obj = json.loads(self.cli("status", "t-forever", "--json").stdout)
-        self.assertEqual(obj["nodes"][0]["value"], "stuck-token")
-        self.assertIsNone(obj["nodes"][0]["pttl_ms"])
+        self.assertEqual(obj["per_node"][0]["value"], "stuck-token")
+        self.assertIsNone(obj["per_node"][0]["pttl_ms"])
 
     def test_no_quorum_exits_3_and_leaves_no_key(self):
         dead = "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
@@ -226,6 +227,89 @@ class LockCommands(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(b"empty node list", r.stderr)
         self.assertEqual(self.c.count_with("t-empty-n"), 0)
+
+    def test_empty_nodes_variable_is_refused_like_an_empty_flag(self):
+        # REDLOCK_NODES='' is the same mistake as -n '' (an unset variable in a script): a usage
+        # error, never a silent fall-back to the local demo nodes.
+        r = run("acquire", "t-empty-env", env={"REDLOCK_NODES": ""})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"REDLOCK_NODES", r.stderr)
+        self.assertIn(b"empty node list", r.stderr)
+        self.assertEqual(r.stdout, b"")
+
+    def test_verbose_shows_connect_failures(self):
+        # -v promises connection events: a node that cannot be connected to is one of them.
+        dead = "127.0.0.1:%d" % free_port()
+        r = self.cli("-v", "--retry-count", "0", "acquire", "t-vconn", nodes=dead)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        err = r.stderr.decode()
+        self.assertRegex(err, r"(?m)^redlock: %s: connect failed: " % dead)
+        # Without -v there is no connection chatter.
+        r = self.cli("--retry-count", "0", "acquire", "t-vconn", nodes=dead)
+        self.assertNotIn(b"connect failed", r.stderr)
+
+    def test_fencing_warning_is_one_line_per_call(self):
+        # Non-AOF nodes: the library warns once per node; the CLI says it once, naming them all.
+        for extra in ([], ["-v"]):
+            r = self.cli(*extra, "acquire", "t-fence-warn", "--fence", "--ttl", "1s")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = [ln for ln in r.stderr.decode().splitlines() if "fencing" in ln]
+            self.assertEqual(len(lines), 1, r.stderr.decode())
+            self.assertIn("appendonly no", lines[0])
+            # Every node whose configuration the client had read when it handed the lock out: at
+            # least the quorum that granted it (a node still in its handshake is not known yet).
+            named = [s.address for s in self.c.servers if s.address in lines[0]]
+            self.assertGreaterEqual(len(named), 3, lines[0])
+            time.sleep(1.1)
+        r = self.cli("-q", "acquire", "t-fence-warn-q", "--fence")
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
+
+    def test_without_wait_a_held_lock_fails_at_once_and_no_quorum_is_retried(self):
+        # Like `flock -n`: a lock held elsewhere is an answer, not retried without --wait. No
+        # quorum is usually transient (a node restarting): it is tried --retry-count more times.
+        # Counted in attempts (--json and -v), not timed.
+        tok = self.cli("acquire", "t-retry").stdout.decode().strip()
+        r = self.cli("--json", "acquire", "t-retry")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual((json.loads(r.stdout)["error"], json.loads(r.stdout)["attempts"]), ("contended", 1))
+        r = self.cli("-v", "acquire", "t-retry")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(b"1 attempt", r.stderr)
+        # --retry-count does not make a held lock worth retrying either; --wait does.
+        r = self.cli("--json", "--retry-count", "5", "--retry-delay", "10ms", "acquire", "t-retry")
+        self.assertEqual(json.loads(r.stdout)["attempts"], 1)
+        r = self.cli("--json", "--retry-delay", "20ms", "acquire", "t-retry", "--wait", "300ms")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertGreater(json.loads(r.stdout)["attempts"], 1)
+        self.assertEqual(self.cli("release", "t-retry", tok).returncode, 0)
+        # No quorum (one node of three answers): one attempt plus the retries.
+        dead = ",".join("127.0.0.1:%d" % free_port() for _ in range(2))
+        live = self.c.servers[0].address + "," + dead
+        for extra, attempts in (([], 4), (["--retry-count", "1"], 2), (["--retry-count", "0"], 1)):
+            r = self.cli("--json", "--retry-delay", "10ms", *extra, "acquire", "t-retry-nq", nodes=live)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            obj = json.loads(r.stdout)
+            self.assertEqual((obj["error"], obj["attempts"]), ("no_quorum", attempts), extra)
+        self.assertEqual(self.c.count_with("t-retry-nq"), 0)
+
+    def test_key_prefix_lets_an_operator_see_and_release_a_services_locks(self):
+        # A service with Options::key_prefix "billing:" holds "invoice-7": its key is
+        # "billing:invoice-7". --key-prefix is how the CLI names the same lock.
+        r = self.cli("--key-prefix", "billing:", "acquire", "invoice-7")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tok = r.stdout.decode().strip()
+        time.sleep(0.05)
+        self.assertEqual(self.c.count_with("billing:invoice-7", tok), 5)
+        self.assertEqual(self.c.count_with("invoice-7"), 0)
+        obj = json.loads(self.cli("--key-prefix", "billing:", "status", "invoice-7", "--json").stdout)
+        self.assertEqual(obj["resource"], "invoice-7")
+        self.assertEqual([n["value"] for n in obj["per_node"]], [tok] * 5)
+        obj = json.loads(self.cli("status", "invoice-7", "--json").stdout)
+        self.assertEqual([n["value"] for n in obj["per_node"]], [None] * 5)
+        self.assertEqual(self.cli("release", "invoice-7", tok).returncode, 1)  # not that key
+        r = self.cli("release", "invoice-7", tok, "--key-prefix", "billing:")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.c.count_with("billing:invoice-7"), 0)
 
     def test_bad_address_sends_nothing(self):
         good = self.c.servers[0].address

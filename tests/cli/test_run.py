@@ -1,5 +1,7 @@
 """redlock-cli run: flock(1) across machines (docs/cli.md)."""
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -11,6 +13,70 @@ sys.path.insert(0, os.path.dirname(__file__))
 from redisfix import Cluster, command, get  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
+
+
+# A job whose own child keeps working in the background: the grandchild of `run` appends a line
+# to OUT every 20 ms and records its pid in PID (so that the test can clean up after a failure,
+# by that pid and only if it is still that loop). The script then waits for it, or with EXIT=N
+# exits N after 0.3 s, leaving it behind. With IGNORE_TERM=1 both ignore SIGTERM.
+GRANDCHILD_JOB = (
+    'if [ -n "$IGNORE_TERM" ]; then trap "" TERM; fi; '
+    'sh -c \'if [ -n "$IGNORE_TERM" ]; then trap "" TERM; fi; echo $$ > "$PID"; '
+    'while :; do echo x >> "$OUT"; sleep 0.02; done\' & '
+    'if [ -n "$EXIT" ]; then sleep 0.3; exit "$EXIT"; fi; wait')
+
+
+class Grandchild:
+    """The files of a GRANDCHILD_JOB, and whether its loop still writes."""
+
+    def __init__(self, d):
+        self.out = os.path.join(d, "out")
+        self.pidfile = os.path.join(d, "pid")
+
+    def env(self, base, exit_code=None, ignore_term=False):
+        e = dict(base, OUT=self.out, PID=self.pidfile)
+        if exit_code is not None:
+            e["EXIT"] = str(exit_code)
+        if ignore_term:
+            e["IGNORE_TERM"] = "1"
+        return e
+
+    def size(self):
+        try:
+            return os.path.getsize(self.out)
+        except FileNotFoundError:
+            return 0
+
+    def log(self):
+        """A file for run's stderr (a pipe would stay open as long as the loop runs)."""
+        return open(self.out + ".stderr", "wb")
+
+    def stderr(self):
+        with open(self.out + ".stderr", "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def wait_writing(self):
+        deadline = time.time() + 10
+        while self.size() < 20 and time.time() < deadline:
+            time.sleep(0.02)
+        return self.size() >= 20
+
+    def still_writing(self, settle=1.0, watch=0.5):
+        """True if the file still grows `settle` s from now (leaves time to stop)."""
+        time.sleep(settle)
+        before = self.size()
+        time.sleep(watch)
+        return self.size() > before
+
+    def cleanup(self):
+        # Only the loop the test started, by its recorded pid, and only if it is still that one.
+        try:
+            pid = int(open(self.pidfile).read())
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                if (b"OUT=" + self.out.encode()) in f.read():
+                    os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 class Run(unittest.TestCase):
@@ -67,6 +133,84 @@ class Run(unittest.TestCase):
             self.assertFalse(os.path.exists(marker))
         self.run_cli("release", "run-held", tok)
 
+    def test_held_elsewhere_is_not_retried_without_wait(self):
+        # As `flock -n`: one attempt, then exit 1 (-v counts the attempts).
+        tok = self.run_cli("acquire", "run-once").stdout.decode().strip()
+        r = self.run_cli("-v", "run", "run-once", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(b"\n  1 attempt\n", r.stderr)
+        self.run_cli("release", "run-once", tok)
+
+    def test_several_resources_are_one_lock(self):
+        # `run a b -- cmd` like `acquire a b`: one token on both keys while the command runs.
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "env")
+            script = 'printf "%%s|%%s|%%s" "$REDLOCK_RESOURCE" "$REDLOCK_RESOURCES" "$REDLOCK_TOKEN" > %s; sleep 0.5' % out
+            p = subprocess.Popen([CLI, "run", "multi-a", "multi-b", "--", "sh", "-c", script], env=self.env())
+            for _ in range(100):
+                if os.path.exists(out) and open(out).read().count("|") == 2:
+                    break
+                time.sleep(0.02)
+            first, all_, token = open(out).read().split("|")
+            self.assertEqual((first, all_), ("multi-a", "multi-a\nmulti-b"))
+            self.assertGreaterEqual(self.c.count_with("multi-a", token), 2)
+            self.assertGreaterEqual(self.c.count_with("multi-b", token), 2)
+            self.assertEqual(p.wait(10), 0)
+        self.assertEqual(self.c.count_with("multi-a") + self.c.count_with("multi-b"), 0)
+        # All or nothing: one of them held elsewhere, the command does not run, nothing is kept.
+        tok = self.run_cli("acquire", "multi-b").stdout.decode().strip()
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "ran")
+            r = self.run_cli("run", "multi-a", "multi-b", "--", "touch", marker)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertFalse(os.path.exists(marker))
+        self.assertEqual(self.c.count_with("multi-a"), 0)
+        self.run_cli("release", "multi-b", tok)
+        # Without "--", flock(1)'s form: the first word is the resource, the rest the command.
+        r = self.run_cli("run", "multi-flock", "printenv", "REDLOCK_RESOURCES")
+        self.assertEqual((r.returncode, r.stdout), (0, b"multi-flock\n"), r.stderr)
+
+    def test_conflict_exit_code(self):
+        # -E N: the code for "held elsewhere", so that the command's own 1 means the command's.
+        tok = self.run_cli("acquire", "run-conflict").stdout.decode().strip()
+        for flag in ("-E", "--conflict-exit-code"):
+            r = self.run_cli("run", "run-conflict", flag, "75", "--", "true")
+            self.assertEqual(r.returncode, 75, r.stderr)
+        self.run_cli("release", "run-conflict", tok)
+        r = self.run_cli("run", "-E", "75", "run-conflict", "--", "sh", "-c", "exit 1")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # No quorum is not a conflict: still 3.
+        e = self.env()
+        e["REDLOCK_NODES"] = self.c.servers[0].address + ",127.0.0.1:1,127.0.0.1:2"
+        r = subprocess.run([CLI, "--retry-count", "0", "run", "-E", "75", "run-conflict", "--", "true"],
+                           capture_output=True, env=e, timeout=30)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        for bad in ("256", "-1", "x"):
+            r = self.run_cli("run", "-E", bad, "run-conflict", "--", "true")
+            self.assertEqual(r.returncode, 2, (bad, r.stderr))
+
+    def test_key_prefix(self):
+        # --key-prefix maps to the library's Options::key_prefix: the key is prefix + resource,
+        # the command still sees the resource.
+        r = self.run_cli("--key-prefix", "svc:", "run", "run-prefixed", "--", "sh", "-c",
+                         'echo "$REDLOCK_RESOURCE $REDLOCK_TOKEN"; sleep 0.3')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        resource, token = r.stdout.decode().split()
+        self.assertEqual(resource, "run-prefixed")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "tok")
+            p = subprocess.Popen([CLI, "--key-prefix", "svc:", "run", "run-prefixed", "--", "sh", "-c",
+                                  'echo "$REDLOCK_TOKEN" > %s; sleep 0.5' % out], env=self.env())
+            for _ in range(100):
+                if os.path.exists(out) and open(out).read().endswith("\n"):
+                    break
+                time.sleep(0.02)
+            token = open(out).read().strip()
+            self.assertGreaterEqual(self.c.count_with("svc:run-prefixed", token), 2)
+            self.assertEqual(self.c.count_with("run-prefixed"), 0)
+            self.assertEqual(p.wait(10), 0)
+        self.assertEqual(self.c.count_with("svc:run-prefixed"), 0)
+
     def test_wait_until_the_holder_leaves(self):
         tok = self.run_cli("acquire", "run-wait", "--ttl", "10s").stdout.decode().strip()
         releaser = subprocess.Popen(["sh", "-c", "sleep 0.6; exec \"$0\" release run-wait " + tok, CLI], env=self.env())
@@ -119,6 +263,127 @@ class Run(unittest.TestCase):
         for s in self.c.servers:
             command(s.port, "DEL", "run-stubborn")
         self.assertEqual(p.wait(10), 4)
+
+    def test_lost_lock_stops_the_commands_own_children(self):
+        # The lock is lost: SIGTERM reaches the script *and* the loop it started in the
+        # background, which must stop writing (the loop ignores nothing, so SIGTERM suffices).
+        with tempfile.TemporaryDirectory() as d:
+            gc = Grandchild(d)
+            try:
+                p = subprocess.Popen([CLI, "run", "run-lost-gc", "--ttl", "600ms", "--", "sh", "-c",
+                                      GRANDCHILD_JOB], env=gc.env(self.env()), stderr=gc.log())
+                self.assertTrue(gc.wait_writing())
+                for s in self.c.servers:
+                    command(s.port, "DEL", "run-lost-gc")
+                self.assertEqual(p.wait(10), 4, gc.stderr())
+                self.assertFalse(gc.still_writing(), "the command's child outlived the lock")
+            finally:
+                gc.cleanup()
+
+    def test_lost_lock_sigkills_children_that_ignore_sigterm(self):
+        with tempfile.TemporaryDirectory() as d:
+            gc = Grandchild(d)
+            try:
+                p = subprocess.Popen([CLI, "run", "run-lost-gc9", "--ttl", "600ms", "--grace", "300ms",
+                                      "--", "sh", "-c", GRANDCHILD_JOB], env=gc.env(self.env(), ignore_term=True),
+                                     stderr=gc.log())
+                self.assertTrue(gc.wait_writing())
+                for s in self.c.servers:
+                    command(s.port, "DEL", "run-lost-gc9")
+                self.assertEqual(p.wait(10), 4, gc.stderr())
+                self.assertFalse(gc.still_writing(settle=0.3), "run exited with the job still running")
+            finally:
+                gc.cleanup()
+
+    def test_kill_9_of_run_stops_the_whole_job(self):
+        # run itself is SIGKILLed: nothing of it can act any more, yet neither the command nor its
+        # child may keep working while the lock runs out and another client takes it.
+        with tempfile.TemporaryDirectory() as d:
+            gc = Grandchild(d)
+            try:
+                p = subprocess.Popen([CLI, "run", "run-kill9", "--ttl", "1s", "--", "sh", "-c", GRANDCHILD_JOB],
+                                     env=gc.env(self.env()), stderr=subprocess.DEVNULL)
+                self.assertTrue(gc.wait_writing())
+                p.kill()
+                p.wait(10)
+                self.assertFalse(gc.still_writing(), "the job outlived run (kill -9)")
+                # The lock was not released (run had no chance), but nobody works under it: it
+                # expires within its ttl and the next client gets it.
+                r = self.run_cli("run", "run-kill9", "--wait", "5s", "--", "true")
+                self.assertEqual(r.returncode, 0, r.stderr)
+            finally:
+                gc.cleanup()
+
+    def test_the_job_ends_before_the_lock_is_released(self):
+        # The command exits and leaves a background child working: it would work without the
+        # lock once run releases it, so it is stopped first (SIGTERM, SIGKILL after --grace).
+        with tempfile.TemporaryDirectory() as d:
+            gc = Grandchild(d)
+            try:
+                # Output to files: a pipe would stay open as long as the loop runs.
+                p = subprocess.Popen([CLI, "run", "run-leftover", "--grace", "1s", "--", "sh", "-c", GRANDCHILD_JOB],
+                                     env=gc.env(self.env(), exit_code=7), stderr=gc.log())
+                self.assertEqual(p.wait(30), 7, gc.stderr())  # the command's own status
+                self.assertIn("still running", gc.stderr())
+                self.assertFalse(gc.still_writing(settle=0.1), "a process of the job outlived the lock")
+                self.assertEqual(self.c.count_with("run-leftover"), 0)
+            finally:
+                gc.cleanup()
+
+    def test_an_interactive_command_gets_the_terminal(self):
+        # On a terminal, with run in the foreground, the job gets the terminal: a command that
+        # reads it is not stopped (SIGTTIN) for being in a process group of its own, and Ctrl-Z
+        # and Ctrl-C reach it.
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: a session leader on the pty, as a shell's job would be
+            try:
+                # Builtins only: Ctrl-Z must not land between dash's vfork and exec of a child,
+                # which leaves dash unstoppable in any shell.
+                os.execvpe(CLI, [CLI, "run", "run-tty", "--", "sh", "-c",
+                                 'read line; echo "got $line"; read more'], self.env())
+            finally:
+                os._exit(99)
+        out = b""
+        try:
+            deadline = time.time() + 10
+            time.sleep(0.5)
+            os.write(fd, b"hello\n")
+            while b"got hello" not in out and time.time() < deadline:
+                if not select.select([fd], [], [], 0.1)[0]:
+                    continue
+                try:
+                    out += os.read(fd, 1024)
+                except OSError:
+                    break
+            self.assertIn(b"got hello", out)
+            # Ctrl-Z stops the job, and run with it, so that a shell sees its job stopped; SIGCONT
+            # (the shell's fg) continues both and gives the terminal back to the job.
+            os.write(fd, b"\x1a")
+            for _ in range(500):
+                done, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+                if done:
+                    break
+                time.sleep(0.02)
+            self.assertTrue(done and os.WIFSTOPPED(status), "run did not stop with its job")
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.3)
+            os.write(fd, b"\x03")  # Ctrl-C: SIGINT to the terminal's foreground group
+            for _ in range(500):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                time.sleep(0.02)
+            self.assertTrue(done, "run did not end after Ctrl-C")
+            self.assertTrue(os.WIFEXITED(status), status)
+            self.assertEqual(os.WEXITSTATUS(status), 128 + signal.SIGINT)
+        finally:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            os.close(fd)
+        self.assertEqual(self.c.count_with("run-tty"), 0)
 
     def test_extends_while_the_command_runs(self):
         r = self.run_cli("run", "run-long", "--ttl", "300ms", "--", "sh", "-c", "sleep 1.2")
@@ -195,7 +460,7 @@ class Run(unittest.TestCase):
         self.assertEqual(self.c.count_with("run-fair"), 0)
 
     def test_usage_errors(self):
-        for args in (["run", "x"], ["run", "x", "--ttl", "0", "--", "true"], ["run", "", "--", "true"],
+        for args in (["run", "x"], ["run", "x", "y", "--"], ["run", "x", "--ttl", "0", "--", "true"], ["run", "", "--", "true"],
                      ["run", "x", "--grace", "soon", "--", "true"]):
             r = self.run_cli(*args)
             self.assertEqual(r.returncode, 2, (args, r.stderr))

@@ -20,14 +20,35 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, **kw)
 
 
-def help_flags(*args):
-    """Long flags listed by `redlock-cli ARGS --help`, and its subcommands."""
+def help_options(*args):
+    """The option lines of `redlock-cli ARGS --help`: [(names, type name or "")], where names are
+    the option's flags ("-E", "--conflict-exit-code") and the type name is what it takes ("N",
+    "TEXT"; "" for a flag that takes nothing)."""
     r = run([CLI] + list(args) + ["--help"])
     assert r.returncode == 0, r.stderr
-    flags = set(re.findall(r"(?m)^\s+(?:-\w,)?(--[a-z][a-z-]*)", r.stdout))
-    subs = re.search(r"(?ms)^Subcommands:\n(.*?)(?:\n\n|\Z)", r.stdout)
+    options = []
+    for names, value in re.findall(r"(?m)^  (-[-\w]*(?:,-[-\w]+)*)(?: ([A-Z][A-Z_]*))?(?:  |$)", r.stdout):
+        options.append((names.split(","), value))
+    return options, r.stdout
+
+
+def help_flags(*args):
+    """Flags (short and long) listed by `redlock-cli ARGS --help`, and its subcommands."""
+    options, text = help_options(*args)
+    flags = {n for names, _ in options for n in names if n not in ("-h", "--help")}
+    subs = re.search(r"(?ms)^Subcommands:\n(.*?)(?:\n\n|\Z)", text)
     commands = re.findall(r"(?m)^  (\w+)\s", subs.group(1)) if subs else []
     return flags, commands
+
+
+def every_help(*args):
+    """(args, options) of the top level, every command and every cluster subcommand."""
+    out = [((), help_options()[0])]
+    for c in COMMANDS:
+        out.append(((c,), help_options(c)[0]))
+    for c in CLUSTER_COMMANDS:
+        out.append((("cluster", c), help_options("cluster", c)[0]))
+    return out
 
 
 def complete(line):
@@ -79,7 +100,9 @@ class ManPage(unittest.TestCase):
         for c in CLUSTER_COMMANDS:
             flags |= help_flags("cluster", c)[0]
         for flag in sorted(flags):
-            self.assertTrue(flag in text, "%s is in --help but not in the man page" % flag)
+            # As a word: "-E" must not pass for being part of "-E," elsewhere by accident only.
+            self.assertRegex(text, r"(?<![\w-])%s(?![\w-])" % re.escape(flag),
+                             "%s is in --help but not in the man page" % flag)
 
 
 class BashCompletion(unittest.TestCase):
@@ -107,17 +130,35 @@ class BashCompletion(unittest.TestCase):
         self.assertIn("--delay", complete("redlock-cli cluster start 2 --"))
         # Global flags are accepted after the command too.
         self.assertIn("--nodes", complete("redlock-cli status job --"))
-        # After `run RESOURCE --`: the command to run.
+        # After `run RESOURCE... --`: the command to run.
         self.assertIn("bash", complete("redlock-cli run job -- bas"))
+        self.assertIn("bash", complete("redlock-cli run a b -E 9 -- bas"))
+        self.assertIn("--conflict-exit-code", complete("redlock-cli run job --con"))
+
+    def test_knows_which_flags_take_a_value(self):
+        # The word after a flag that takes a value is that value, never a subcommand or a
+        # resource: the completion must know every such flag, short and long.
+        script = 'source "$1"; shift; for f; do _redlock_cli_takes_value "$f" || echo "$f"; done'
+        takes, plain = set(), set()
+        for _, options in every_help():
+            for names, value in options:
+                (takes if value else plain).update(n for n in names if n not in ("-h", "--help"))
+        self.assertIn("-E", takes)
+        self.assertIn("--key-prefix", takes)
+        r = run(["bash", "--norc", "--noprofile", "-c", script, "bash", COMPLETION] + sorted(takes))
+        self.assertEqual(r.stdout.split(), [], "flags with a value that the completion does not know")
+        script = 'source "$1"; shift; for f; do _redlock_cli_takes_value "$f" && echo "$f"; done; true'
+        r = run(["bash", "--norc", "--noprofile", "-c", script, "bash", COMPLETION] + sorted(plain - takes))
+        self.assertEqual(r.stdout.split(), [], "flags without a value that the completion skips a word after")
 
     def test_offers_every_flag_of_the_cli(self):
         for c in COMMANDS:
-            offered = set(complete("redlock-cli %s --" % c))
+            offered = set(complete("redlock-cli %s -" % c))  # "-": short flags too
             flags, _ = help_flags(c)
             if c == "cluster":
                 for sub in CLUSTER_COMMANDS:
                     sub_flags = help_flags(c, sub)[0]
-                    offered_sub = set(complete("redlock-cli cluster %s --" % sub))
+                    offered_sub = set(complete("redlock-cli cluster %s -" % sub))
                     self.assertEqual(sorted(sub_flags - offered_sub), [], "cluster " + sub)
             self.assertEqual(sorted(flags - offered), [], "flags of %s missing from the completion" % c)
 

@@ -4,8 +4,11 @@
 then checks what landed in TMP: the library's soname and symlinks, that only the public API is
 exported (no hiredis, libuv or redlock::detail / private implementation symbols; every C API
 function present), self-contained headers, a relocatable redlock.pc, the CLI, its man page and
-completion. Finally two separate consumer projects find the package through pkg-config, one with
-meson (C++ API) and one with CMake (C API), build, and take a real lock on a redis-server.
+completion, the documents and licence. Then separate consumer projects find the package, build,
+and take a real lock on a redis-server: through pkg-config one with meson (C++ API) and one with
+CMake (C API), and through the CMake package config (find_package(redlock CONFIG), target
+redlock::redlock) one with CMake (C++ API, no C++ standard of its own). Finally the installed
+tree is moved elsewhere and redlock-cli still runs (RUNPATH $ORIGIN/../<libdir>).
 """
 import json
 import os
@@ -143,6 +146,50 @@ class Installed(unittest.TestCase):
         with open(comp) as f:
             self.assertIn("complete -F _redlock_cli redlock-cli", f.read())
 
+    def test_pkg_config_says_the_cxx_standard(self):
+        # Cflags carries no -std (it would break C consumers, and lower a newer standard a C++
+        # consumer chose); the requirement is a variable and in the description.
+        r = run(["pkg-config", "--variable=cxx_std", "redlock"], env=self.env)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "c++20"), r.stderr)
+        r = run(["pkg-config", "--cflags", "redlock"], env=self.env)
+        self.assertNotIn("-std=", r.stdout)
+        self.assertRegex(self.pc, r"(?m)^Description: .*C\+\+20")
+
+    def test_cli_runs_from_any_prefix(self):
+        # No LD_LIBRARY_PATH, no ldconfig: the CLI finds the library installed beside it, also
+        # after the whole tree was moved (an unpacked tarball, a relocated prefix).
+        cli = os.path.join(self.bindir, "redlock-cli")
+        r = run(["readelf", "-d", cli])
+        self.assertRegex(r.stdout, r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[\$ORIGIN/")
+        env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        moved = os.path.join(self.tmp, "moved")
+        shutil.copytree(self.root + self.prefix, moved, symlinks=True)
+        moved_cli = os.path.join(moved, os.path.relpath(cli, self.root + self.prefix))
+        moved_libdir = os.path.join(moved, os.path.relpath(self.libdir, self.root + self.prefix))
+        for exe, libdir in ((cli, self.libdir), (moved_cli, moved_libdir)):
+            r = run([exe, "--version"], env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(self.version, r.stdout + r.stderr)
+            ldd = run(["ldd", exe], env=env)
+            found = re.search(r"libredlock\.so\.\d+ => (\S+)", ldd.stdout)
+            self.assertIsNotNone(found, ldd.stdout)
+            self.assertEqual(os.path.realpath(os.path.dirname(found.group(1))), os.path.realpath(libdir))
+
+    def test_documents_and_licence(self):
+        doc = os.path.join(self.datadir, "doc", "redlock")
+        for name in ("README.md", "guide.md", "LICENSE", "CHANGELOG.md"):
+            self.assertTrue(os.path.isfile(os.path.join(doc, name)), name + " not installed")
+        with open(os.path.join(SOURCE, "meson.build")) as f:
+            licence = re.search(r"license\s*:\s*'([^']+)'", f.read()).group(1)
+        with open(os.path.join(doc, "LICENSE")) as f:
+            text = f.read()
+        self.assertEqual(licence, "MIT")
+        self.assertTrue(text.startswith("MIT License"), text[:40])
+        self.assertIn("Copyright (c) the redlock authors", text)
+        with open(os.path.join(doc, "CHANGELOG.md")) as f:
+            changelog = f.read()
+        self.assertIn("## [%s]" % self.version, changelog)
+
     # ---- symbols -------------------------------------------------------------------------
 
     def test_only_the_public_api_is_exported(self):
@@ -214,6 +261,34 @@ class Installed(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         out = self.consume(os.path.join(bld, "consumer"))
         self.assertIn("nodes=1\n", out)
+
+
+    def test_cmake_package_config_consumer(self):
+        # find_package(redlock CONFIG) with no pkg-config at all: the imported target brings the
+        # include directory, the library and C++20 (the consumer sets no standard; g++ 12 would
+        # default to C++17, which the headers do not compile as).
+        if not shutil.which("cmake"):
+            self.skipTest("cmake not installed")
+        src = os.path.join(HERE, "consumer-cmake-config")
+        bld = os.path.join(self.tmp, "consumer-cmake-config")
+        prefix = self.root + self.prefix
+        env = {k: v for k, v in self.env.items() if k != "PKG_CONFIG_PATH"}
+        major, minor = self.version.split(".")[:2]
+        r = run(["cmake", "-S", src, "-B", bld, "-DCMAKE_PREFIX_PATH=" + prefix,
+                 "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", "-DREDLOCK_WANT=%s.%s" % (major, minor)], env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("Found redlock %s in %s/" % (self.version, prefix), r.stdout)
+        r = run(["cmake", "--build", bld], env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(bld, "compile_commands.json")) as f:
+            self.assertRegex(f.read(), r"-std=(?:gnu|c)\+\+20")
+        out = self.consume(os.path.join(bld, "consumer"))
+        self.assertRegex(out, r"second-acquire=contended nodes=1")
+        # The version file: pre-1.0 a request for the next minor version is not met.
+        r = run(["cmake", "-S", src, "-B", bld + "-next", "-DCMAKE_PREFIX_PATH=" + prefix,
+                 "-DREDLOCK_WANT=%s.%d" % (major, int(minor) + 1)], env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("compatible with requested version", r.stderr)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,12 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
   check_acquisition(a.resources, opts, options);
   StopOnSignal interrupt;  // before the client's I/O thread exists
   opts.stop = interrupt.token();
+  AcquireRetry retry(options, opts, interrupt.token(), g.verbose);
   Client client(std::move(options));
-  auto res = client.try_acquire(a.resources, opts);
+  AcquireResult res;
+  do {
+    res = client.try_acquire(a.resources, opts);
+  } while (retry.again(res));
   interrupt.disarm();
   if (interrupt.signal() != 0) {
     // Stopped by the user: whatever was taken is given back, also when the signal came too late
@@ -48,6 +52,9 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
   if (g.json) print_acquire_json(a.resources, res, client.options().nodes.size(), client.quorum());
   if (!res) {
     report_failure(g, res.error, "cannot acquire", res.message, res.nodes);
+    if (g.verbose) {
+      std::cerr << "  " << res.attempts << (res.attempts == 1 ? " attempt" : " attempts") << "\n";
+    }
     return interrupt.signal() != 0 ? 128 + interrupt.signal() : exit_code_for(res.error);
   }
   if (g.verbose) {
@@ -77,7 +84,9 @@ Command acquire_command(const Globals& g) {
                .help = "Resource name(s); several = one lock over all of them",
                .required = true},
               {"--ttl", &a->ttl, "How long the nodes keep the lock (default 30s)"},
-              {"--wait", &a->wait, "Keep retrying until this much time has passed (default 0)"},
+              {"--wait", &a->wait,
+               "Keep retrying until this much time has passed (default 0: a lock held elsewhere "
+               "fails at once, as with flock -n; no quorum is retried --retry-count times)"},
               {"--fair", &a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)"},
               {"--read", &a->read, "A shared read lock (many readers, no writer)"},
               {"--write", &a->write,

@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "cli.hpp"
+#include "nodes/client.hpp"
 #include "nodes/process.hpp"
 #include "output.hpp"
 
@@ -236,9 +237,153 @@ void Demo::kill_majority_and_restart_at_once() {
       std::to_string(took.count()) + " ms");
 }
 
+// ---- data on the nodes ------------------------------------------------------------------------
+
+namespace {
+
+// Keys looked at per node: enough for any node one would run the demo on by mistake, and a
+// bounded time (one PTTL each) on a node that is really in use.
+constexpr int max_keys_per_node = 10000;
+
+nodes::SyncClient connect_local(int port) {
+  return nodes::SyncClient(nodes::Endpoint::local(static_cast<std::uint16_t>(port)),
+                           {.connect_timeout = Millis{1000}, .command_timeout = Millis{1000}});
+}
+
+// The databases INFO keyspace lists ("db0:keys=3,expires=1,avg_ttl=0").
+std::optional<std::vector<long long>> databases(nodes::SyncClient& c) {
+  auto info = c.command({"INFO", "keyspace"});
+  if (!info || info->type != nodes::Reply::Type::string) return std::nullopt;
+  std::vector<long long> dbs;
+  std::string_view text = info->str;
+  while (!text.empty()) {
+    const auto eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? "" : text.substr(eol + 1);
+    if (!line.starts_with("db")) continue;
+    const auto colon = line.find(':');
+    if (auto n = nodes::parse_int(line.substr(2, colon - 2))) dbs.push_back(*n);
+  }
+  return dbs;
+}
+
+bool select(nodes::SyncClient& c, long long db) {
+  auto r = c.command({"SELECT", std::to_string(db)});
+  return r && r->is_ok();
+}
+
+}  // namespace
+
+void Demo::snapshot_keys() {
+  keys_read_ = true;
+  for (const auto& st : m_.status()) {
+    if (st.state != ProcState::up) continue;
+    const std::string name = node_name(st.index) + " (127.0.0.1:" + std::to_string(st.port) + ")";
+    auto c = connect_local(st.port);
+    auto dbs = databases(c);
+    bool ok = dbs.has_value();
+    int seen = 0;
+    for (long long db : dbs.value_or(std::vector<long long>{})) {
+      if (!ok || seen >= max_keys_per_node || !(ok = select(c, db))) break;
+      std::string cursor = "0";
+      do {
+        auto r = c.command({"SCAN", cursor, "COUNT", "1000"});
+        if (!r || r->type != nodes::Reply::Type::array || r->elements.size() != 2) {
+          ok = false;
+          break;
+        }
+        cursor = r->elements[0].str;
+        for (const auto& k : r->elements[1].elements) {
+          if (std::string_view(k.str).starts_with(own_key_prefix)) continue;
+          if (seen >= max_keys_per_node) {
+            keys_capped_ = true;
+            break;
+          }
+          auto ttl = c.command({"PTTL", k.str});
+          if (!ttl || ttl->type != nodes::Reply::Type::integer) {
+            ok = false;
+            break;
+          }
+          if (ttl->integer == -2) continue;  // expired meanwhile
+          KeptKey kept{st.index, db, k.str, std::nullopt};
+          if (ttl->integer >= 0) kept.expires = SteadyClock::now() + Millis{ttl->integer};
+          kept_keys_.push_back(std::move(kept));
+          ++seen;
+        }
+      } while (ok && cursor != "0" && seen < max_keys_per_node);
+    }
+    if (!ok) unreadable_ += (unreadable_.empty() ? "" : ", ") + name;
+  }
+}
+
+void Demo::refuse_to_lose_data(const std::vector<NodeStatus>& status) const {
+  // Steps 3 and 4 kill nodes 1..Q and restart them; only appendonly yes + appendfsync always
+  // brings their keys back.
+  std::string why;
+  for (const auto& st : status) {
+    if (st.index > q_ || st.persistence == "aof") continue;
+    const std::string name = node_name(st.index) + " (127.0.0.1:" + std::to_string(st.port) + ")";
+    const auto n = std::count_if(kept_keys_.begin(), kept_keys_.end(),
+                                 [&](const KeptKey& k) { return k.node == st.index; });
+    auto first = std::find_if(kept_keys_.begin(), kept_keys_.end(),
+                              [&](const KeptKey& k) { return k.node == st.index; });
+    std::string what;
+    if (n > 0) {
+      what = name + " holds " + std::to_string(n) + (n == 1 ? " key" : " keys") +
+             (keys_capped_ ? " or more" : "") + " the demo did not write ('" +
+             printable(first->key) + "'" + (n > 1 ? ", ..." : "") + ")";
+    } else if (unreadable_.find(name) != std::string::npos) {
+      what = "what " + name + " holds cannot be read";
+    }
+    if (!what.empty()) why += (why.empty() ? "" : "; ") + what;
+  }
+  if (why.empty()) return;
+  throw Refused{why + ". The demo kills nodes 1.." + std::to_string(q_) +
+                " and restarts them without their data (persistence is not aof), so they would "
+                "lose those keys, held locks included. Point it at other nodes (--base-port, "
+                "--dir), or run them with `cluster up --persistence aof`"};
+}
+
+void Demo::check_keys_kept() {
+  if (!keys_read_ || (kept_keys_.empty() && unreadable_.empty())) return;
+  const auto now = SteadyClock::now();
+  std::vector<std::string> gone;
+  std::size_t looked = 0;
+  for (int i = 1; i <= n_; ++i) {
+    std::optional<nodes::SyncClient> c;
+    long long db = -1;
+    for (const auto& k : kept_keys_) {
+      if (k.node != i) continue;
+      // One that was due to expire (give or take a moment) may have: that is not a loss.
+      if (k.expires && *k.expires <= now + Millis{500}) continue;
+      ++looked;
+      if (!c) c.emplace(connect_local(m_.port_of(i)));
+      std::optional<nodes::Reply> r;
+      if (db == k.db || select(*c, k.db)) {
+        db = k.db;
+        r = c->command({"EXISTS", k.key});
+      }
+      if (!r || r->type != nodes::Reply::Type::integer || r->integer != 1) {
+        gone.push_back(node_name(i) + " '" + printable(k.key) + "'");
+      }
+    }
+  }
+  std::string gone_text;
+  for (std::size_t j = 0; j < gone.size() && j < 5; ++j)
+    gone_text += (j == 0 ? "" : ", ") + gone[j];
+  if (gone.size() > 5) gone_text += ", ...";
+  check(gone.empty() && unreadable_.empty(),
+        "the masters that were running before the demo still hold the " + std::to_string(looked) +
+            (looked == 1 ? " key" : " keys") + " they had" +
+            (keys_capped_ ? " (the first " + std::to_string(max_keys_per_node) + " of each)" : ""),
+        !unreadable_.empty() ? "could not read what " + unreadable_ + " held"
+                             : std::to_string(gone.size()) + " gone: " + gone_text);
+}
+
 int Demo::run() {
   const auto t0 = SteadyClock::now();
   bool was_interrupted = false;
+  std::string refused;
   intro();
   try {
     step_nodes();
@@ -251,6 +396,11 @@ int Demo::run() {
     was_interrupted = true;
     line();
     say(p_.paint("interrupted: restoring the nodes first", yellow));
+  } catch (const Refused& r) {
+    refused = r.why;
+    say(p_.paint("refused: " + r.why, bold_red));
+    // stderr too: a script running the demo must not need to parse stdout to learn why.
+    std::cerr << "redlock-cli: demo: refused: " << r.why << "\n";
   } catch (const Abort&) {
     say("cannot go on without the nodes");
   } catch (const ClusterError& e) {
@@ -274,6 +424,12 @@ int Demo::run() {
     // Nobody reads stdout any more; stderr may still reach the user.
     std::cerr << "redlock-cli: demo: stdout was closed; stopped after " << fmt_s(took)
               << " and restored the nodes\n";
+  }
+  if (!refused.empty()) {
+    line(p_.paint("verdict: REFUSED", bold_red) +
+         ": masters it would kill hold data it would destroy; nothing was killed or restarted (" +
+         fmt_s(took) + ")");
+    return 1;
   }
   if (was_interrupted) {
     line(p_.paint("verdict: INTERRUPTED", bold_red) + " after " + fmt_s(took) + " (" +
@@ -348,18 +504,20 @@ Command demo_command(const Globals&) {
       .name = "demo",
       .description = "Narrated, self-checking failover demonstration on local nodes (takes ~10 s)",
       .footer =
-          "Starts the masters that are not running (running ones are used as they are), takes a "
-          "lock, kills\n"
-          "masters one at a time, shows why a crashed master must not restart empty at once, then "
-          "restarts\n"
-          "what it killed and stops what it started. Any -n/--nodes is ignored: the demo only ever "
-          "acts on\n"
-          "the local masters of DIR.\n"
+          "Starts the masters that are not running (running ones are used as they are), takes a\n"
+          "lock, kills masters one at a time, shows why a crashed master must not restart empty "
+          "at once,\n"
+          "then restarts what it killed and stops what it started. It refuses, changing nothing, "
+          "when a\n"
+          "master it would kill holds keys it did not write and would lose them (persistence "
+          "not aof).\n"
+          "Any -n/--nodes is ignored: the demo only ever acts on the local masters of DIR.\n"
           "Colour when stdout is a terminal and NO_COLOR is unset. Exit status: 0 every check "
-          "passed, 1 a\n"
-          "check failed or a node could not be started, 2 usage error, 130 interrupted (nodes "
-          "restored),\n"
-          "141 stdout closed by its reader, e.g. `demo | head` (nodes restored).",
+          "passed,\n"
+          "1 a check failed, a node could not be started, or refused; 2 usage error; 130 "
+          "interrupted\n"
+          "(nodes restored); 141 stdout closed by its reader, e.g. `demo | head` (nodes "
+          "restored).",
       .options =
           {
               {.names = "--count",

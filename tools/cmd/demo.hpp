@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -46,6 +47,25 @@ inline std::atomic<bool> interrupted{false};
 inline std::atomic<bool> output_gone{false};
 struct Interrupted {};
 struct Abort {};  // a failed check that makes the rest of the demo meaningless
+// The demo will not run on these nodes: it would destroy data it did not write. Nothing has been
+// changed when this is thrown (only nodes the demo itself started are stopped again).
+struct Refused {
+  std::string why;
+};
+
+// The demo's own keys: every resource it locks is named so. A key of this name that a node
+// holds before the demo is a leftover of an interrupted demo (it expires within its ttl).
+inline constexpr std::string_view own_key_prefix = "demo:";
+
+// A key that a master held before the demo (the demo did not write it), looked for again at the
+// end: the demo must leave the data on nodes it reuses as it found it.
+struct KeptKey {
+  int node = 0;
+  long long db = 0;
+  std::string key;
+  // When it would have expired by itself; nullopt: it has no expiry.
+  std::optional<SteadyClock::time_point> expires;
+};
 
 inline void checkpoint() {
   if (interrupted.load()) throw Interrupted{};
@@ -157,6 +177,15 @@ class Demo {
   void step_restart_guarded();
   void step_restore(bool interrupted);
 
+  // Data on the nodes (demo.cpp).
+  // Reads every key (but the demo's own) of every running master, with its expiry.
+  void snapshot_keys();
+  // Throws Refused when a master the demo will kill and restart holds keys it did not write and
+  // would not keep them (no appendonly yes + appendfsync always).
+  void refuse_to_lose_data(const std::vector<NodeStatus>& status) const;
+  // The check at the end: every key of the snapshot is still there, but those that expired.
+  void check_keys_kept();
+
   // Helpers.
   [[nodiscard]] Options options(Millis min_uptime = Millis{0}) const;
   std::string node_name(int i) const {
@@ -191,6 +220,10 @@ class Demo {
   std::unique_ptr<Client> client_;             // client A of steps 2-3 (a long-lived service)
   int checks_ = 0;
   std::vector<std::string> failures_;
+  std::vector<KeptKey> kept_keys_;  // what the masters held before the demo (snapshot_keys)
+  bool keys_read_ = false;          // snapshot_keys() ran
+  bool keys_capped_ = false;        // a node had more keys than are looked at
+  std::string unreadable_;          // masters whose keys could not be read, for messages
 };
 
 }  // namespace redlock::cli::demo

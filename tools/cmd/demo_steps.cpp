@@ -65,6 +65,19 @@ void Demo::step_nodes() {
                              [](const NodeStatus& s) { return s.state == ProcState::up; }),
                  "all " + std::to_string(n_) + " masters are up");
   if (!ready_) throw Abort{};
+  // Before anything is killed: the data of masters that were running already is someone's.
+  snapshot_keys();
+  try {
+    refuse_to_lose_data(status);
+  } catch (const Refused&) {
+    ready_ = false;  // nothing of steps 2-5 happened: step_restore only undoes step 1
+    throw;
+  }
+  if (!kept_keys_.empty()) {
+    say(std::to_string(kept_keys_.size()) + (kept_keys_.size() == 1 ? " key" : " keys") +
+        " of others on these masters (appendonly yes + appendfsync always where the demo kills)"
+        ": checked again at the end.");
+  }
   if (durable_) {
     say("These nodes run appendonly yes + appendfsync always: a killed node comes back with its "
         "keys,");
@@ -298,6 +311,7 @@ void Demo::step_restore(bool interrupted) {
     }
     if (ready_) say("left the other masters running, as they were before the demo");
   }
+  check_keys_kept();
   status = m_.status();
   bool as_before = status.size() == before_.size();
   for (std::size_t i = 0; as_before && i < status.size(); ++i)

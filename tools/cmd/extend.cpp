@@ -26,7 +26,7 @@ int run_extend(ExtendArgs a, const Globals& g) {
   Client client(make_options(g));
   auto res = client.try_extend(
       Lock::from_token(a.args, token, a.read ? LockMode::read : LockMode::exclusive), ttl);
-  if (g.json) print_extend_json(a.args, token, ttl, res);
+  if (g.json) print_extend_json(a.args, token, ttl, res, client.options().nodes.size());
   if (!res) {
     report_failure(g, res.error, "cannot extend", res.message, res.nodes);
     return exit_code_for(res.error);

@@ -19,7 +19,7 @@ int run_release(std::vector<std::string> args, bool read, const Globals& g) {
   Client client(make_options(g));
   auto res = client.try_release(
       Lock::from_token(args, token, read ? LockMode::read : LockMode::exclusive));
-  if (g.json) print_release_json(args, token, res);
+  if (g.json) print_release_json(args, token, res, client.options().nodes.size());
   if (!res) {
     report_failure(g, res.error, "cannot release", res.message, res.nodes);
     return exit_code_for(res.error);

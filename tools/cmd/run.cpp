@@ -1,15 +1,21 @@
-// redlock-cli run RESOURCE [--ttl DUR] [--wait DUR] [--grace DUR] -- COMMAND [ARGS...]
+// redlock-cli run RESOURCE... [--ttl DUR] [--wait DUR] [--grace DUR] [-E N] -- COMMAND [ARGS...]
 //
-// flock(1) across machines: acquire, run COMMAND with the lock in its environment, extend the
-// lock automatically while it runs, release it when COMMAND exits, and exit with its status.
-// If the lock is lost, COMMAND gets SIGTERM, then SIGKILL after the grace period, and run exits 4.
+// flock(1) across machines: acquire (one lock over all the resources, as `acquire a b`), run
+// COMMAND with the lock in its environment, extend the lock automatically while it runs, release
+// it when COMMAND exits, and exit with its status.
+//
+// No process of the job outlives the lock. COMMAND runs in a process group of its own, with a
+// watchdog that ends the group when run dies, however it dies (run_job.hpp says how and why).
+// If the lock is lost, the whole group gets SIGTERM, then SIGKILL after the grace period, and
+// run exits 4. When COMMAND exits and processes it started are still running, they get the same
+// (they would otherwise work on without the lock); then the lock is released.
 //
 // Signals: they are blocked in every thread before the client starts and read from a signalfd,
 // so none can land in the I/O thread. While the lock is being acquired (`--wait`), SIGINT, SIGTERM,
 // SIGHUP and SIGQUIT cancel the acquisition and `run` exits 128+N without starting COMMAND.
-// Once COMMAND runs, signals sent to `run` by a process (kill) are forwarded to
-// COMMAND; signals the terminal sends to the whole foreground group already reach COMMAND, which
-// shares run's process group, and are not sent twice.
+// Once COMMAND runs, signals sent to run are forwarded to the job's process group. When run has
+// the terminal in the foreground, the job gets it, so the terminal's own signals (Ctrl-C, Ctrl-Z)
+// go to the job directly.
 
 #include <poll.h>
 #include <signal.h>
@@ -25,13 +31,15 @@
 #include "cli.hpp"
 #include "output.hpp"
 #include "redlock/client.hpp"
+#include "run_job.hpp"
 
 namespace redlock::cli {
 namespace {
 
 struct RunArgs {
-  std::string resource;
-  std::vector<std::string> command;
+  std::vector<std::string> resources;               // before "--"
+  std::optional<std::vector<std::string>> command;  // after "--" (main.cpp's split_rest)
+  std::optional<int> conflict_exit_code;
   std::string ttl = "30s";
   std::string wait;
   std::string grace = "5s";
@@ -41,8 +49,10 @@ struct RunArgs {
   bool fair = false;
 };
 
-constexpr int forwarded_signals[] = {SIGINT,  SIGTERM, SIGHUP,   SIGQUIT,
-                                     SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+// Read from run's signalfd once the job runs: forwarded to the job (SIGCONT and SIGTSTP with a
+// little more, see run_job.hpp).
+constexpr int forwarded_signals[] = {SIGINT,  SIGTERM,  SIGHUP,  SIGQUIT, SIGUSR1,
+                                     SIGUSR2, SIGWINCH, SIGCONT, SIGTSTP};
 
 int status_to_exit(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -50,48 +60,43 @@ int status_to_exit(int status) {
   return 1;
 }
 
-pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask,
-            const std::string& resource, const std::string& token,
-            std::optional<std::uint64_t> fence) {
-  // Everything the child needs is prepared before fork: the client's I/O thread exists, so the
-  // child may only make async-signal-safe calls.
-  std::vector<char*> argv;
-  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::string env_resource = "REDLOCK_RESOURCE=" + resource;
-  std::string env_token = "REDLOCK_TOKEN=" + token;
-  std::vector<char*> envp;
+// run's environment for COMMAND, with the lock's variables.
+std::vector<std::string> job_environment(const std::vector<std::string>& resources,
+                                         const std::string& token,
+                                         std::optional<std::uint64_t> fence) {
+  std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "REDLOCK_RESOURCE=", 17) != 0 &&
-        std::strncmp(*e, "REDLOCK_TOKEN=", 14) != 0 &&
-        std::strncmp(*e, "REDLOCK_FENCE=", 14) != 0) {
-      envp.push_back(*e);
+    const std::string_view v = *e;
+    if (!v.starts_with("REDLOCK_RESOURCE=") && !v.starts_with("REDLOCK_RESOURCES=") &&
+        !v.starts_with("REDLOCK_TOKEN=") && !v.starts_with("REDLOCK_FENCE=")) {
+      env.emplace_back(v);
     }
   }
-  std::string env_fence = fence ? "REDLOCK_FENCE=" + std::to_string(*fence) : std::string();
-  envp.push_back(env_resource.data());
-  envp.push_back(env_token.data());
-  if (fence) envp.push_back(env_fence.data());
-  envp.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-    execvpe(argv[0], argv.data(), envp.data());
-    const char* msg = "redlock-cli: cannot run command: ";
-    (void)!write(2, msg, std::strlen(msg));
-    const char* err = std::strerror(errno);
-    (void)!write(2, err, std::strlen(err));
-    (void)!write(2, "\n", 1);
-    _exit(errno == ENOENT ? 127 : 126);
-  }
-  return pid;
+  env.push_back("REDLOCK_RESOURCE=" + resources.front());
+  std::string all = "REDLOCK_RESOURCES=";
+  for (std::size_t i = 0; i < resources.size(); ++i) all += (i == 0 ? "" : "\n") + resources[i];
+  env.push_back(std::move(all));
+  env.push_back("REDLOCK_TOKEN=" + token);
+  if (fence) env.push_back("REDLOCK_FENCE=" + std::to_string(*fence));
+  return env;
 }
 
 int run_run(const RunArgs& a, const Globals& g) {
-  if (a.resource.empty()) throw UsageError("empty resource name");
-  std::vector<std::string> command = a.command;
-  if (!command.empty() && command.front() == "--") command.erase(command.begin());
-  if (command.empty()) throw UsageError("no command given (run RESOURCE -- COMMAND [ARGS...])");
+  std::vector<std::string> resources = a.resources;
+  std::vector<std::string> command = a.command.value_or(std::vector<std::string>{});
+  // Without "--", flock(1)'s form: one resource, then the command.
+  if (!a.command && resources.size() > 1) {
+    command.assign(resources.begin() + 1, resources.end());
+    resources.resize(1);
+  }
+  if (command.empty()) throw UsageError("no command given (run RESOURCE... -- COMMAND [ARGS...])");
+  for (const auto& r : resources) {
+    if (r.empty()) throw UsageError("empty resource name");
+  }
+  if (a.conflict_exit_code && (*a.conflict_exit_code < 0 || *a.conflict_exit_code > 255)) {
+    throw UsageError("--conflict-exit-code: " + std::to_string(*a.conflict_exit_code) +
+                     " is outside 0..255");
+  }
   LockOptions lo;
   lo.acquire.ttl = ttl_arg(a.ttl);
   if (lo.acquire.ttl < Millis{30}) {
@@ -107,13 +112,17 @@ int run_run(const RunArgs& a, const Globals& g) {
   lo.acquire.mode = lock_mode(a.read, a.write);
   lo.acquire.fair = a.fair;
   Options opts = make_options(g);
-  check_acquisition({a.resource}, lo.acquire, opts);
+  check_acquisition(resources, lo.acquire, opts);
 
   sigset_t mask, old_mask;
   sigemptyset(&mask);
   for (int s : forwarded_signals) sigaddset(&mask, s);
   sigaddset(&mask, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &mask, &old_mask);  // before the client's thread exists
+  // SIGTTOU only blocked, never read: taking the terminal back from the job works from a
+  // background group then.
+  sigset_t blocked = mask;
+  sigaddset(&blocked, SIGTTOU);
+  sigprocmask(SIG_BLOCK, &blocked, &old_mask);  // before the client's thread exists
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   int lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (sfd < 0 || lost_fd < 0)
@@ -121,12 +130,17 @@ int run_run(const RunArgs& a, const Globals& g) {
 
   StopOnSignal interrupt;  // a signal while acquiring ends the wait; the command is not started
   lo.acquire.stop = interrupt.token();
+  AcquireRetry retry(opts, lo.acquire, interrupt.token(), g.verbose);
   Client client(opts);
   lo.hold.on_lost = [lost_fd](const LossInfo&) {
     std::uint64_t one = 1;
     (void)!write(lost_fd, &one, sizeof one);
   };
-  auto [guard, res] = client.try_lock({a.resource}, lo);
+  Guard guard;
+  AcquireResult res;
+  do {
+    std::tie(guard, res) = client.try_lock(resources, lo);
+  } while (retry.again(res));
   interrupt.disarm();
   if (interrupt.signal() != 0) {
     if (res) guard.release();
@@ -137,34 +151,72 @@ int run_run(const RunArgs& a, const Globals& g) {
   }
   if (!res) {
     report_failure(g, res.error, "cannot acquire", res.message, res.nodes);
+    if (g.verbose) {
+      std::cerr << "  " << res.attempts << (res.attempts == 1 ? " attempt" : " attempts") << "\n";
+    }
+    // -E: flock(1)'s conflict exit code, so that a command's own 1 is not taken for "held".
+    if (res.error == Errc::contended && a.conflict_exit_code) return *a.conflict_exit_code;
     return exit_code_for(res.error);
   }
   if (g.verbose) {
-    std::cerr << "redlock-cli: acquired '" << a.resource << "' (" << res.lock.votes() << "/"
-              << opts.nodes.size() << " votes), running " << command.front() << "\n";
+    std::cerr << "redlock-cli: acquired '" << printable(resources.front()) << "'"
+              << (resources.size() > 1 ? " and " + std::to_string(resources.size() - 1) + " more"
+                                       : std::string())
+              << " (" << res.lock.votes() << "/" << opts.nodes.size() << " votes), running "
+              << command.front() << "\n";
   }
 
-  pid_t child = spawn(command, old_mask, a.resource, res.lock.token(), res.lock.fence());
-  if (child < 0) {
-    guard.release();
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  }
+  // The configuration warnings of the acquisition come before the command's own output.
+  flush_warnings();
 
   bool lost = false;
-  int exit_code = 1;
-  std::optional<BootClock::time_point> kill_at;
+  bool cleaning_up = false;  // COMMAND has exited; the rest of its group is being ended
+  // (time_point::max(): not planned. Not std::optional: GCC 12 sees it as maybe uninitialized.)
+  constexpr auto never = BootClock::time_point::max();
+  BootClock::time_point kill_at = never;      // SIGKILL to the group then
+  BootClock::time_point given_up_at = never;  // after SIGKILL, stop waiting then
+  std::optional<run_job::Job> job;
+  try {
+    job.emplace(command, job_environment(resources, res.lock.token(), res.lock.fence()), old_mask);
+  } catch (const std::exception&) {
+    guard.release();
+    throw;
+  }
+  const auto say = [&](const std::string& what) {
+    if (!g.quiet) std::cerr << "redlock-cli: " << what << "\n";
+  };
+  bool warned_watchdog = false;
   while (true) {
-    pollfd fds[2] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
+    const auto now = BootClock::now();
+    if (job->command_status()) {
+      if (job->empty()) break;
+      if (!cleaning_up && !lost) {
+        // It would go on working without the lock once we release it.
+        cleaning_up = true;
+        say(command.front() + " exited; processes it started are still running: sending SIGTERM");
+        job->terminate();
+        kill_at = now + grace;
+      }
+      if (now >= given_up_at) {
+        say("processes of " + command.front() + "'s group did not end after SIGKILL");
+        break;
+      }
+    }
     int timeout = -1;
-    if (kill_at) {
-      auto left = std::chrono::duration_cast<Millis>(*kill_at - BootClock::now()).count();
+    if (kill_at != never) {
+      auto left = std::chrono::ceil<Millis>(kill_at - now).count();
       timeout = static_cast<int>(std::max<long long>(0, left));
     }
-    int n = poll(fds, 2, timeout);
-    if (n < 0 && errno != EINTR) break;
-    if (kill_at && BootClock::now() >= *kill_at) {
-      kill(child, SIGKILL);
-      kill_at.reset();
+    // Members of the group that are not our children end without telling us: look again soon.
+    if (job->command_status()) timeout = timeout < 0 ? 20 : std::min(timeout, 20);
+    pollfd fds[2] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
+    if (poll(fds, 2, timeout) < 0 && errno != EINTR) {
+      throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
+    }
+    if (BootClock::now() >= kill_at) {
+      job->signal(SIGKILL);
+      kill_at = never;
+      given_up_at = BootClock::now() + std::max(grace, Millis{1000});
     }
     if (fds[1].revents & POLLIN) {
       std::uint64_t v;
@@ -172,34 +224,42 @@ int run_run(const RunArgs& a, const Globals& g) {
       if (!lost) {
         lost = true;
         auto info = guard.lost();
-        if (!g.quiet) {
-          std::cerr << "redlock-cli: lock on '" << a.resource << "' lost ("
-                    << (info ? info->message : std::string("unknown")) << "): sending SIGTERM to "
-                    << command.front() << "\n";
-        }
-        kill(child, SIGTERM);
-        kill_at = BootClock::now() + grace;
+        say("lock on '" + printable(resources.front()) + "' lost (" +
+            (info ? info->message : std::string("unknown")) + "): sending SIGTERM to " +
+            command.front() + " and its group");
+        job->terminate();
+        if (kill_at == never && given_up_at == never) kill_at = BootClock::now() + grace;
       }
     }
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        if (si.ssi_signo == SIGCHLD) continue;
-        // A signal the kernel/terminal sent to our process group has reached the child too.
-        if (si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE)
-          kill(child, static_cast<int>(si.ssi_signo));
+        const int sig = static_cast<int>(si.ssi_signo);
+        if (sig == SIGCHLD) continue;  // reaped below
+        // Our own stop of our process group (the job was stopped from the terminal).
+        if (static_cast<pid_t>(si.ssi_pid) == getpid()) continue;
+        if (sig == SIGCONT) {
+          job->resume();
+        } else if (sig == SIGTSTP) {
+          job->suspend();
+        } else {
+          job->signal(sig);
+        }
       }
     }
-    int status = 0;
-    pid_t w = waitpid(child, &status, WNOHANG);
-    if (w == child) {
-      exit_code = status_to_exit(status);
-      break;
+    job->reap();
+    if (job->watchdog_lost() && !warned_watchdog) {
+      warned_watchdog = true;
+      say("the watchdog was killed: if run is killed now, " + command.front() +
+          "'s group is not stopped with it");
     }
   }
+  job->finish();
+  const int exit_code = status_to_exit(job->command_status().value_or(0));
   auto rel = guard.release();
   if (g.verbose) {
-    std::cerr << "redlock-cli: released '" << a.resource << "' on " << rel.deleted << " node(s)\n";
+    std::cerr << "redlock-cli: released '" << printable(resources.front()) << "' on " << rel.deleted
+              << " node(s)\n";
   }
   close(sfd);
   close(lost_fd);
@@ -212,31 +272,43 @@ Command run_command(const Globals& g) {
   auto a = std::make_shared<RunArgs>();
   return {
       .name = "run",
-      .description = "Run a command while holding a lock (like flock(1), across machines)",
+      .description =
+          "Run a command while holding a lock (like flock(1), across machines):\n"
+          "  run RESOURCE... [OPTIONS] -- COMMAND [ARGS...]",
       .footer =
-          "Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere, 2 usage,\n"
-          "3 no quorum, 4 the lock was lost while COMMAND ran.\n"
-          "COMMAND sees REDLOCK_RESOURCE and REDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in "
-          "its\nenvironment.",
+          "Several resources: one lock over all of them, as with acquire. Without --, the first "
+          "word\nis the resource and the rest the command.\n"
+          "COMMAND runs in a process group of its own; no process of it outlives the lock, "
+          "also when\nrun is killed (a watchdog, redlock-watch, ends the group). Signals to run "
+          "are forwarded to it.\n"
+          "Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere (or -E's "
+          "N),\n2 usage, 3 no quorum, 4 the lock was lost while COMMAND ran.\n"
+          "COMMAND sees REDLOCK_RESOURCE (the first resource), REDLOCK_RESOURCES (all, one per "
+          "line),\nREDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its environment.",
       .options =
           {
               {.names = "resource",
-               .target = &a->resource,
-               .help = "Resource name",
-               .required = true},
-              {.names = "command",
-               .target = &a->command,
-               .help = "-- COMMAND [ARGS...]",
+               .target = &a->resources,
+               .help = "Resource name(s); several = one lock over all of them",
                .required = true},
               {"--ttl", &a->ttl, "Lock ttl; extended every ttl/3 while COMMAND runs (default 30s)"},
-              {"--wait", &a->wait, "Keep retrying the acquisition this long (default 0)"},
+              {"--wait", &a->wait,
+               "Keep retrying the acquisition this long (default 0: a lock held elsewhere fails "
+               "at once, no quorum is retried --retry-count times)"},
               {"--grace", &a->grace,
-               "After a loss: SIGTERM, then SIGKILL after this long (default 5s)"},
+               "After a loss, or when processes outlive COMMAND: SIGTERM to its process group, "
+               "then SIGKILL after this long (default 5s)"},
+              {.names = "-E,--conflict-exit-code",
+               .target = &a->conflict_exit_code,
+               .help = "Exit with N instead of 1 when the lock is held elsewhere (as flock -E), so "
+                       "COMMAND's own 1 is not taken for it",
+               .type_name = "N"},
               {"--fence", &a->fence, "Take a fencing token and export it as REDLOCK_FENCE"},
               {"--fair", &a->fair, "Wait in a FIFO queue shared by all clients (use with --wait)"},
               {"--read", &a->read, "Hold a shared read lock"},
               {"--write", &a->write, "Hold a write lock (excludes readers)"},
           },
+      .rest = &a->command,
       .run = [a, &g] { return run_run(*a, g); },
       .storage = a,
   };

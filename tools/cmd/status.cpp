@@ -14,7 +14,7 @@ int run_status(const std::string& resource, const Globals& g) {
   Client client(make_options(g));
   auto res = client.status(resource);
   if (g.json) {
-    print_status_json(resource, res);
+    print_status_json(resource, res, client.options().nodes.size());
     return exit_ok;
   }
   std::size_t w = 4;
