@@ -311,3 +311,31 @@ TEST_CASE("a release nobody confirmed says why per node: timeouts may have delet
     CHECK_MESSAGE(rel.message.find("could be reached (3 down)") != std::string::npos, rel.message);
   }
 }
+
+// Issue 16: with names resolved on the loop's thread (as hiredis 0.14 did), one name that took 2 s
+// to resolve made try_lock block for 36 s and end expired, and marked a healthy node down. Run
+// by the meson test 'integration-slow-resolver' with tests/support/slow_resolver.c preloaded.
+TEST_CASE("a slow resolver costs its node connect_timeout at most and the others nothing" *
+          doctest::skip(std::getenv("REDLOCK_TEST_SLOW_RESOLVER") == nullptr)) {
+  RedisCluster c(4);
+  const std::string slow = "redis://node5.slow.test:" + std::to_string(redlock::test::free_port());
+  Options o = options_for(client_csv(c) + "," + slow);
+  o.connect_timeout = 300ms;
+  o.node_timeout = 100ms;
+  Client client(o);
+  const auto start = Clock::now();
+  auto r = client.try_acquire({"dns"}, ttl_opts(10s));
+  const auto took = ms_since(start);
+  REQUIRE_MESSAGE(r, r.message);  // four healthy nodes are a quorum of five
+  CHECK(took < 1500);             // not the resolver's 2 s, let alone 36 s
+  CHECK(r.lock.validity() > 8s);
+  for (int i = 0; i < 4; ++i) CHECK(r.nodes[static_cast<std::size_t>(i)].state != NodeState::down);
+  // The slow node's own record says where it is stuck (once the connect deadline has passed).
+  AcquireResult later;
+  REQUIRE(eventually([&] {
+    later = client.try_acquire({"dns-" + std::to_string(rand())}, ttl_opts(10s));
+    return later.nodes.size() == 5 && later.nodes[4].state == NodeState::down;
+  }, 3000ms));
+  CHECK_MESSAGE(later.nodes[4].detail.find("resolving the host") != std::string::npos, later.nodes[4].detail);
+  CHECK(later);
+}
