@@ -61,7 +61,7 @@ extern "C" {
 #endif
 
 /** Grows by one with every release that adds functions; compare with redlock_c_api_version(). */
-#define REDLOCK_C_API_VERSION 2 /* 2: redlock_cancel */
+#define REDLOCK_C_API_VERSION 3 /* 2: redlock_cancel; 3: redlock_options_set_tls* */
 
 /** Return codes. Values are stable (part of the ABI). */
 #define REDLOCK_OK 0
@@ -138,8 +138,9 @@ REDLOCK_C_API int64_t redlock_result_node_latency_us(const redlock_result* resul
 REDLOCK_C_API int redlock_options_new(redlock_options** out);
 REDLOCK_C_API int redlock_options_free(redlock_options* options);
 /** Comma-separated addresses: "host:port", "redis://[[user]:password@]host[:port][/db]",
+ * "rediss://..." (TLS; per-node "?sni=NAME&cacert=FILE&cert=FILE&key=FILE&insecure"),
  * "unix:///path?db=N", "redis://[::1]:7001". REDLOCK_E_INVALID (message naming the bad address in
- * `detail`) for a malformed list or a duplicate; the options are then unchanged. */
+ * `detail`, never a password) for a malformed list or a duplicate; the options are then unchanged. */
 REDLOCK_C_API int redlock_options_set_nodes(redlock_options* options, const char* list, size_t len,
                                             redlock_result* detail);
 /** Per-command deadline on each node; keep it far below the ttl. Must be > 0. */
@@ -157,6 +158,25 @@ REDLOCK_C_API int redlock_options_set_key_prefix(redlock_options* options, const
 REDLOCK_C_API int redlock_options_set_min_node_uptime_ms(redlock_options* options, uint64_t ms);
 /** Nonzero: nodes run appendonly yes + appendfsync always; turns the restart guard off. */
 REDLOCK_C_API int redlock_options_set_durable_nodes(redlock_options* options, int durable);
+
+/* TLS (C API version 3). Verification of the servers' certificates is on unless turned off by
+ * name. The files are read by redlock_client_new, which fails with REDLOCK_E_INVALID and a message
+ * naming a file it cannot use. Paths are bytes of length `len` (NULL with 0: none). */
+/** Nonzero: TLS to every TCP node (a rediss:// address asks for it on its own). */
+REDLOCK_C_API int redlock_options_set_tls(redlock_options* options, int enabled);
+/** PEM file of the CAs to trust (default, with no CA directory either: the system's). */
+REDLOCK_C_API int redlock_options_set_tls_ca_file(redlock_options* options, const char* path, size_t len);
+/** Directory of CA certificates with hashed names (as c_rehash makes). */
+REDLOCK_C_API int redlock_options_set_tls_ca_dir(redlock_options* options, const char* path, size_t len);
+/** Client certificate and its private key (PEM), for servers that ask for one. */
+REDLOCK_C_API int redlock_options_set_tls_client_cert(redlock_options* options, const char* cert,
+                                                      size_t cert_len, const char* key, size_t key_len);
+/** SNI, and the name the certificates must carry (default: each node's host). */
+REDLOCK_C_API int redlock_options_set_tls_server_name(redlock_options* options, const char* name,
+                                                      size_t len);
+/** Nonzero: accept ANY server certificate. The connection is encrypted but not authenticated:
+ * anyone on the path can pose as a node. For tests against self-signed servers only. */
+REDLOCK_C_API int redlock_options_set_tls_insecure_skip_verify(redlock_options* options, int insecure);
 
 /* ---- client ---------------------------------------------------------------------------------*/
 

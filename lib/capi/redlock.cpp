@@ -235,6 +235,58 @@ int redlock_options_set_durable_nodes(redlock_options* options, int durable) {
   });
 }
 
+// ---- TLS options (C API version 3) ----------------------------------------------------------
+
+namespace {
+// Sets one string field of the TLS options from C bytes.
+int set_tls_text(redlock_options* options, const char* text, std::size_t len,
+                 std::string redlock::TlsOptions::*field) {
+  return guarded([&] {
+    auto o = find<redlock::Options>(options);
+    if (!o || (!text && len)) return REDLOCK_E_INVALID;
+    ((o->tls).*field).assign(text ? text : "", len);
+    return REDLOCK_OK;
+  });
+}
+}  // namespace
+
+int redlock_options_set_tls(redlock_options* options, int enabled) {
+  return guarded([&] {
+    auto o = find<redlock::Options>(options);
+    if (!o) return REDLOCK_E_INVALID;
+    o->tls.enabled = enabled != 0;
+    return REDLOCK_OK;
+  });
+}
+
+int redlock_options_set_tls_ca_file(redlock_options* options, const char* path, size_t len) {
+  return set_tls_text(options, path, len, &redlock::TlsOptions::ca_file);
+}
+
+int redlock_options_set_tls_ca_dir(redlock_options* options, const char* path, size_t len) {
+  return set_tls_text(options, path, len, &redlock::TlsOptions::ca_dir);
+}
+
+int redlock_options_set_tls_client_cert(redlock_options* options, const char* cert, size_t cert_len,
+                                        const char* key, size_t key_len) {
+  if ((!cert && cert_len) || (!key && key_len)) return REDLOCK_E_INVALID;
+  const int rc = set_tls_text(options, cert, cert_len, &redlock::TlsOptions::cert_file);
+  return rc != REDLOCK_OK ? rc : set_tls_text(options, key, key_len, &redlock::TlsOptions::key_file);
+}
+
+int redlock_options_set_tls_server_name(redlock_options* options, const char* name, size_t len) {
+  return set_tls_text(options, name, len, &redlock::TlsOptions::server_name);
+}
+
+int redlock_options_set_tls_insecure_skip_verify(redlock_options* options, int insecure) {
+  return guarded([&] {
+    auto o = find<redlock::Options>(options);
+    if (!o) return REDLOCK_E_INVALID;
+    o->tls.insecure_skip_verify = insecure != 0;
+    return REDLOCK_OK;
+  });
+}
+
 // ---- client ---------------------------------------------------------------------------------
 
 int redlock_client_new(const redlock_options* options, redlock_client** out,

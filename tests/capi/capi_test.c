@@ -375,6 +375,23 @@ static void test_options(void) {
   CHECK(c == NULL);
   CHECK(strstr(redlock_result_message(r), "no nodes") != NULL);
 
+  /* TLS (C API version 3): a CA file that does not exist is refused by redlock_client_new, which
+   * names it; nothing is sent. */
+  const char* tls_node = "rediss://127.0.0.1:1";
+  CHECK_RC(redlock_options_set_nodes(o, tls_node, strlen(tls_node), r), REDLOCK_OK);
+  CHECK_RC(redlock_options_set_tls(o, 1), REDLOCK_OK);
+  const char* missing = "/nonexistent/redlock-ca.pem";
+  CHECK_RC(redlock_options_set_tls_ca_file(o, missing, strlen(missing)), REDLOCK_OK);
+  CHECK_RC(redlock_options_set_tls_ca_file(o, NULL, 3), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_tls_client_cert(o, NULL, 1, NULL, 0), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_options_set_tls_server_name(o, "localhost", 9), REDLOCK_OK);
+  CHECK_RC(redlock_options_set_tls_insecure_skip_verify(o, 0), REDLOCK_OK);
+  CHECK_RC(redlock_client_new(o, &c, r), REDLOCK_E_INVALID);
+  CHECK(c == NULL);
+  CHECK(strstr(redlock_result_message(r), missing) != NULL);
+  CHECK_RC(redlock_options_set_tls_ca_file(o, NULL, 0), REDLOCK_OK); /* back to the system's CAs */
+  CHECK_RC(redlock_options_set_tls(NULL, 1), REDLOCK_E_INVALID);
+
   redlock_acquire_options* ao = NULL;
   REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
   CHECK_RC(redlock_acquire_options_set_ttl_ms(ao, 0), REDLOCK_E_INVALID);

@@ -56,6 +56,10 @@ SIGNATURES = {
     "redlock_lock_free": (ctypes.c_int, [H]),
     "redlock_lock_check": (ctypes.c_int, [H, H]),
     "redlock_lock_token": (ctypes.c_int, [H, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]),
+    "redlock_c_api_version": (ctypes.c_int, []),
+    "redlock_options_set_tls": (ctypes.c_int, [H, ctypes.c_int]),
+    "redlock_options_set_tls_ca_file": (ctypes.c_int, [H, ctypes.c_char_p, ctypes.c_size_t]),
+    "redlock_options_set_tls_server_name": (ctypes.c_int, [H, ctypes.c_char_p, ctypes.c_size_t]),
 }
 
 
@@ -286,6 +290,83 @@ class CApiThroughCtypes(unittest.TestCase):
         self.assertIn("nonsense", self.r.message)
         self.assertEqual(lib.redlock_options_free(opts), OK)
         self.assertEqual(lib.redlock_options_free(opts), INVALID)
+
+
+class CApiOverTls(unittest.TestCase):
+    """C API version 3: a lock on a TLS-only redis-server, certificates made here with openssl."""
+
+    def setUp(self):
+        import shutil
+        import subprocess
+        import tempfile
+        if shutil.which("openssl") is None:
+            self.skipTest("no openssl CLI")
+        self.dir = tempfile.mkdtemp(prefix="redlock-capi-tls-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        d = self.dir
+
+        def openssl(*args):
+            subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=redlock test CA")
+        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", "s.key", "-out", "s.csr", "-subj", "/CN=localhost")
+        with open(os.path.join(d, "ext"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        openssl("x509", "-req", "-in", "s.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", "s.crt", "-days", "2", "-extfile", "ext")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", "0", "--tls-port", str(self.port), "--tls-cert-file", "s.crt",
+             "--tls-key-file", "s.key", "--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no",
+             "--save", "", "--appendonly", "no", "--dir", d],
+            cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self.proc.wait)
+        self.addCleanup(self.proc.kill)
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            r = subprocess.run(["redis-cli", "--tls", "--cacert", os.path.join(d, "ca.crt"), "-p",
+                                str(self.port), "PING"], capture_output=True)
+            if r.stdout.strip() == b"PONG":
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the TLS redis-server did not answer")
+
+    def client(self, ca):
+        o = new(lib.redlock_options_new)
+        self.addCleanup(lib.redlock_options_free, o)
+        nodes = ("127.0.0.1:%d" % self.port).encode()
+        self.assertEqual(lib.redlock_options_set_nodes(o, nodes, len(nodes), None), OK)
+        self.assertEqual(lib.redlock_options_set_tls(o, 1), OK)
+        self.assertEqual(lib.redlock_options_set_tls_ca_file(o, ca, len(ca)), OK)
+        c = H()
+        r = Result()
+        self.addCleanup(r.close)
+        rc = lib.redlock_client_new(o, ctypes.byref(c), r.h)
+        self.assertEqual(rc, OK, lib.redlock_result_message(r.h))
+        self.addCleanup(lib.redlock_client_free, c)
+        return c
+
+    def test_a_lock_over_tls(self):
+        self.assertGreaterEqual(lib.redlock_c_api_version(), 3)
+        c = self.client(os.path.join(self.dir, "ca.crt").encode())
+        lock, r = H(), Result()
+        self.addCleanup(r.close)
+        rc = lib.redlock_acquire(c, b"tls-job", 7, 5000, ctypes.byref(lock), r.h)
+        self.assertEqual(rc, OK, lib.redlock_result_message(r.h))
+        self.assertEqual(lib.redlock_release(lock, r.h), OK)
+        lib.redlock_lock_free(lock)
+
+    def test_an_unknown_ca_is_no_vote_with_the_reason(self):
+        # The server's own certificate as the only "CA": it is not a CA, so nothing verifies.
+        c = self.client(os.path.join(self.dir, "s.crt").encode())
+        lock, r = H(), Result()
+        self.addCleanup(r.close)
+        rc = lib.redlock_acquire(c, b"tls-job", 7, 5000, ctypes.byref(lock), r.h)
+        self.assertEqual(rc, NO_QUORUM)
+        self.assertIn(b"certificate verify failed", lib.redlock_result_node_detail(r.h, 0))
 
 
 if __name__ == "__main__":
