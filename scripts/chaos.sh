@@ -9,7 +9,7 @@
 #   scripts/chaos.sh --minutes N --report FILE        ... and append the table to FILE (markdown)
 #   scripts/chaos.sh --list                           the fault mixes
 # Other arguments go to chaos-driver: --mix a,b  --seconds S (per mix)  --workers W  --nodes N
-#   --resources R  --ttl-ms T  --verbose  --keep-logs  --no-netns
+#   --resources R  --ttl-ms T  --verbose  --keep-logs  --no-netns  --tls (nodes over TLS)
 #
 # As root it installs libfaketime (clock-jump mix) and nftables (partition mix) when missing,
 # and runs in a private network namespace. Otherwise those mixes are skipped with a note.

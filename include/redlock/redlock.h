@@ -140,7 +140,8 @@ REDLOCK_C_API int redlock_options_free(redlock_options* options);
 /** Comma-separated addresses: "host:port", "redis://[[user]:password@]host[:port][/db]",
  * "rediss://..." (TLS; per-node "?sni=NAME&cacert=FILE&cert=FILE&key=FILE&insecure"),
  * "unix:///path?db=N", "redis://[::1]:7001". REDLOCK_E_INVALID (message naming the bad address in
- * `detail`, never a password) for a malformed list or a duplicate; the options are then unchanged. */
+ * `detail`, never a password) for a malformed list or a duplicate; the options are then unchanged.
+ */
 REDLOCK_C_API int redlock_options_set_nodes(redlock_options* options, const char* list, size_t len,
                                             redlock_result* detail);
 /** Per-command deadline on each node; keep it far below the ttl. Must be > 0. */
@@ -165,18 +166,22 @@ REDLOCK_C_API int redlock_options_set_durable_nodes(redlock_options* options, in
 /** Nonzero: TLS to every TCP node (a rediss:// address asks for it on its own). */
 REDLOCK_C_API int redlock_options_set_tls(redlock_options* options, int enabled);
 /** PEM file of the CAs to trust (default, with no CA directory either: the system's). */
-REDLOCK_C_API int redlock_options_set_tls_ca_file(redlock_options* options, const char* path, size_t len);
+REDLOCK_C_API int redlock_options_set_tls_ca_file(redlock_options* options, const char* path,
+                                                  size_t len);
 /** Directory of CA certificates with hashed names (as c_rehash makes). */
-REDLOCK_C_API int redlock_options_set_tls_ca_dir(redlock_options* options, const char* path, size_t len);
+REDLOCK_C_API int redlock_options_set_tls_ca_dir(redlock_options* options, const char* path,
+                                                 size_t len);
 /** Client certificate and its private key (PEM), for servers that ask for one. */
 REDLOCK_C_API int redlock_options_set_tls_client_cert(redlock_options* options, const char* cert,
-                                                      size_t cert_len, const char* key, size_t key_len);
+                                                      size_t cert_len, const char* key,
+                                                      size_t key_len);
 /** SNI, and the name the certificates must carry (default: each node's host). */
 REDLOCK_C_API int redlock_options_set_tls_server_name(redlock_options* options, const char* name,
                                                       size_t len);
 /** Nonzero: accept ANY server certificate. The connection is encrypted but not authenticated:
  * anyone on the path can pose as a node. For tests against self-signed servers only. */
-REDLOCK_C_API int redlock_options_set_tls_insecure_skip_verify(redlock_options* options, int insecure);
+REDLOCK_C_API int redlock_options_set_tls_insecure_skip_verify(redlock_options* options,
+                                                               int insecure);
 
 /* ---- client ---------------------------------------------------------------------------------*/
 

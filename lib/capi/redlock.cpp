@@ -271,7 +271,8 @@ int redlock_options_set_tls_client_cert(redlock_options* options, const char* ce
                                         const char* key, size_t key_len) {
   if ((!cert && cert_len) || (!key && key_len)) return REDLOCK_E_INVALID;
   const int rc = set_tls_text(options, cert, cert_len, &redlock::TlsOptions::cert_file);
-  return rc != REDLOCK_OK ? rc : set_tls_text(options, key, key_len, &redlock::TlsOptions::key_file);
+  return rc != REDLOCK_OK ? rc
+                          : set_tls_text(options, key, key_len, &redlock::TlsOptions::key_file);
 }
 
 int redlock_options_set_tls_server_name(redlock_options* options, const char* name, size_t len) {

@@ -4,9 +4,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
-#include <sys/stat.h>
-
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -50,8 +49,8 @@ std::string unusable(const std::string& path, bool directory) {
 int bio_write(BIO* b, const char* data, int len) {
   BIO_clear_retry_flags(b);
   for (;;) {
-    const ssize_t n = ::send(static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))), data,
-                             static_cast<std::size_t>(len), MSG_NOSIGNAL);
+    const ssize_t n = ::send(static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))),
+                             data, static_cast<std::size_t>(len), MSG_NOSIGNAL);
     if (n >= 0) return static_cast<int>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(b);
@@ -62,8 +61,8 @@ int bio_write(BIO* b, const char* data, int len) {
 int bio_read(BIO* b, char* data, int len) {
   BIO_clear_retry_flags(b);
   for (;;) {
-    const ssize_t n =
-        ::recv(static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))), data, static_cast<std::size_t>(len), 0);
+    const ssize_t n = ::recv(static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))),
+                             data, static_cast<std::size_t>(len), 0);
     if (n >= 0) return static_cast<int>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(b);
@@ -74,8 +73,10 @@ int bio_read(BIO* b, char* data, int len) {
 long bio_ctrl(BIO*, int cmd, long, void*) {
   switch (cmd) {
     case BIO_CTRL_FLUSH:
-    case BIO_CTRL_DUP: return 1;
-    default: return 0;
+    case BIO_CTRL_DUP:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -152,13 +153,15 @@ class TlsTransport final : public Transport {
   bool has_buffered() const override { return SSL_pending(ssl_) > 0; }
   std::string error() const override { return error_; }
   std::string established() const override {
-    return std::string(SSL_get_version(ssl_)) + (SSL_session_reused(ssl_) ? ", session resumed" : "");
+    return std::string(SSL_get_version(ssl_)) +
+           (SSL_session_reused(ssl_) ? ", session resumed" : "");
   }
 
  private:
   Status fail(int rc, const char* what) {
     const int err = SSL_get_error(ssl_, rc);
-    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_ZERO_RETURN) fatal_ = true;
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_ZERO_RETURN)
+      fatal_ = true;
     switch (err) {
       case SSL_ERROR_WANT_READ:
         wants_write_ = false;
@@ -183,7 +186,8 @@ class TlsTransport final : public Transport {
           // The peer closed the connection without a TLS close_notify. In the handshake that is
           // what a plaintext server says to a TLS client, or a server that refused us.
           if (!SSL_is_init_finished(ssl_)) {
-            error_ = std::string(what) + ": the server closed the connection (not a TLS port, or it refused us?)";
+            error_ = std::string(what) +
+                     ": the server closed the connection (not a TLS port, or it refused us?)";
             return Status::failed;
           }
           return Status::closed;
@@ -215,7 +219,9 @@ class TlsTransport final : public Transport {
 class TlsFactory final : public TransportFactory {
  public:
   TlsFactory(std::shared_ptr<TlsContext> context, std::string host, std::string server_name)
-      : context_(std::move(context)), host_(std::move(host)), server_name_(std::move(server_name)) {}
+      : context_(std::move(context)),
+        host_(std::move(host)),
+        server_name_(std::move(server_name)) {}
   ~TlsFactory() override {
     if (session_ != nullptr) SSL_SESSION_free(session_);
   }
@@ -275,7 +281,9 @@ class TlsFactory final : public TransportFactory {
    private:
     std::string why_;
   };
-  static std::unique_ptr<Transport> failed(std::string why) { return std::make_unique<Failed>(std::move(why)); }
+  static std::unique_ptr<Transport> failed(std::string why) {
+    return std::make_unique<Failed>(std::move(why));
+  }
 
   std::shared_ptr<TlsContext> context_;
   std::string host_;
@@ -302,15 +310,21 @@ std::shared_ptr<TlsContext> TlsContext::create(const TlsSettings& s, std::string
   auto bad_file = [&](const std::string& what, const std::string& path, bool directory = false) {
     const auto why = unusable(path, directory);
     const auto ossl = openssl_errors();
-    error = what + " '" + path + "': " + (!why.empty() ? why : ossl.empty() ? "cannot be used" : ossl);
+    error = what + " '" + path + "': " +
+            (!why.empty()   ? why
+             : ossl.empty() ? "cannot be used"
+                            : ossl);
     return nullptr;
   };
   if (!s.ca_file.empty() || !s.ca_dir.empty()) {
-    if (!s.ca_file.empty() && !unusable(s.ca_file, false).empty()) return bad_file("CA file", s.ca_file);
-    if (!s.ca_dir.empty() && !unusable(s.ca_dir, true).empty()) return bad_file("CA directory", s.ca_dir, true);
+    if (!s.ca_file.empty() && !unusable(s.ca_file, false).empty())
+      return bad_file("CA file", s.ca_file);
+    if (!s.ca_dir.empty() && !unusable(s.ca_dir, true).empty())
+      return bad_file("CA directory", s.ca_dir, true);
     if (SSL_CTX_load_verify_locations(c->ctx_, s.ca_file.empty() ? nullptr : s.ca_file.c_str(),
                                       s.ca_dir.empty() ? nullptr : s.ca_dir.c_str()) != 1) {
-      return s.ca_file.empty() ? bad_file("CA directory", s.ca_dir, true) : bad_file("CA file", s.ca_file);
+      return s.ca_file.empty() ? bad_file("CA directory", s.ca_dir, true)
+                               : bad_file("CA file", s.ca_file);
     }
   } else if (SSL_CTX_set_default_verify_paths(c->ctx_) != 1) {
     error = "cannot load the system's CA certificates: " + openssl_errors();
@@ -329,7 +343,8 @@ std::shared_ptr<TlsContext> TlsContext::create(const TlsSettings& s, std::string
       return bad_file("client key", s.key_file);
     }
     if (SSL_CTX_check_private_key(c->ctx_) != 1) {
-      error = "client key '" + s.key_file + "' does not match the certificate '" + s.cert_file + "'";
+      error =
+          "client key '" + s.key_file + "' does not match the certificate '" + s.cert_file + "'";
       ERR_clear_error();
       return nullptr;
     }
@@ -350,8 +365,8 @@ std::shared_ptr<TlsContext> TlsContexts::get(const TlsSettings& s, std::string& 
   return c;
 }
 
-std::unique_ptr<TransportFactory> tls_transport(std::shared_ptr<TlsContext> context, std::string host,
-                                                std::string server_name) {
+std::unique_ptr<TransportFactory> tls_transport(std::shared_ptr<TlsContext> context,
+                                                std::string host, std::string server_name) {
   return std::make_unique<TlsFactory>(std::move(context), std::move(host), std::move(server_name));
 }
 

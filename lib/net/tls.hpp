@@ -16,11 +16,11 @@ struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 namespace redlock::net {
 
 struct TlsSettings {
-  std::string ca_file;     // empty with ca_dir: the system's CAs
+  std::string ca_file;  // empty with ca_dir: the system's CAs
   std::string ca_dir;
-  std::string cert_file;   // client certificate (mutual TLS), with key_file
+  std::string cert_file;  // client certificate (mutual TLS), with key_file
   std::string key_file;
-  bool verify = true;      // false: accept any server certificate (insecure)
+  bool verify = true;  // false: accept any server certificate (insecure)
   friend bool operator==(const TlsSettings&, const TlsSettings&) = default;
 };
 
@@ -47,7 +47,8 @@ class TlsContext {
 // Transports for one node: `host` is what the certificate must name (a DNS name or an IP
 // address); `server_name` overrides it (and is sent as SNI). Keeps the node's last session for
 // resumption (Transport::established() says whether a handshake resumed one).
-[[nodiscard]] std::unique_ptr<TransportFactory> tls_transport(std::shared_ptr<TlsContext> context, std::string host,
+[[nodiscard]] std::unique_ptr<TransportFactory> tls_transport(std::shared_ptr<TlsContext> context,
+                                                              std::string host,
                                                               std::string server_name);
 
 // The TLS contexts of one engine, one per distinct settings.

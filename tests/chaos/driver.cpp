@@ -9,6 +9,7 @@
 //   chaos-driver --minutes N [--seed S]        soak: N minutes split over the mixes
 //   chaos-driver --mix a,b --seconds 20        some mixes, each for 20 s
 // Other options: --workers W (4) --nodes N (5) --resources R (2) --ttl-ms T (1500)
+//   --tls (the nodes listen with TLS, the workers use rediss:// and the fixture's CA)
 //   --report FILE (append the table as markdown) --verbose (nemesis events as they happen)
 //   --keep-logs --no-netns --list
 //   --strict (every mix counts as must-be-zero: the lease-breaking ones then fail the run, which
@@ -40,6 +41,7 @@
 #include "oracle.hpp"
 #include "partition.hpp"
 #include "redis_fixture.hpp"
+#include "tls_fixture.hpp"
 #include "workers.hpp"
 
 namespace fs = std::filesystem;
@@ -167,6 +169,7 @@ struct Settings {
   bool netns = true;
   bool list = false;
   bool strict = false;  // every mix must be zero (a check that the checker can fail)
+  bool tls = false;     // nodes listen with TLS and the workers use it (rediss://)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -213,6 +216,8 @@ Settings parse(int argc, char** argv) {
         s.keep_logs = true;
       else if (k == "--no-netns")
         s.netns = false;
+      else if (k == "--tls")
+        s.tls = true;
       else if (k == "--list")
         s.list = true;
       else if (k == "--strict")
@@ -285,6 +290,7 @@ struct Env {
   std::string faketime_lib;
   bool in_netns = false;
   std::optional<std::string> no_partition;
+  const redlock::test::TlsFixture* tls = nullptr;  // --tls: the certificates
 };
 
 MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seconds) {
@@ -327,8 +333,10 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
   cfg.port = pick_base_port(s.nodes, rng);
   {
     redlock::test::RedisCluster cluster(s.nodes, cfg);
+    // The ports the workers use: the TLS ones with --tls (the fixture keeps its plaintext ports).
     std::vector<std::uint16_t> ports;
-    for (std::size_t i = 0; i < cluster.size(); ++i) ports.push_back(cluster[i].port());
+    for (std::size_t i = 0; i < cluster.size(); ++i)
+      ports.push_back(env.tls != nullptr ? cluster[i].tls_port() : cluster[i].port());
 
     std::unique_ptr<Partitioner> partitioner;
     if (use_partition) {
@@ -354,7 +362,18 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
       ::chmod(ws.exe.c_str(), 0755);
     }
     ws.socket_path = oracle.socket_path();
-    ws.nodes_csv = cluster.nodes_csv();
+    if (env.tls != nullptr) {
+      for (std::size_t i = 0; i < ports.size(); ++i)
+        ws.nodes_csv +=
+            (i ? "," : "") + std::string("rediss://127.0.0.1:") + std::to_string(ports[i]);
+      // A copy the workers can read whatever their uid (the fixture's directory is private).
+      ws.tls_ca_file = dir + "/ca.crt";
+      std::filesystem::copy_file(env.tls->ca_cert(), ws.tls_ca_file,
+                                 std::filesystem::copy_options::overwrite_existing);
+      ::chmod(ws.tls_ca_file.c_str(), 0644);
+    } else {
+      ws.nodes_csv = cluster.nodes_csv();
+    }
     for (int i = 0; i < s.resources; ++i) ws.resources.push_back("chaos:r" + std::to_string(i));
     ws.ttl_ms = s.ttl_ms;
     ws.cs_min_ms = mix.cs_min_ms;
@@ -459,6 +478,12 @@ int main(int argc, char** argv) {
   env.no_partition = partition_unavailable(env.in_netns);
   if (env.no_partition && netns_error) *env.no_partition += " (" + *netns_error + ")";
   env.faketime_lib = find_faketime();
+  std::unique_ptr<redlock::test::TlsFixture> tls;
+  if (s.tls) {
+    tls = std::make_unique<redlock::test::TlsFixture>();
+    redlock::test::set_default_server_tls(tls->server_options("no"));
+    env.tls = tls.get();
+  }
 
   double total_weight = 0;
   for (const auto& m : mixes) total_weight += m.weight;
@@ -471,6 +496,7 @@ int main(int argc, char** argv) {
   std::ostringstream cmd;
   cmd << "scripts/chaos.sh";  // passes its arguments to chaos-driver unchanged
   if (s.short_mode && s.minutes <= 0 && s.seconds <= 0) cmd << " --short";
+  if (s.tls) cmd << " --tls";
   if (s.minutes > 0) cmd << " --minutes " << s.minutes;
   if (s.seconds > 0) cmd << " --seconds " << s.seconds;
   if (!s.only.empty()) {
@@ -481,8 +507,8 @@ int main(int argc, char** argv) {
   std::printf("chaos: seed %llu (replay: %s)\n", static_cast<unsigned long long>(s.seed),
               cmd.str().c_str());
   std::printf(
-      "chaos: %d nodes, %d workers, %d resources, ttl %ld ms; faketime: %s; partitions: %s\n",
-      s.nodes, s.workers, s.resources, s.ttl_ms,
+      "chaos: %d nodes%s, %d workers, %d resources, ttl %ld ms; faketime: %s; partitions: %s\n",
+      s.nodes, s.tls ? " over TLS" : "", s.workers, s.resources, s.ttl_ms,
       env.faketime_lib.empty() ? "not installed" : env.faketime_lib.c_str(),
       env.no_partition ? env.no_partition->c_str() : "yes (private network namespace)");
   std::fflush(stdout);

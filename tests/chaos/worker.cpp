@@ -38,6 +38,7 @@ struct Config {
   std::string socket_path;
   int slot = -1;
   std::string nodes;
+  std::string tls_ca_file;  // --tls-ca: the CA of rediss:// nodes
   std::vector<std::string> resources;
   long ttl_ms = 1500;
   long cs_min_ms = 5;
@@ -94,6 +95,8 @@ Config parse(int argc, char** argv) {
       c.restart_quarantine_ms = num();
     else if (k == "--seed")
       c.seed = std::stoull(v);
+    else if (k == "--tls-ca")
+      c.tls_ca_file = v;
     else
       die("unknown option " + k);
   }
@@ -208,6 +211,7 @@ class Worker {
     o.retry_delay = redlock::Millis{20};
     o.retry_jitter = redlock::Millis{10};
     o.durable_nodes = cfg_.durable;
+    o.tls.ca_file = cfg_.tls_ca_file;  // used by rediss:// nodes only
     o.min_node_uptime = redlock::Millis{cfg_.min_node_uptime_ms};
     if (cfg_.restart_quarantine_ms >= 0)
       o.restart_quarantine = redlock::Millis{cfg_.restart_quarantine_ms};

@@ -94,6 +94,7 @@ void WorkerPool::spawn(int slot) {
       std::to_string(s_.seed * 1000003ULL + static_cast<unsigned>(slot) * 7919ULL +
                      static_cast<unsigned>(sl.generation)),
   };
+  if (!s_.tls_ca_file.empty()) args.insert(args.end(), {"--tls-ca", s_.tls_ca_file});
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view v(*e);

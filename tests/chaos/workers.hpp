@@ -15,6 +15,7 @@ struct WorkerSettings {
   std::string exe;  // path of chaos-worker
   std::string socket_path;
   std::string nodes_csv;
+  std::string tls_ca_file;  // non-empty: the workers trust this CA (rediss:// nodes)
   std::vector<std::string> resources;
   long ttl_ms = 1500;
   long cs_min_ms = 5;

@@ -332,10 +332,13 @@ TEST_CASE("a slow resolver costs its node connect_timeout at most and the others
   for (int i = 0; i < 4; ++i) CHECK(r.nodes[static_cast<std::size_t>(i)].state != NodeState::down);
   // The slow node's own record says where it is stuck (once the connect deadline has passed).
   AcquireResult later;
-  REQUIRE(eventually([&] {
-    later = client.try_acquire({"dns-" + std::to_string(rand())}, ttl_opts(10s));
-    return later.nodes.size() == 5 && later.nodes[4].state == NodeState::down;
-  }, 3000ms));
-  CHECK_MESSAGE(later.nodes[4].detail.find("resolving the host") != std::string::npos, later.nodes[4].detail);
+  REQUIRE(eventually(
+      [&] {
+        later = client.try_acquire({"dns-" + std::to_string(rand())}, ttl_opts(10s));
+        return later.nodes.size() == 5 && later.nodes[4].state == NodeState::down;
+      },
+      3000ms));
+  CHECK_MESSAGE(later.nodes[4].detail.find("resolving the host") != std::string::npos,
+                later.nodes[4].detail);
   CHECK(later);
 }

@@ -8,15 +8,15 @@
 
 using namespace itest;
 using namespace redlock;
-using redlock::test::ServerConfig;
 using redlock::test::FakeNode;
+using redlock::test::ServerConfig;
 using redlock::test::TlsFixture;
 
 namespace {
 
 // One TLS server (its plaintext port kept for the fixture) with the given certificate.
-RedisServer tls_server(const TlsFixture& t, const std::string& auth_clients = "no", std::string cert = {},
-                       std::string key = {}) {
+RedisServer tls_server(const TlsFixture& t, const std::string& auth_clients = "no",
+                       std::string cert = {}, std::string key = {}) {
   ServerConfig cfg;
   cfg.tls = t.server_options(auth_clients);
   if (!cert.empty()) {
@@ -69,7 +69,8 @@ TEST_CASE("tls: a verified connection takes, extends and releases a lock") {
   CHECK_MESSAGE(r2, r2.message);
 }
 
-TEST_CASE("tls: each failure is no vote for that node, says what went wrong, within connect_timeout") {
+TEST_CASE(
+    "tls: each failure is no vote for that node, says what went wrong, within connect_timeout") {
   TlsFixture t;
   auto expect = [](Client& c, const std::string& resource, const std::string& what) {
     const auto start = Clock::now();
@@ -84,11 +85,12 @@ TEST_CASE("tls: each failure is no vote for that node, says what went wrong, wit
     // (the server sends its CA in the chain: OpenSSL then names the untrusted root)
     const auto n = first_node(c, "wrong-ca");
     CHECK(n.state == NodeState::down);
-    CHECK_MESSAGE((n.detail.find("certificate verify failed: self-signed certificate in certificate chain") !=
-                       std::string::npos ||
-                   n.detail.find("certificate verify failed: unable to get local issuer certificate") !=
-                       std::string::npos),
-                  n.detail);
+    CHECK_MESSAGE(
+        (n.detail.find("certificate verify failed: self-signed certificate in certificate chain") !=
+             std::string::npos ||
+         n.detail.find("certificate verify failed: unable to get local issuer certificate") !=
+             std::string::npos),
+        n.detail);
   }
   SUBCASE("an expired certificate") {
     auto s = tls_server(t, "no", t.expired_server_cert(), t.expired_server_key());
@@ -152,7 +154,8 @@ TEST_CASE("tls: per-address settings: SNI name, its own CA, insecure") {
   Client wrong(tls_options("rediss://127.0.0.1:" + p + "?sni=wrong.example", t.ca_cert()));
   CHECK(first_node(wrong, "sni-wrong").detail.find("hostname mismatch") != std::string::npos);
   // The address's CA replaces the client's (here a wrong one).
-  Client own_ca(tls_options("rediss://127.0.0.1:" + p + "?cacert=" + t.ca_cert(), t.other_ca_cert()));
+  Client own_ca(
+      tls_options("rediss://127.0.0.1:" + p + "?cacert=" + t.ca_cert(), t.other_ca_cert()));
   CHECK(first_node(own_ca, "own-ca").state == NodeState::ok);
   // insecure: no verification at all (a wrong CA is accepted).
   Client insecure(tls_options("rediss://127.0.0.1:" + p + "?insecure", t.other_ca_cert()));
@@ -163,7 +166,8 @@ TEST_CASE("tls: per-address settings: SNI name, its own CA, insecure") {
   CHECK(first_node(insecure_all, "insecure-all").state == NodeState::ok);
 }
 
-TEST_CASE("tls: bad certificate and key files are refused before anything is sent, naming the file") {
+TEST_CASE(
+    "tls: bad certificate and key files are refused before anything is sent, naming the file") {
   TlsFixture t;
   auto refused = [&](Options o, const std::string& file) {
     o.nodes = *parse_node_list("rediss://127.0.0.1:1", *std::make_unique<std::string>());
@@ -226,9 +230,11 @@ TEST_CASE("tls: a reconnect resumes the TLS session") {
     for (const auto& l : log) n += l.find(what) != std::string::npos;
     return n;
   };
-  REQUIRE(eventually([&] {
-    (void)client.try_acquire({"resume-" + std::to_string(rand())}, ttl_opts(5s));
-    return count("connected over TLS") >= 2;
-  }, 5000ms));
+  REQUIRE(eventually(
+      [&] {
+        (void)client.try_acquire({"resume-" + std::to_string(rand())}, ttl_opts(5s));
+        return count("connected over TLS") >= 2;
+      },
+      5000ms));
   CHECK_MESSAGE(count("session resumed") >= 1, "the reconnect made a full handshake");
 }

@@ -12,7 +12,8 @@
 
 typedef int (*getaddrinfo_fn)(const char*, const char*, const struct addrinfo*, struct addrinfo**);
 
-int getaddrinfo(const char* node, const char* service, const struct addrinfo* hints, struct addrinfo** res) {
+int getaddrinfo(const char* node, const char* service, const struct addrinfo* hints,
+                struct addrinfo** res) {
   static getaddrinfo_fn real = NULL;
   if (real == NULL) {
     /* dlsym returns an object pointer; POSIX guarantees it converts to a function pointer. */
