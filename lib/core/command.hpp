@@ -19,8 +19,10 @@ struct Command {
   int numkeys = 0;
   std::vector<std::string> args;
 
+  // (Room for a few more args up front: a lock command is built per attempt.)
   static Command plain(std::initializer_list<std::string_view> argv) {
     Command c;
+    c.args.reserve(argv.size() + 2);
     for (auto a : argv) c.args.emplace_back(a);
     return c;
   }
@@ -29,6 +31,7 @@ struct Command {
     c.script = id;
     c.numkeys = static_cast<int>(keys.size());
     c.args = std::move(keys);
+    c.args.reserve(c.args.size() + 5);
     return c;
   }
   Command& arg(std::string_view a) {

@@ -16,9 +16,7 @@ using detail::Verdict;
 
 namespace {
 
-std::shared_ptr<const detail::Command> shared(detail::Command c) {
-  return std::make_shared<const detail::Command>(std::move(c));
-}
+
 
 std::chrono::microseconds to_us(BootClock::duration d) {
   return std::chrono::duration_cast<std::chrono::microseconds>(d);
@@ -65,11 +63,14 @@ AcquireOp::AcquireOp(Engine::Impl& e, std::vector<std::string> resources, Acquir
 }
 
 void AcquireOp::start() {
-  id_ = e_.next_acquire_id_++;
-  e_.acquires_.emplace(id_, this);
-  // Registered before the first command goes out; a stop requested meanwhile (even right now,
-  // which runs the callback inside emplace) reaches cancel() through the engine's mailbox.
-  if (opts_.stop.stop_possible()) stop_callback_.emplace(opts_.stop, CancelRequest{&e_, id_});
+  // Only a cancellable acquisition is registered by id: the engine's mailbox finds it there. It
+  // is registered before the first command goes out; a stop requested meanwhile (even right now,
+  // which runs the callback inside emplace) reaches cancel() through that mailbox.
+  if (opts_.stop.stop_possible()) {
+    id_ = e_.next_acquire_id_++;
+    e_.acquires_.emplace(id_, this);
+    stop_callback_.emplace(opts_.stop, CancelRequest{&e_, id_});
+  }
   if (refuse_if_duplicate_servers()) return;
   if (kind_.queued()) {
     start_ticket();
@@ -78,12 +79,15 @@ void AcquireOp::start() {
   }
 }
 
-void AcquireOp::start_round(Phase phase, Round& round, const detail::Command& cmd) {
+void AcquireOp::start_round(Phase phase, Round& round, detail::Command cmd) {
   phase_ = phase;
   ++round_id_;
   round.reset(&e_.names());
   round.begin_dispatch();
-  const auto c = shared(cmd);
+  const auto c = net::Request::make(std::move(cmd));
+  stamp();
+  // An attempt's validity counts from here: read before its first command goes out.
+  if (phase == Phase::attempt) t1_ = sent_;
   for (int i = 0; i < e_.n(); ++i) {
     if (!send(i, c, round_id_)) {
       auto o = not_sent(i);
@@ -102,9 +106,7 @@ void AcquireOp::start_attempt() {
   fence_ = 0;
   detail::AttemptArgs args{
       keys_, token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl()};
-  const auto cmd = kind_.acquire(args);
-  t1_ = BootClock::now();
-  start_round(Phase::attempt, attempt_, cmd);
+  start_round(Phase::attempt, attempt_, kind_.acquire(args));
 }
 
 void AcquireOp::start_ticket() {
@@ -124,7 +126,7 @@ void AcquireOp::start_writeback(Phase phase, std::string counter_key, std::uint6
 bool AcquireOp::refuse_if_duplicate_servers() {
   if (e_.duplicate_servers_.empty() || phase_ == Phase::done) return false;
   attempt_.close();
-  if (may_hold_keys()) broadcast(e_, shared(kind_.release(keys_, token_)));
+  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_));
   finish(Errc::invalid_argument, e_.duplicate_servers_);
   return true;
 }
@@ -291,7 +293,7 @@ void AcquireOp::fail_ticket(std::string message) {
 }
 
 void AcquireOp::fail_attempt(Errc why, std::string message) {
-  if (may_hold_keys()) broadcast(e_, shared(kind_.release(keys_, token_)));
+  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_));
   last_error_ = why;
   last_message_ = std::move(message);
   const auto now = BootClock::now();
@@ -335,7 +337,7 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
 void AcquireOp::cancel() {
   if (phase_ == Phase::done) return;
   attempt_.close();  // nodes that have not answered show as pending
-  if (may_hold_keys()) broadcast(e_, shared(kind_.release(keys_, token_)));
+  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_));
   finish(Errc::cancelled,
          "cancelled by the caller after " + std::to_string(attempts_made_) + " attempt(s)" +
              (last_message_.empty() ? std::string() : "; last attempt: " + last_message_));
@@ -345,7 +347,7 @@ void AcquireOp::shutdown() {
   if (phase_ == Phase::done) return;
   attempt_.close();
   // The nodes drain what is queued before they close: the keys of an attempt in flight go too.
-  if (may_hold_keys()) broadcast(e_, shared(kind_.release(keys_, token_)));
+  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_));
   finish(Errc::shutdown, "engine closed before the lock was acquired");
 }
 
@@ -375,18 +377,24 @@ void AcquireOp::finish(Errc why, std::string message) {
   complete(std::move(res));
 }
 
+void AcquireOp::deliver() {
+  auto cb = std::move(cb_);
+  cb(std::move(result_));
+}
+
 void AcquireOp::complete(AcquireResult res) {
   if (phase_ == Phase::done) return;
   phase_ = Phase::done;
   if (retry_timer_) retry_timer_->stop();
-  e_.acquires_.erase(id_);
+  if (id_ != 0) e_.acquires_.erase(id_);
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
   if (!e_.closing_) {
     if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error))
-      broadcast(e_, shared(std::move(*c)));
+      broadcast(e_, std::move(*c));
   }
   e_.count_acquire(res, BootClock::now() - started_);
-  e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
+  result_ = std::move(res);
+  e_.defer(this);
   finished();
 }
 

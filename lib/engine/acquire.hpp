@@ -40,9 +40,10 @@ class AcquireOp final : public Operation {
 
   void on_result(int node, std::uint32_t tag, const net::Result& r) override;
   void shutdown() override;
+  void deliver() override;
 
  private:
-  void start_round(Phase phase, detail::Round& round, const detail::Command& cmd);
+  void start_round(Phase phase, detail::Round& round, detail::Command cmd);
   void start_ticket();
   void start_attempt();
   void start_writeback(Phase phase, std::string counter_key, std::uint64_t value);
@@ -95,6 +96,7 @@ class AcquireOp final : public Operation {
   std::uint64_t ticket_ = 0;  // fair: max over the quorum
   bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
   Millis poll_{5};            // fair: backoff between polls
+  AcquireResult result_;  // what deliver() hands over
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;
 };

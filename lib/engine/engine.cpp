@@ -79,15 +79,36 @@ void Engine::Impl::defer(std::function<void()> fn) {
     fn();  // nothing can run later: no handle is left on the loop
     return;
   }
-  deferred_.push_back(std::move(fn));
+  deferred_.push_back(Deferred{nullptr, std::move(fn)});
   if (!closing_) idle_.start();  // keeps poll from blocking until the check handle runs
+}
+
+void Engine::Impl::defer(Operation* op) {
+  op->hold();
+  if (fully_closed_) {
+    op->deliver();
+    op->release();
+    return;
+  }
+  deferred_.push_back(Deferred{op, {}});
+  if (!closing_) idle_.start();
 }
 
 void Engine::Impl::run_deferred() {
   while (!deferred_.empty()) {
-    std::vector<std::function<void()>> batch;
+    std::vector<Deferred> batch;
+    batch.swap(deferred_spare_);
     batch.swap(deferred_);
-    for (auto& fn : batch) fn();
+    for (auto& d : batch) {
+      if (d.op != nullptr) {
+        d.op->deliver();
+        d.op->release();
+      } else {
+        d.fn();
+      }
+    }
+    batch.clear();
+    if (deferred_spare_.capacity() < batch.capacity()) deferred_spare_.swap(batch);
   }
 }
 
@@ -188,7 +209,8 @@ void Engine::Impl::close(std::function<void()> on_closed) {
   on_closed_ = std::move(on_closed);
   for (auto& [id, h] : holds_) h->stop();
   holds_.clear();
-  std::vector<Operation*> live(ops_.begin(), ops_.end());
+  std::vector<Operation*> live;
+  for (Operation* op = ops_; op != nullptr; op = op->next_) live.push_back(op);
   for (auto* op : live) op->shutdown();
   for (auto& node : nodes_) node->close();
   check_.close([this] { handle_closed(); });

@@ -27,10 +27,11 @@ class ExtendOp final : public Operation {
     for (const auto& r : lock_.resources()) keys.push_back(e_.options_.key_prefix + r);
     const auto& kind = detail::kind_for_lock(lock_.mode(), keys.size());
     const auto cmd =
-        std::make_shared<const detail::Command>(kind.extend(keys, lock_.token(), ttl_));
+        net::Request::make(kind.extend(keys, lock_.token(), ttl_));
     round_.reset(&e_.names());
     round_.begin_dispatch();
-    t1_ = BootClock::now();  // this extend's own start: validity never borrows from the acquire
+    stamp();
+    t1_ = sent_;  // this extend's own start: validity never borrows from the acquire
     for (int i = 0; i < e_.n(); ++i) {
       if (!send(i, cmd, 0)) record(i, not_sent(i));
     }
@@ -107,13 +108,20 @@ class ExtendOp final : public Operation {
     if (done_) return;
     done_ = true;
     ++(res.error ? e_.metrics_.extend_failed : e_.metrics_.extended);
-    e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
+    result_ = std::move(res);
+    e_.defer(this);
     finished();
+  }
+
+  void deliver() override {
+    auto cb = std::move(cb_);
+    cb(std::move(result_));
   }
 
   Lock lock_;
   Millis ttl_;
   Engine::ExtendCallback cb_;
+  ExtendResult result_;
   detail::Round round_;
   BootClock::time_point t1_{};
   bool done_ = false;

@@ -45,6 +45,9 @@ class Engine::Impl final : public net::NodeHost {
   // Runs `fn` on the loop after the current callback returns (never inside the call that asked):
   // every user callback goes through here.
   void defer(std::function<void()> fn);
+  // The same for an operation's result: runs op->deliver() later, keeping the operation alive
+  // until then (no allocation: the operation holds what it delivers).
+  void defer(Operation* op);
 
   // Fails every pending operation with Errc::shutdown, closes the nodes, then calls `on_closed`.
   void close(std::function<void()> on_closed);
@@ -86,7 +89,7 @@ class Engine::Impl final : public net::NodeHost {
   std::vector<std::unique_ptr<net::Node>> nodes_;
   std::vector<std::string> names_;  // display addresses, by node
   Metrics metrics_;
-  std::unordered_set<Operation*> ops_;                      // unfinished operations
+  Operation* ops_ = nullptr;  // unfinished operations (an intrusive list: no allocation each)
   std::unordered_map<std::uint64_t, AcquireOp*> acquires_;  // unfinished, by id (cancellation)
   std::uint64_t next_acquire_id_ = 1;
   std::unordered_map<Engine::HoldId, std::shared_ptr<HoldOp>> holds_;  // running watchdogs
@@ -106,7 +109,12 @@ class Engine::Impl final : public net::NodeHost {
   std::mutex cancel_mu_;
   std::vector<std::uint64_t> cancel_requests_;  // guarded by cancel_mu_
   int open_ = 0;                                // nodes and own handles not closed yet
-  std::vector<std::function<void()>> deferred_;
+  struct Deferred {
+    Operation* op;            // deliver() this one, or
+    std::function<void()> fn;  // run this
+  };
+  std::vector<Deferred> deferred_;
+  std::vector<Deferred> deferred_spare_;  // the other batch, kept for its capacity
   std::function<void()> on_closed_;
   Millis max_ttl_used_{0};
   std::mt19937_64 rng_;

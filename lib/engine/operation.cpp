@@ -2,9 +2,13 @@
 
 namespace redlock {
 
-bool Operation::send(int i, const std::shared_ptr<const detail::Command>& cmd, std::uint32_t tag) {
-  if (!e_.nodes_[static_cast<std::size_t>(i)]->send(cmd, e_.options_.node_timeout, *this, tag))
-    return false;
+void Operation::stamp() {
+  uv_update_time(e_.loop_);
+  sent_ = BootClock::now();
+}
+
+bool Operation::send(int i, const std::shared_ptr<const net::Request>& req, std::uint32_t tag) {
+  if (!e_.nodes_[static_cast<std::size_t>(i)]->send(req, e_.options_.node_timeout, *this, tag, sent_)) return false;
   ref();
   return true;
 }
@@ -34,7 +38,7 @@ NodeOutcome Operation::outcome(int i, const net::Result& r, const detail::Verdic
                                const std::vector<NodeOutcome>* outcomes) const {
   NodeOutcome o{e_.names()[static_cast<std::size_t>(i)], v.state, v.detail, r.latency};
   if (v.vote == detail::Vote::yes) {
-    if (auto why = e_.vote_exclusion(i, BootClock::now(), outcomes)) {
+    if (auto why = e_.vote_exclusion(i, r.at, outcomes)) {
       o.state = NodeState::excluded;
       o.detail = std::move(*why);
     }
@@ -47,8 +51,10 @@ namespace {
 class Broadcast final : public Operation {
  public:
   using Operation::Operation;
-  void run(const std::shared_ptr<const detail::Command>& cmd) {
-    for (int i = 0; i < e_.n(); ++i) send(i, cmd, 0);
+  void run(detail::Command cmd) {
+    const auto req = net::Request::make(std::move(cmd));
+    stamp();
+    for (int i = 0; i < e_.n(); ++i) send(i, req, 0);
     finished();
   }
   void on_result(int, std::uint32_t, const net::Result&) override {}
@@ -57,8 +63,6 @@ class Broadcast final : public Operation {
 
 }  // namespace
 
-void broadcast(Engine::Impl& e, const std::shared_ptr<const detail::Command>& cmd) {
-  (new Broadcast(e))->run(cmd);
-}
+void broadcast(Engine::Impl& e, detail::Command cmd) { (new Broadcast(e))->run(std::move(cmd)); }
 
 }  // namespace redlock

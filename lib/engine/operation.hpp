@@ -19,12 +19,24 @@ namespace redlock {
 
 class Operation : public net::Sink {
  public:
-  explicit Operation(Engine::Impl& e) : e_(e) { e_.ops_.insert(this); }
+  explicit Operation(Engine::Impl& e) : e_(e) {
+    next_ = e_.ops_;
+    if (next_ != nullptr) next_->prev_ = this;
+    e_.ops_ = this;
+  }
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
   // The engine is closing: finish now with Errc::shutdown.
   virtual void shutdown() = 0;
   void on_done() final { unref(); }
+  // Runs the user's callback with the result (Engine::Impl::defer(Operation*)).
+  virtual void deliver() {}
+  // The deferred delivery's reference.
+  void hold() { ref(); }
+  void release() { unref(); }
+
+  Operation* next_ = nullptr;  // the engine's list of unfinished operations
+  Operation* prev_ = nullptr;
 
  protected:
   virtual ~Operation() = default;
@@ -35,12 +47,18 @@ class Operation : public net::Sink {
   // Finished: leaves the engine's registry and drops its own reference. Commands still in
   // flight keep it alive until they report back.
   void finished() {
-    e_.ops_.erase(this);
+    if (prev_ != nullptr) prev_->next_ = next_;
+    else if (e_.ops_ == this) e_.ops_ = next_;
+    if (next_ != nullptr) next_->prev_ = prev_;
+    prev_ = next_ = nullptr;
     unref();
   }
-  // Sends `cmd` to node `i` with the node deadline. False (and nothing will report) when the
-  // node cannot take it.
-  bool send(int i, const std::shared_ptr<const detail::Command>& cmd, std::uint32_t tag);
+  // Reads the clocks once for the round about to be sent: the loop's (deadlines) and the boot
+  // clock (latencies).
+  void stamp();
+  // Sends `req` to node `i` with the node deadline. False (and nothing will report) when the
+  // node cannot take it. stamp() first.
+  bool send(int i, const std::shared_ptr<const net::Request>& req, std::uint32_t tag);
   // The record of a node that could not even be sent to.
   [[nodiscard]] NodeOutcome not_sent(int i) const;
   // The record of a reply: the kind's verdict, with a grant turned into `excluded` when the
@@ -52,6 +70,7 @@ class Operation : public net::Sink {
   [[nodiscard]] std::optional<NodeOutcome> failure(int i, const net::Result& r) const;
 
   Engine::Impl& e_;
+  BootClock::time_point sent_{};  // stamp()
 
  private:
   int refs_ = 1;
@@ -60,7 +79,7 @@ class Operation : public net::Sink {
 // Sends one command to every node and forgets the answers: the rollback of a failed attempt
 // (nodes that timed out or have not answered may still have run its SET, and on each connection
 // the delete is pipelined behind it, so it runs after it), a waiter leaving a queue.
-void broadcast(Engine::Impl& e, const std::shared_ptr<const detail::Command>& cmd);
+void broadcast(Engine::Impl& e, detail::Command cmd);
 
 // The operations' entry points (Engine's public functions call these; the watchdog extends
 // through start_extend). Each callback runs exactly once, deferred; bad arguments fail it with

@@ -19,8 +19,9 @@ class ReleaseOp final : public Operation {
     std::vector<std::string> keys;
     for (const auto& r : lock.resources()) keys.push_back(e_.options_.key_prefix + r);
     const auto& kind = detail::kind_for_lock(lock.mode(), keys.size());
-    const auto cmd = std::make_shared<const detail::Command>(kind.release(keys, lock.token()));
+    const auto cmd = net::Request::make(kind.release(keys, lock.token()));
     round_.reset(&e_.names());
+    stamp();
     for (int i = 0; i < e_.n(); ++i) {
       if (!send(i, cmd, 0)) record(i, not_sent(i));
     }
@@ -97,11 +98,18 @@ class ReleaseOp final : public Operation {
   void complete(ReleaseResult res) {
     done_ = true;
     ++e_.metrics_.released;
-    e_.defer([cb = std::move(cb_), res = std::move(res)]() mutable { cb(std::move(res)); });
+    result_ = std::move(res);
+    e_.defer(this);
     finished();
   }
 
+  void deliver() override {
+    auto cb = std::move(cb_);
+    cb(std::move(result_));
+  }
+
   Engine::ReleaseCallback cb_;
+  ReleaseResult result_;
   detail::Round round_;
   bool done_ = false;
 };

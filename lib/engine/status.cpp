@@ -14,8 +14,9 @@ class StatusOp final : public Operation {
 
   void start(const std::string& resource) {
     res_.nodes.resize(static_cast<std::size_t>(e_.n()));
-    const auto cmd = std::make_shared<const detail::Command>(
+    const auto cmd = net::Request::make(
         detail::read_status(e_.options_.key_prefix + resource, status_list_limit));
+    stamp();
     for (int i = 0; i < e_.n(); ++i) {
       auto& row = res_.nodes[static_cast<std::size_t>(i)];
       row.node = e_.names()[static_cast<std::size_t>(i)];

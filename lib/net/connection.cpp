@@ -14,8 +14,8 @@
 namespace redlock::net {
 namespace {
 
-std::chrono::microseconds since(BootClock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(BootClock::now() - t);
+std::chrono::microseconds latency(BootClock::time_point sent, BootClock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(at - sent);
 }
 
 std::uint64_t ms(Millis d) { return static_cast<std::uint64_t>(d.count()); }
@@ -209,6 +209,8 @@ void Connection::on_readable() {
       case Transport::Status::ok:
         break;
     }
+    // One clock reading for every reply of this read: they arrived together.
+    const auto at = BootClock::now();
     if (!reader_.feed(in_, io.bytes)) {
       drop(reader_.error());
       return;
@@ -220,7 +222,7 @@ void Connection::on_readable() {
         drop(reader_.error());
         return;
       }
-      handle_reply(reader_.reply());
+      handle_reply(reader_.reply(), at);
       if (gen != generation_ || state_ == State::closed) return;
       reader_.release_reply();
     }
@@ -228,8 +230,8 @@ void Connection::on_readable() {
   }
 }
 
-bool Connection::send(const std::shared_ptr<const detail::Command>& cmd, Millis timeout, Sink& sink,
-                      std::uint32_t tag) {
+bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink, std::uint32_t tag,
+                      BootClock::time_point sent) {
   if (state_ != State::resolving && state_ != State::connecting && state_ != State::handshaking &&
       state_ != State::ready) {
     return false;
@@ -239,15 +241,14 @@ bool Connection::send(const std::shared_ptr<const detail::Command>& cmd, Millis 
   // this command still goes out (a delete must reach it if it ever resumes), but its caller is
   // told "timeout" on the next loop turn instead of waiting once more.
   if (!inflight_.empty() && inflight_.front().timed_out) deadline = uv_now(loop_);
-  resp::append_command(out_, *cmd);
-  queue(cmd, sink, tag, BootClock::now(), deadline, false, false);
+  out_ += req->wire;  // encoded once for every node of the round
+  queue(req, sink, tag, sent, deadline, false, false);
   return true;
 }
 
-void Connection::queue(const std::shared_ptr<const detail::Command>& cmd, Sink& sink,
-                       std::uint32_t tag, BootClock::time_point sent, std::uint64_t deadline_ms,
-                       bool delivered, bool retried) {
-  InFlight f{&sink, tag, sent, deadline_ms, cmd->script ? cmd : nullptr};
+void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
+                       BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered, bool retried) {
+  InFlight f{&sink, tag, sent, deadline_ms, req->command.script ? req : nullptr};
   f.delivered = delivered;
   f.retried = retried;
   inflight_.push_back(std::move(f));
@@ -256,7 +257,7 @@ void Connection::queue(const std::shared_ptr<const detail::Command>& cmd, Sink& 
   if (!delivered && (!deadline_timer_.active() || deadline_ms < timer_due_)) arm_deadline_timer();
 }
 
-void Connection::handle_reply(const detail::Reply& reply) {
+void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point at) {
   if (inflight_.empty()) {
     drop("protocol error: a reply no command was waiting for");
     return;
@@ -270,11 +271,11 @@ void Connection::handle_reply(const detail::Reply& reply) {
     // The script cache was flushed (SCRIPT FLUSH, restart): the script did not run, so the same
     // call with EVAL is safe. It keeps its deadline, delivery state and sink (still exactly one
     // on_result() and one on_done()).
-    resp::append_command(out_, *f.script, resp::ScriptForm::eval);
+    resp::append_command(out_, f.script->command, resp::ScriptForm::eval);
     queue(f.script, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, true);
     return;
   }
-  deliver(f, Result{Result::Kind::reply, &reply, {}, since(f.sent)});
+  deliver(f, Result{Result::Kind::reply, &reply, {}, latency(f.sent, at), at});
   f.sink->on_done();
   if (state_ == State::draining && inflight_.empty()) finish_close();
 }
@@ -301,7 +302,6 @@ void Connection::deliver(InFlight& f, const Result& r) {
 }
 
 std::uint64_t Connection::deadline_after(Millis timeout) {
-  uv_update_time(loop_);
   std::uint64_t budget = ms(timeout);
   // A command queued while the connection is being set up also waits for the connect: give it
   // the connect deadline on top, so a fresh client's first call is not a guaranteed timeout.
@@ -341,6 +341,7 @@ void Connection::arm_deadline_timer() {
 
 void Connection::expire_commands() {
   const std::uint64_t now = uv_now(loop_);
+  const auto at = BootClock::now();
   // libuv runs timers before it polls for I/O: after the loop was held up (a burst of work, a
   // descheduled thread) answers that arrived in time may still sit unread in the socket. Read
   // them first, so that only commands the server has really not answered time out; otherwise
@@ -357,10 +358,10 @@ void Connection::expire_commands() {
     InFlight& f = inflight_[i];
     if (!f.delivered && f.deadline_ms <= now) {
       f.timed_out = true;
-      deliver(f, Result{Result::Kind::timeout, nullptr, {}, since(f.sent)});
+      deliver(f, Result{Result::Kind::timeout, nullptr, {}, latency(f.sent, at), at});
     }
   }
-  if (!inflight_.empty() && since(inflight_.front().sent) >= settings_.stall_limit) {
+  if (!inflight_.empty() && at - inflight_.front().sent >= settings_.stall_limit) {
     drop("no answer for " + std::to_string(settings_.stall_limit.count()) + " ms; reconnecting");
     return;
   }
@@ -369,12 +370,13 @@ void Connection::expire_commands() {
 
 void Connection::fail_all(std::string_view why_view, Result::Kind kind) {
   const std::string why(why_view);
+  const auto at = BootClock::now();
   std::deque<InFlight> failed;
   failed.swap(inflight_);
   settled_ = 0;
   deadline_timer_.stop();
   for (auto& f : failed) {
-    deliver(f, Result{kind, nullptr, why, since(f.sent)});
+    deliver(f, Result{kind, nullptr, why, latency(f.sent, at), at});
     f.sink->on_done();
   }
 }

@@ -25,6 +25,7 @@
 #include "core/command.hpp"
 #include "core/reply.hpp"
 #include "net/reader.hpp"
+#include "net/resp.hpp"
 #include "net/socket.hpp"
 #include "net/transport.hpp"
 #include "net/uv.hpp"
@@ -41,6 +42,7 @@ struct Result {
   const detail::Reply* reply = nullptr;  // Kind::reply only; valid during on_result() only
   std::string_view error;                // Kind::down: why
   std::chrono::microseconds latency{0};
+  BootClock::time_point at{};  // when the answer (or the timeout, or the loss) was seen
 };
 
 class Sink {
@@ -94,11 +96,12 @@ class Connection {
   enum class Failure { down, refused };
   void drop(std::string why, Failure failure = Failure::down);
 
-  // Queues `cmd` (a script call goes out as EVALSHA; on NOSCRIPT once more as EVAL, which is safe:
-  // the script did not run). `timeout` is its deadline. False when not connected or connecting.
-  bool send(const std::shared_ptr<const detail::Command>& cmd, Millis timeout, Sink& sink,
-            std::uint32_t tag);
-
+  // Queues `req` (a script call goes out as EVALSHA; on NOSCRIPT once more as EVAL, which is safe:
+  // the script did not run). `timeout` is its deadline, counted from the loop's time (callers of
+  // a round update it once: uv_update_time); `sent` is the caller's clock reading for latencies.
+  // False when not connected or connecting.
+  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink, std::uint32_t tag,
+            BootClock::time_point sent);
   [[nodiscard]] bool ready() const noexcept { return state_ == State::ready; }
   [[nodiscard]] const std::string& last_error() const noexcept { return last_error_; }
   // The kind of the last failure (a refused login until a later connect gets further).
@@ -113,7 +116,7 @@ class Connection {
     std::uint32_t tag;
     BootClock::time_point sent;
     std::uint64_t deadline_ms;                      // loop time
-    std::shared_ptr<const detail::Command> script;  // script calls: kept for the EVAL retry
+    std::shared_ptr<const Request> script;  // script calls: kept for the EVAL retry
     bool delivered = false;                         // its caller was told (reply, timeout or down)
     bool retried = false;                           // the EVAL retry after NOSCRIPT
     bool timed_out = false;                         // told "timeout"; the answer is still awaited
@@ -132,9 +135,9 @@ class Connection {
   void on_retry_timer();
   void finish_close();
 
-  void queue(const std::shared_ptr<const detail::Command>& cmd, Sink& sink, std::uint32_t tag,
+  void queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
              BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered, bool retried);
-  void handle_reply(const detail::Reply& reply);
+  void handle_reply(const detail::Reply& reply, BootClock::time_point at);
   void deliver(InFlight& f, const Result& r);
   [[nodiscard]] std::uint64_t deadline_after(Millis timeout);
   [[nodiscard]] std::size_t first_unsettled();

@@ -2,6 +2,7 @@
 // RESP encoding of commands, straight into a connection's write buffer (no per-command buffer).
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -26,3 +27,21 @@ void append_command(std::string& out, const detail::Command& cmd,
                     ScriptForm form = ScriptForm::evalsha);
 
 }  // namespace redlock::net::resp
+
+namespace redlock::net {
+
+// A command encoded once for every node it goes to (each connection copies the bytes into its
+// write buffer). The command itself stays for a script's EVAL retry after NOSCRIPT.
+struct Request {
+  detail::Command command;
+  std::string wire;  // RESP; a script call in its EVALSHA form
+
+  [[nodiscard]] static std::shared_ptr<const Request> make(detail::Command c) {
+    auto r = std::make_shared<Request>();
+    r->command = std::move(c);
+    resp::append_command(r->wire, r->command);
+    return r;
+  }
+};
+
+}  // namespace redlock::net

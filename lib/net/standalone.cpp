@@ -25,20 +25,20 @@ enum : std::uint32_t {
   hs_appendfsync
 };
 
-std::shared_ptr<const Command> shared(Command c) {
-  return std::make_shared<const Command>(std::move(c));
+std::shared_ptr<const Request> shared(Command c) {
+  return Request::make(std::move(c));
 }
 
 // The handshake commands that are the same for every connection, built once.
 struct CommonHandshake {
-  std::vector<std::shared_ptr<const Command>> script_loads;
-  std::shared_ptr<const Command> info = shared(Command::plain({"INFO", "server"}));
-  std::shared_ptr<const Command> eviction =
+  std::vector<std::shared_ptr<const Request>> script_loads;
+  std::shared_ptr<const Request> info = shared(Command::plain({"INFO", "server"}));
+  std::shared_ptr<const Request> eviction =
       shared(Command::plain({"CONFIG", "GET", "maxmemory-policy"}));
   // One parameter per CONFIG GET: Redis before 7 takes only one.
-  std::shared_ptr<const Command> appendonly =
+  std::shared_ptr<const Request> appendonly =
       shared(Command::plain({"CONFIG", "GET", "appendonly"}));
-  std::shared_ptr<const Command> appendfsync =
+  std::shared_ptr<const Request> appendfsync =
       shared(Command::plain({"CONFIG", "GET", "appendfsync"}));
   CommonHandshake() {
     for (std::size_t i = 0; i < detail::script_count(); ++i) {
@@ -108,9 +108,9 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
 
   void start() override { conn_.start(); }
   void close() override { conn_.close(); }
-  bool send(const std::shared_ptr<const Command>& cmd, Millis timeout, Sink& sink,
-            std::uint32_t tag) override {
-    return conn_.send(cmd, timeout, sink, tag);
+  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink, std::uint32_t tag,
+            BootClock::time_point sent) override {
+    return conn_.send(req, timeout, sink, tag, sent);
   }
   const std::string& name() const override { return name_; }
   std::string last_error() const override { return conn_.last_error(); }
@@ -132,13 +132,14 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
     const auto t = options_.connect_timeout;
     appendonly_.clear();
     appendfsync_.clear();
-    if (auth_) c.send(auth_, t, *this, hs_auth);
-    if (select_) c.send(select_, t, *this, hs_select);
-    for (const auto& load : common().script_loads) c.send(load, t, *this, hs_script_load);
-    c.send(common().info, t, *this, hs_info);
-    c.send(common().eviction, t, *this, hs_config);
-    c.send(common().appendonly, t, *this, hs_appendonly);
-    c.send(common().appendfsync, t, *this, hs_appendfsync);
+    const auto now = BootClock::now();
+    if (auth_) c.send(auth_, t, *this, hs_auth, now);
+    if (select_) c.send(select_, t, *this, hs_select, now);
+    for (const auto& load : common().script_loads) c.send(load, t, *this, hs_script_load, now);
+    c.send(common().info, t, *this, hs_info, now);
+    c.send(common().eviction, t, *this, hs_config, now);
+    c.send(common().appendonly, t, *this, hs_appendonly, now);
+    c.send(common().appendfsync, t, *this, hs_appendfsync, now);
   }
   void on_ready(Connection&, const std::string& established) override {
     if (!established.empty()) host_.log(LogLevel::debug, name_ + ": connected over " + established);
@@ -209,7 +210,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
   NodeAddress address_;
   std::string name_;
   const Options& options_;
-  std::shared_ptr<const Command> auth_, select_;
+  std::shared_ptr<const Request> auth_, select_;
   std::string appendonly_, appendfsync_;  // CONFIG GET at the last connect; empty if unknown
   detail::RestartGuard guard_;
   Connection conn_;  // last: destroyed first, while the rest is still there
