@@ -310,8 +310,15 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
 std::string redacted(std::string_view text) {
   const auto at = text.rfind('@');
   if (at == std::string_view::npos) return std::string(text);
+  // A scheme only where the text starts with one (letters, digits, '+', '-', '.'): a "://" later
+  // on is part of what is hidden.
   const auto scheme = text.find("://");
-  const std::size_t start = scheme != std::string_view::npos && scheme < at ? scheme + 3 : 0;
+  const bool has_scheme =
+      scheme != std::string_view::npos && scheme > 0 && scheme < at &&
+      text.substr(0, scheme).find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.") ==
+          std::string_view::npos;
+  const std::size_t start = has_scheme ? scheme + 3 : 0;
   const auto userinfo = text.substr(start, at - start);
   const auto colon = userinfo.find(':');
   const bool plain_user = colon != std::string_view::npos &&

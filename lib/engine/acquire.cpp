@@ -16,8 +16,6 @@ using detail::Verdict;
 
 namespace {
 
-
-
 std::chrono::microseconds to_us(BootClock::duration d) {
   return std::chrono::duration_cast<std::chrono::microseconds>(d);
 }
@@ -389,8 +387,7 @@ void AcquireOp::complete(AcquireResult res) {
   if (id_ != 0) e_.acquires_.erase(id_);
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
   if (!e_.closing_) {
-    if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error))
-      broadcast(e_, std::move(*c));
+    if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error)) broadcast(e_, std::move(*c));
   }
   e_.count_acquire(res, BootClock::now() - started_);
   result_ = std::move(res);

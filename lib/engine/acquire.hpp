@@ -96,7 +96,7 @@ class AcquireOp final : public Operation {
   std::uint64_t ticket_ = 0;  // fair: max over the quorum
   bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
   Millis poll_{5};            // fair: backoff between polls
-  AcquireResult result_;  // what deliver() hands over
+  AcquireResult result_;      // what deliver() hands over
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;
 };

@@ -110,7 +110,7 @@ class Engine::Impl final : public net::NodeHost {
   std::vector<std::uint64_t> cancel_requests_;  // guarded by cancel_mu_
   int open_ = 0;                                // nodes and own handles not closed yet
   struct Deferred {
-    Operation* op;            // deliver() this one, or
+    Operation* op;             // deliver() this one, or
     std::function<void()> fn;  // run this
   };
   std::vector<Deferred> deferred_;

@@ -8,7 +8,9 @@ void Operation::stamp() {
 }
 
 bool Operation::send(int i, const std::shared_ptr<const net::Request>& req, std::uint32_t tag) {
-  if (!e_.nodes_[static_cast<std::size_t>(i)]->send(req, e_.options_.node_timeout, *this, tag, sent_)) return false;
+  if (!e_.nodes_[static_cast<std::size_t>(i)]->send(req, e_.options_.node_timeout, *this, tag,
+                                                    sent_))
+    return false;
   ref();
   return true;
 }

@@ -47,8 +47,10 @@ class Operation : public net::Sink {
   // Finished: leaves the engine's registry and drops its own reference. Commands still in
   // flight keep it alive until they report back.
   void finished() {
-    if (prev_ != nullptr) prev_->next_ = next_;
-    else if (e_.ops_ == this) e_.ops_ = next_;
+    if (prev_ != nullptr)
+      prev_->next_ = next_;
+    else if (e_.ops_ == this)
+      e_.ops_ = next_;
     if (next_ != nullptr) next_->prev_ = prev_;
     prev_ = next_ = nullptr;
     unref();

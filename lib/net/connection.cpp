@@ -230,8 +230,8 @@ void Connection::on_readable() {
   }
 }
 
-bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink, std::uint32_t tag,
-                      BootClock::time_point sent) {
+bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+                      std::uint32_t tag, BootClock::time_point sent) {
   if (state_ != State::resolving && state_ != State::connecting && state_ != State::handshaking &&
       state_ != State::ready) {
     return false;
@@ -247,7 +247,8 @@ bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout,
 }
 
 void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
-                       BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered, bool retried) {
+                       BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered,
+                       bool retried) {
   InFlight f{&sink, tag, sent, deadline_ms, req->command.script ? req : nullptr};
   f.delivered = delivered;
   f.retried = retried;

@@ -100,8 +100,8 @@ class Connection {
   // the script did not run). `timeout` is its deadline, counted from the loop's time (callers of
   // a round update it once: uv_update_time); `sent` is the caller's clock reading for latencies.
   // False when not connected or connecting.
-  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink, std::uint32_t tag,
-            BootClock::time_point sent);
+  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+            std::uint32_t tag, BootClock::time_point sent);
   [[nodiscard]] bool ready() const noexcept { return state_ == State::ready; }
   [[nodiscard]] const std::string& last_error() const noexcept { return last_error_; }
   // The kind of the last failure (a refused login until a later connect gets further).
@@ -115,11 +115,11 @@ class Connection {
     Sink* sink;
     std::uint32_t tag;
     BootClock::time_point sent;
-    std::uint64_t deadline_ms;                      // loop time
+    std::uint64_t deadline_ms;              // loop time
     std::shared_ptr<const Request> script;  // script calls: kept for the EVAL retry
-    bool delivered = false;                         // its caller was told (reply, timeout or down)
-    bool retried = false;                           // the EVAL retry after NOSCRIPT
-    bool timed_out = false;                         // told "timeout"; the answer is still awaited
+    bool delivered = false;                 // its caller was told (reply, timeout or down)
+    bool retried = false;                   // the EVAL retry after NOSCRIPT
+    bool timed_out = false;                 // told "timeout"; the answer is still awaited
   };
 
   void connect_next();

@@ -43,8 +43,8 @@ class Node {
   virtual void close() = 0;
   // False when the node cannot take commands now (not connected): then nothing runs. As
   // Connection::send: the loop time is the caller's to update, `sent` its clock reading.
-  virtual bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink, std::uint32_t tag,
-                    BootClock::time_point sent) = 0;
+  virtual bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+                    std::uint32_t tag, BootClock::time_point sent) = 0;
 
   // Display address, never with a password.
   [[nodiscard]] virtual const std::string& name() const = 0;

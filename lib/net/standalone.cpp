@@ -25,9 +25,7 @@ enum : std::uint32_t {
   hs_appendfsync
 };
 
-std::shared_ptr<const Request> shared(Command c) {
-  return Request::make(std::move(c));
-}
+std::shared_ptr<const Request> shared(Command c) { return Request::make(std::move(c)); }
 
 // The handshake commands that are the same for every connection, built once.
 struct CommonHandshake {
@@ -108,8 +106,8 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
 
   void start() override { conn_.start(); }
   void close() override { conn_.close(); }
-  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink, std::uint32_t tag,
-            BootClock::time_point sent) override {
+  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+            std::uint32_t tag, BootClock::time_point sent) override {
     return conn_.send(req, timeout, sink, tag, sent);
   }
   const std::string& name() const override { return name_; }

@@ -58,37 +58,53 @@ std::string as_quoted(std::string_view s) {
 }
 
 // Whatever the input, the part that may be a password (after the first ':' of everything between
-// the scheme and the last '@') never shows in the quoted address of an error, unless the same
-// bytes also appear after that '@' (then they are the host's, not a secret).
+// the scheme, where the text starts with one, and the last '@') never shows in the quoted address
+// of an error, unless the same rendered bytes also show in the rendering of the rest of the input
+// with the password masked (then they are the host's or the user's, not a secret).
 void check_no_password(std::string_view input, const std::string& error) {
   const auto at = input.rfind('@');
   if (at == std::string_view::npos) return;
   const auto scheme = input.find("://");
-  const std::size_t start = scheme != std::string_view::npos && scheme < at ? scheme + 3 : 0;
-  auto cred = input.substr(start, at - start);
-  if (const auto colon = cred.find(':'); colon != std::string_view::npos)
-    cred = cred.substr(colon + 1);
-  // (All stars: the same characters as the mask the message puts in their place.)
-  if (cred.size() < 3 || input.substr(at).find(cred) != std::string_view::npos ||
-      cred.find_first_not_of('*') == std::string_view::npos) {
+  const bool has_scheme =
+      scheme != std::string_view::npos && scheme > 0 && scheme < at &&
+      input.substr(0, scheme).find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.") ==
+          std::string_view::npos;
+  std::size_t start = has_scheme ? scheme + 3 : 0;
+  if (const auto colon = input.substr(start, at - start).find(':');
+      colon != std::string_view::npos) {
+    start += colon + 1;
+  }
+  const auto cred = input.substr(start, at - start);
+  if (cred.size() < 3) return;
+  const std::string rendered_cred = as_quoted(cred);
+  // The mask may cover the user too (one with a '/' or '@' in it).
+  const std::string rest = "***" + as_quoted(input.substr(at));
+  const std::string masked = as_quoted(input.substr(0, start)) + rest;
+  const std::string masked_user = as_quoted(input.substr(0, has_scheme ? scheme + 3 : 0)) + rest;
+  if (masked.find(rendered_cred) != std::string::npos ||
+      masked_user.find(rendered_cred) != std::string::npos) {
     return;
   }
   const auto q1 = error.find('\'');
   const auto q2 = error.rfind("': ");
   if (q1 == std::string::npos || q2 == std::string::npos || q2 <= q1) return;
   const std::string quoted_part = error.substr(q1, q2 - q1);
-  FUZZ_CHECK(quoted_part.find(as_quoted(cred)) == std::string::npos,
+  FUZZ_CHECK(quoted_part.find(rendered_cred) == std::string::npos,
              "password shown in " + fuzz::show(error) + " for " + fuzz::show(input));
 }
 
-void check_error(std::string_view input, const std::string& error, std::string_view prefix) {
+// `quoted` is the input whose (redacted) text the error quotes: for a list, the first item that
+// does not parse.
+void check_error(std::string_view input, const std::string& error, std::string_view prefix,
+                 std::string_view quoted) {
   FUZZ_CHECK(!error.empty(), "no error message for " + fuzz::show(input));
   FUZZ_CHECK(error.rfind(prefix, 0) == 0,
              "error " + fuzz::show(error) + " for " + fuzz::show(input));
   for (unsigned char c : error) {
     FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in error " + fuzz::show(error));
   }
-  check_no_password(input, error);
+  check_no_password(quoted, error);
 }
 
 void check_address(std::string_view input, const NodeAddress& a) {
@@ -140,7 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (one) {
     check_address(text, *one);
   } else {
-    check_error(text, err, "bad node address '");
+    check_error(text, err, "bad node address '", text);
   }
 
   // The list: split on ',' independently and compare.
@@ -155,9 +171,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<NodeAddress> expect;
   std::set<std::string> seen;
   bool valid = !text.empty();
+  std::string_view bad_item;  // the first item that does not parse, if any
   for (auto item : items) {
     std::string e;
     auto a = NodeAddress::parse(item, e);
+    if (!a) bad_item = item;
     if (!a || !seen.insert(identity(*a)).second) {
       valid = false;
       break;
@@ -174,7 +192,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                "parse_node_list differs from item-wise parsing for " + fuzz::show(text));
     for (std::size_t i = 0; i < list->size(); ++i) check_address(items[i], (*list)[i]);
   } else if (!text.empty()) {
-    check_error(text, list_err, list_err.rfind("node '", 0) == 0 ? "node '" : "bad node address '");
+    // (A duplicate is named by display forms, which never carry credentials.)
+    check_error(text, list_err, list_err.rfind("node '", 0) == 0 ? "node '" : "bad node address '",
+                bad_item);
   }
   return 0;
 }
