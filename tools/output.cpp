@@ -156,6 +156,21 @@ void print_status_json(const std::string& resource, const StatusResult& res, std
               {"pttl_ms", n.pttl ? Json(n.pttl->count()) : Json(nullptr)}};
     if (!n.type.empty()) o["type"] = text(n.type);
     if (!n.detail.empty()) o["detail"] = text(n.detail);
+    if (n.up) {
+      Json readers = Json::array();
+      for (const auto& r : n.readers) {
+        readers.push_back({{"token", text(r.token)}, {"remaining_ms", r.remaining.count()}});
+      }
+      Json queue = Json::array();
+      for (const auto& w : n.queue) queue.push_back({{"id", text(w.id)}, {"ticket", w.ticket}});
+      o["reader_count"] = n.reader_count;
+      o["readers"] = std::move(readers);
+      o["writer_waiting"] = n.writer_waiting ? text(*n.writer_waiting) : Json(nullptr);
+      o["queue_length"] = n.queue_length;
+      o["queue"] = std::move(queue);
+      o["fence"] = n.fence ? Json(*n.fence) : Json(nullptr);
+      o["ticket"] = n.ticket ? Json(*n.ticket) : Json(nullptr);
+    }
     records.push_back(std::move(o));
   }
   print_json({{"resource", text(resource)}, {"nodes", nodes}, {"per_node", std::move(records)}});

@@ -127,6 +127,48 @@ class LockCommands(unittest.TestCase):
         finally:
             self.c.servers[4].start()
 
+    def test_status_shows_readers_the_waiting_writer_and_the_fair_queue(self):
+        # A read lock keeps no lock key: without these lines every node would show "-".
+        r1 = self.cli("acquire", "t-rw", "--read", "--ttl", "30s").stdout.decode().strip()
+        r2 = self.cli("acquire", "t-rw", "--read", "--ttl", "30s").stdout.decode().strip()
+        writer = subprocess.Popen([CLI, "-n", self.c.nodes, "acquire", "t-rw", "--write", "--wait", "3s"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        holder = self.cli("acquire", "t-fq", "--fair", "--ttl", "30s").stdout.decode().strip()
+        waiter = subprocess.Popen([CLI, "-n", self.c.nodes, "acquire", "t-fq", "--fair", "--wait", "3s"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def waiting():
+                obj = json.loads(self.cli("status", "t-rw", "--json").stdout)
+                q = json.loads(self.cli("status", "t-fq", "--json").stdout)
+                return (all(n["writer_waiting"] for n in obj["per_node"]) and
+                        all(n["queue_length"] == 1 for n in q["per_node"]))
+            deadline = time.time() + 2.5
+            while not waiting() and time.time() < deadline:
+                time.sleep(0.05)
+            rw = json.loads(self.cli("status", "t-rw", "--json").stdout)
+            for n in rw["per_node"]:
+                self.assertEqual(n["reader_count"], 2)
+                self.assertEqual(sorted(x["token"] for x in n["readers"]), sorted([r1, r2]))
+                self.assertTrue(all(0 < x["remaining_ms"] <= 30000 for x in n["readers"]), n)
+                self.assertTrue(n["writer_waiting"], n)
+            table = self.cli("status", "t-rw").stdout.decode()
+            self.assertEqual(table.count("readers (2): "), 5, table)
+            self.assertEqual(table.count("writer waiting: "), 5, table)
+            self.assertIn(r1, table)
+            fq = json.loads(self.cli("status", "t-fq", "--json").stdout)
+            for n in fq["per_node"]:
+                self.assertEqual(n["value"], holder)
+                self.assertEqual(n["queue_length"], 1)
+                self.assertEqual(n["queue"][0]["ticket"], n["ticket"])
+            table = self.cli("status", "t-fq").stdout.decode()
+            self.assertEqual(table.count("queue (1): #"), 5, table)
+            self.assertEqual(table.count("ticket counter: "), 5, table)
+        finally:
+            writer.kill()
+            waiter.kill()
+            writer.wait()
+            waiter.wait()
+
     def test_status_shows_a_key_without_expiry(self):
         # A lock key someone SET without PX never frees itself: the table must not show it with
         # the same "-" as a node that has no key.

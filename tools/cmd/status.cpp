@@ -9,6 +9,35 @@
 namespace redlock::cli {
 namespace {
 
+// Under a node's row: what read-write and fair locks keep beside the lock key (readers, the
+// waiting writer, the queue) and the counters, one indented line each, only when present.
+void print_lock_details(const NodeKeyState& n) {
+  const std::string indent = "    ";
+  if (n.reader_count > 0) {
+    std::cout << indent << "readers (" << n.reader_count << "):";
+    for (const auto& r : n.readers) {
+      std::cout << " " << printable(r.token) << " (" << r.remaining.count() << "ms)";
+    }
+    if (n.readers.size() < n.reader_count) std::cout << " ...";
+    std::cout << "\n";
+  }
+  if (n.writer_waiting) {
+    std::cout << indent << "writer waiting: " << printable(*n.writer_waiting) << "\n";
+  }
+  if (n.queue_length > 0) {
+    std::cout << indent << "queue (" << n.queue_length << "):";
+    for (const auto& w : n.queue) std::cout << " #" << w.ticket << " " << printable(w.id);
+    if (n.queue.size() < n.queue_length) std::cout << " ...";
+    std::cout << "\n";
+  }
+  if (n.fence || n.ticket) {
+    std::cout << indent;
+    if (n.fence) std::cout << "fence counter: " << *n.fence << (n.ticket ? "  " : "");
+    if (n.ticket) std::cout << "ticket counter: " << *n.ticket;
+    std::cout << "\n";
+  }
+}
+
 int run_status(const std::string& resource, const Globals& g) {
   if (resource.empty()) throw UsageError("empty resource name");
   Client client(make_options(g));
@@ -37,6 +66,7 @@ int run_status(const std::string& resource, const Globals& g) {
               << (n.up ? "up" : "down") << "  " << std::setw(40) << value << "  " << ttl;
     if (!n.detail.empty()) std::cout << "  (" << n.detail << ")";
     std::cout << "\n";
+    print_lock_details(n);
   }
   return exit_ok;
 }
