@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <set>
+#include <string>
 
 #include "core/scripts.hpp"
 #include "core/token.hpp"
@@ -83,4 +86,35 @@ TEST_CASE("a multi-resource token names its resources; other tokens name none") 
   CHECK_FALSE(token_resources(t + "-x"));
   CHECK_FALSE(token_resources("not-a-token-3"));
   CHECK_FALSE(token_resources(t.substr(1) + "-33"));  // 39 hex digits
+}
+
+TEST_CASE("tokens: a forked child never makes its parent's next tokens") {
+  // The parent's pool holds bytes for ~200 more tokens; a child that reused them would hand out
+  // the very tokens the parent is about to use.
+  (void)redlock::detail::make_token();
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::string all;
+    for (int i = 0; i < 8; ++i) all += redlock::detail::make_token();
+    const auto n = write(fds[1], all.data(), all.size());
+    _exit(n == static_cast<ssize_t>(all.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string from_child(8 * 40, '\0');
+  std::size_t got = 0;
+  while (got < from_child.size()) {
+    const auto n = read(fds[0], from_child.data() + got, from_child.size() - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(got == from_child.size());
+  std::set<std::string> mine;
+  for (int i = 0; i < 8; ++i) mine.insert(redlock::detail::make_token());
+  for (std::size_t i = 0; i < 8; ++i) CHECK(mine.count(from_child.substr(40 * i, 40)) == 0);
 }
