@@ -272,6 +272,15 @@ TEST_CASE("a loop held up past node_timeout: answers already received still coun
       engine.acquire({"held-up"}, ttl_opts(5s), [&](AcquireResult r) { held_up = std::move(r); });
       uv_run(&loop, UV_RUN_NOWAIT);  // the SETs go out; the answers are not read yet
       std::this_thread::sleep_for(3 * o.node_timeout);  // the loop is held up; the nodes answer
+      // On a busy machine a server may not have run yet: hold the loop until every node has the
+      // key (the answer follows its SET within the server's loop turn), then a little longer.
+      REQUIRE(eventually([&] {
+        for (std::size_t i = 0; i < c.size(); ++i) {
+          if (!c[i].exists("held-up")) return false;
+        }
+        return true;
+      }));
+      std::this_thread::sleep_for(20ms);
       while (!held_up) uv_run(&loop, UV_RUN_ONCE);
       REQUIRE_MESSAGE(*held_up, held_up->message);
       CHECK(count_state(held_up->nodes, NodeState::timeout) == 0);
