@@ -50,8 +50,9 @@ struct Globals {
   std::optional<double> drift_factor;
   std::optional<int> retry_count;
   std::string retry_delay;
-  std::string min_uptime;  // also REDLOCK_MIN_UPTIME
-  std::string key_prefix;  // --key-prefix: Options::key_prefix
+  std::string min_uptime;    // also REDLOCK_MIN_UPTIME
+  std::string key_prefix;    // --key-prefix: Options::key_prefix
+  bool no_wake_ups = false;  // --no-wake-ups: Options::wake_ups off (poll only)
 };
 
 // ---- the declaration layer ---------------------------------------------------------------------

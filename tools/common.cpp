@@ -175,6 +175,7 @@ Options make_options(const Globals& g) {
   if (!nodes) throw UsageError(err);
   o.nodes = std::move(*nodes);
   o.key_prefix = g.key_prefix;
+  o.wake_ups = !g.no_wake_ups;
   if (!g.node_timeout.empty()) o.node_timeout = duration_arg("--node-timeout", g.node_timeout);
   if (!g.connect_timeout.empty())
     o.connect_timeout = duration_arg("--connect-timeout", g.connect_timeout);

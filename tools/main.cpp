@@ -139,6 +139,9 @@ int main(int argc, char** argv) {
       {"--key-prefix", &g.key_prefix,
        "Prepended to every resource to form its keys, as a service's Options::key_prefix "
        "(default none)"},
+      {"--no-wake-ups", &g.no_wake_ups,
+       "Waiters poll only: no pub/sub connection listening for releases (default: a waiter "
+       "tries again as soon as a quorum of nodes saw the lock released)"},
   };
   add_options(app, globals);
 

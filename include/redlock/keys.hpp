@@ -32,9 +32,11 @@ enum class KeyRole {
   ticket,          // fair-lock ticket counter (string integer; lives as long as the queue)
   queue,           // fair-lock waiters (sorted set waiter -> ticket)
   heartbeats,      // fair-lock waiters' heartbeats (sorted set waiter -> expiry, server ms)
+  wake,            // not a key: the pub/sub channel releases publish on (the next fair waiter's
+                   // id, or ""), so waiters try at once instead of at their next poll
 };
 
-// "fence", "readers", "writer", "ticket", "queue", "heartbeats": the <role> part of the key.
+// "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake": the <role> part.
 [[nodiscard]] REDLOCK_API std::string_view to_string(KeyRole role) noexcept;
 
 // The key of `role` for the lock key `lock_key` (key prefix included).

@@ -104,6 +104,12 @@ struct Options {
   int retry_count = 3;       // extra attempts after the first (when no wait deadline is given)
   Millis retry_delay{200};   // sleep between attempts ...
   Millis retry_jitter{100};  // ... plus a uniform value in [-jitter, +jitter]
+  // Wake-ups: an acquisition that sleeps between attempts listens, on every node, for releases of
+  // its resource (one pub/sub connection per node for the whole client) and tries again as soon
+  // as a quorum of nodes has seen one, instead of at the end of its sleep; a fair waiter only
+  // when it is next in line. Polling stays, for releases by other clients and expiries. Off:
+  // poll only, and no pub/sub connections.
+  bool wake_ups = true;
 
   std::string key_prefix;  // prepended to every resource to form the key; default none
 

@@ -55,6 +55,8 @@ std::string_view to_string(KeyRole role) noexcept {
       return "queue";
     case KeyRole::heartbeats:
       return "heartbeats";
+    case KeyRole::wake:
+      return "wake";
   }
   return "?";
 }

@@ -27,5 +27,9 @@ namespace redlock::detail::keys {
 [[nodiscard]] inline std::string heartbeats(std::string_view key) {
   return derived_key(key, KeyRole::heartbeats);
 }
+// The channel waiters of `key` listen on (a channel name, not a key).
+[[nodiscard]] inline std::string wake(std::string_view key) {
+  return derived_key(key, KeyRole::wake);
+}
 
 }  // namespace redlock::detail::keys

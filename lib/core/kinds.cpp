@@ -74,7 +74,9 @@ class Read : public LockKind {
     return Command::call(ScriptId::extend_read, {keys::readers(k[0])}).arg(token).arg(ms(ttl));
   }
   Command release(const std::vector<std::string>& k, std::string_view token) const override {
-    return Command::call(ScriptId::release_read, {keys::readers(k[0])}).arg(token);
+    return Command::call(ScriptId::release_read, {keys::readers(k[0])})
+        .arg(token)
+        .arg(keys::wake(k[0]));
   }
 };
 
@@ -96,7 +98,9 @@ class Write : public LockKind {
   std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
                                         bool acquired) const override {
     if (acquired) return std::nullopt;
-    return Command::call(ScriptId::release, {keys::writer_waiting(k[0])}).arg(waiter);
+    return Command::call(ScriptId::release, {keys::writer_waiting(k[0])})
+        .arg(waiter)
+        .arg(keys::wake(k[0]));
   }
 };
 
@@ -121,7 +125,8 @@ class Fair : public LockKind {
   std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
                                         bool) const override {
     return Command::call(ScriptId::fair_leave, {keys::queue(k[0]), keys::heartbeats(k[0])})
-        .arg(waiter);
+        .arg(waiter)
+        .arg(keys::wake(k[0]));
   }
 };
 
@@ -141,9 +146,17 @@ Command LockKind::extend(const std::vector<std::string>& keys, std::string_view 
       .arg(ms(ttl));
 }
 
-Command LockKind::release(const std::vector<std::string>& keys, std::string_view token) const {
-  return Command::call(keys.size() > 1 ? ScriptId::release_multi : ScriptId::release, keys)
-      .arg(token);
+// Releases publish on the wake channel (see scripts.cpp); a single resource's also names the
+// first waiter of its fair queue, if it has one.
+Command LockKind::release(const std::vector<std::string>& lock_keys, std::string_view token) const {
+  if (lock_keys.size() > 1) {
+    Command c = Command::call(ScriptId::release_multi, lock_keys).arg(token);
+    for (const auto& k : lock_keys) c.arg(keys::wake(k));
+    return c;
+  }
+  return Command::call(ScriptId::release, {lock_keys[0], keys::queue(lock_keys[0])})
+      .arg(token)
+      .arg(keys::wake(lock_keys[0]));
 }
 
 Verdict LockKind::classify_extend(const Reply& r) {

@@ -4,18 +4,30 @@ namespace redlock::detail {
 namespace {
 
 constexpr std::string_view bodies[] = {
-    // release
-    R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)",
+    // release (KEYS lock, [fair queue]; ARGV token, [wake channel]): the documented
+    // compare-and-delete, and then a publish on the wake channel naming the fair queue's first
+    // waiter ("" when there is none), so that waiter (or, for other locks, every waiter) tries at
+    // once. Other clients' releases publish nothing: their waiters poll, as before.
+    R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
+local n = redis.call("del",KEYS[1])
+if ARGV[2] then
+  local head = KEYS[2] and redis.call("zrange",KEYS[2],0,0)[1] or ""
+  redis.call("publish",ARGV[2],head)
+end
+return n)",
     // extend
     R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end)",
     // acquire_multi: all-or-nothing on this node
     R"(for _, k in ipairs(KEYS) do if redis.call("exists", k) == 1 then return 0 end end
 for _, k in ipairs(KEYS) do redis.call("set", k, ARGV[1], "PX", ARGV[2]) end
 return 1)",
-    // release_multi
+    // release_multi (KEYS...; ARGV token, then each key's wake channel)
     R"(local n = 0
-for _, k in ipairs(KEYS) do
-  if redis.call("get", k) == ARGV[1] then n = n + redis.call("del", k) end
+for i, k in ipairs(KEYS) do
+  if redis.call("get", k) == ARGV[1] then
+    n = n + redis.call("del", k)
+    if ARGV[i + 1] then redis.call("publish", ARGV[i + 1], "") end
+  end
 end
 return n)",
     // extend_multi: only if every key still carries our token
@@ -104,11 +116,15 @@ if redis.call("get", KEYS[3]) == ARGV[4] then redis.call("del", KEYS[3]) end
 return 1)",
     // release_read: the entry goes either way, but a reader whose expiry (server time) has passed
     // held nothing any more and says so, as the plain release does for an expired key.
+    // The last live reader to leave publishes on the wake channel (ARGV[2]): a writer waits.
     R"(local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = redis.call("zscore", KEYS[1], ARGV[1])
 if not exp then return 0 end
 redis.call("zrem", KEYS[1], ARGV[1])
+if ARGV[2] and redis.call("zcount", KEYS[1], "(" .. now, "+inf") == 0 then
+  redis.call("publish", ARGV[2], "")
+end
 if tonumber(exp) <= now then return 0 end
 return 1)",
     // extend_read
@@ -157,9 +173,14 @@ if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 en
 redis.call("zrem", KEYS[2], ARGV[5])
 redis.call("zrem", KEYS[3], ARGV[5])
 return 1)",
-    // fair_leave
-    R"(redis.call("zrem", KEYS[1], ARGV[1])
+    // fair_leave (KEYS queue, heartbeats; ARGV waiter, wake channel): a first waiter that leaves
+    // names the next one on the wake channel
+    R"(local first = redis.call("zrange", KEYS[1], 0, 0)[1] == ARGV[1]
+redis.call("zrem", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
+if first and ARGV[2] then
+  redis.call("publish", ARGV[2], redis.call("zrange", KEYS[1], 0, 0)[1] or "")
+end
 return 1)",
 };
 static_assert(std::size(bodies) == script_count());

@@ -195,6 +195,10 @@ void AcquireOp::attempt_decided(Decision d) {
   const auto t2 = BootClock::now();
   attempt_.close();
   const int n = e_.n();
+  if (woken_) {
+    woken_ = false;
+    e_.learn_from_woken_attempt(d == Decision::quorum, attempt_.tally().ok);
+  }
   if (d == Decision::quorum) {
     if (kind_.fenced()) {
       // Fencing, second round: raise the counter to at least the fence on a quorum before handing
@@ -319,6 +323,14 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
 
 void AcquireOp::sleep_then_retry(Millis sleep) {
   phase_ = Phase::sleeping;
+  if (e_.options_.wake_ups) {
+    if (!watching_) {
+      watching_ = true;
+      e_.watch(this, keys_);
+    }
+    heard_.assign(static_cast<std::size_t>(e_.n()), 0);
+    heard_count_ = 0;
+  }
   if (!retry_timer_) {
     retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
       if (phase_ != Phase::sleeping) return;
@@ -330,6 +342,25 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
     });
   }
   retry_timer_->start(static_cast<std::uint64_t>(sleep.count()));
+}
+
+void AcquireOp::wake(int node, const net::Wake& w) {
+  if (phase_ != Phase::sleeping || heard_[static_cast<std::size_t>(node)] != 0) return;
+  if (kind_.queued()) {
+    // A fair lock goes to the first in line: a release naming another waiter is not for us, and
+    // a deletion by someone else tells nothing about the queue (polling sees it).
+    if (w.why == net::Wake::Why::released && !w.waiter.empty() && w.waiter != waiter_) return;
+    if (w.why == net::Wake::Why::key_gone) return;
+  }
+  heard_[static_cast<std::size_t>(node)] = 1;
+  // Before a quorum has released, the attempt would find the key still held on too many nodes.
+  if (++heard_count_ < detail::quorum_of(e_.n())) return;
+  heard_count_ = -e_.n();  // once per sleep
+  woken_ = true;
+  // A fair release names one waiter: it goes at once. A plain one wakes every waiter, in every
+  // client: they spread out over a window that widens while woken attempts split the votes.
+  const Millis spread = kind_.queued() ? Millis{0} : e_.jitter(e_.wake_spread_);
+  retry_timer_->start(static_cast<std::uint64_t>(spread.count()));
 }
 
 void AcquireOp::cancel() {
@@ -385,6 +416,10 @@ void AcquireOp::complete(AcquireResult res) {
   phase_ = Phase::done;
   if (retry_timer_) retry_timer_->stop();
   if (id_ != 0) e_.acquires_.erase(id_);
+  if (watching_) {
+    watching_ = false;
+    e_.unwatch(this, keys_);
+  }
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
   if (!e_.closing_) {
     if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error)) broadcast(e_, std::move(*c));

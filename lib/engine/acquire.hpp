@@ -39,6 +39,9 @@ class AcquireOp final : public Operation {
   void cancel();
 
   void on_result(int node, std::uint32_t tag, const net::Result& r) override;
+  // Node `node` heard that a key of ours may be free: while sleeping, once a quorum of nodes has,
+  // try again now (after a spread of at most a millisecond) instead of at the end of the sleep.
+  void wake(int node, const net::Wake& w);
   void shutdown() override;
   void deliver() override;
 
@@ -86,6 +89,10 @@ class AcquireOp final : public Operation {
   std::optional<BootClock::time_point> wait_until_;
   BootClock::time_point started_{};
   std::unique_ptr<net::Timer> retry_timer_;
+  bool watching_ = false;    // wake-ups: registered with the engine (from the first sleep on)
+  std::vector<char> heard_;  // nodes that reported a release during this sleep
+  int heard_count_ = 0;
+  bool woken_ = false;  // the current attempt was started by a wake-up
 
   detail::Round attempt_;  // the current (or last) attempt: its record is what the caller sees
   detail::Round counter_;  // the current ticket or write-back round

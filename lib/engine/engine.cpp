@@ -24,14 +24,17 @@ Options checked(Options o) {
   return o;
 }
 
+// Two per node: the command connection's, then (with wake-ups) the pub/sub connection's.
 std::vector<std::unique_ptr<net::TransportFactory>> transports_for(const Options& o) {
   net::TlsContexts contexts;
   std::vector<std::unique_ptr<net::TransportFactory>> out;
   for (const auto& a : o.nodes) {
-    std::string error;
-    auto t = net::transport_for(a, o, contexts, error);
-    if (!t) throw std::invalid_argument(error);
-    out.push_back(std::move(t));
+    for (int i = 0; i < 2; ++i) {
+      std::string error;
+      auto t = i == 1 && !o.wake_ups ? nullptr : net::transport_for(a, o, contexts, error);
+      if (!t && !error.empty()) throw std::invalid_argument(error);
+      out.push_back(std::move(t));
+    }
   }
   return out;
 }
@@ -57,8 +60,9 @@ Engine::Impl::Impl(uv_loop_t* loop, Options options)
   metrics_.nodes.resize(options_.nodes.size());  // never resized again: nodes keep pointers into it
   nodes_.reserve(options_.nodes.size());
   for (std::size_t i = 0; i < options_.nodes.size(); ++i) {
-    nodes_.push_back(net::make_node(loop_, *this, static_cast<int>(i), std::move(transports_[i]),
-                                    options_.nodes[i], options_, &metrics_.nodes[i]));
+    nodes_.push_back(net::make_node(
+        loop_, *this, static_cast<int>(i), std::move(transports_[2 * i]),
+        std::move(transports_[2 * i + 1]), options_.nodes[i], options_, &metrics_.nodes[i]));
     names_.push_back(nodes_.back()->name());
     metrics_.nodes[i].node = names_.back();
     ++open_;
@@ -67,6 +71,35 @@ Engine::Impl::Impl(uv_loop_t* loop, Options options)
 }
 
 Engine::Impl::~Impl() = default;
+
+void Engine::Impl::watch(AcquireOp* op, const std::vector<std::string>& keys) {
+  for (const auto& k : keys) {
+    auto& ops = watchers_[k];
+    if (ops.empty()) {
+      for (auto& n : nodes_) n->subscribe(k);
+    }
+    ops.push_back(op);
+  }
+}
+
+void Engine::Impl::unwatch(AcquireOp* op, const std::vector<std::string>& keys) {
+  for (const auto& k : keys) {
+    auto it = watchers_.find(k);
+    if (it == watchers_.end()) continue;
+    std::erase(it->second, op);
+    if (it->second.empty()) {
+      watchers_.erase(it);
+      for (auto& n : nodes_) n->unsubscribe(k);
+    }
+  }
+}
+
+void Engine::Impl::on_wake(int index, const std::string& lock_key, const net::Wake& wake) {
+  auto it = watchers_.find(lock_key);
+  if (it == watchers_.end()) return;
+  // A woken waiter only arms its timer: nothing here changes the list.
+  for (AcquireOp* op : it->second) op->wake(index, wake);
+}
 
 Millis Engine::Impl::restart_quarantine() const {
   if (options_.restart_quarantine) return *options_.restart_quarantine;

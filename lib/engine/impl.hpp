@@ -4,6 +4,7 @@
 
 #include <uv.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,23 @@ class Engine::Impl final : public net::NodeHost {
   // The longest ttl this client has used (at least the default ttl) plus its drift, unless the
   // options fix it.
   [[nodiscard]] Millis restart_quarantine() const override;
+  void on_wake(int index, const std::string& lock_key, const net::Wake& wake) override;
+
+  // Wake-ups (Options::wake_ups): `op` hears of releases of `keys` until unwatch(); the nodes
+  // listen for a key while some acquisition watches it.
+  void watch(AcquireOp* op, const std::vector<std::string>& keys);
+  void unwatch(AcquireOp* op, const std::vector<std::string>& keys);
+  // How far apart woken plain waiters of this client go: 0 at first, doubled (1 ms to 16 ms)
+  // after a woken attempt that split the votes (some granted, no quorum: waiters in other
+  // clients went at the same moment), halved after one that won.
+  Millis wake_spread_{0};
+  void learn_from_woken_attempt(bool won, int granted) {
+    if (won) {
+      wake_spread_ = wake_spread_ < Millis{2} ? Millis{0} : wake_spread_ / 2;
+    } else if (granted > 0) {
+      wake_spread_ = std::clamp(2 * wake_spread_, Millis{1}, Millis{16});
+    }
+  }
 
   // Runs `fn` on the loop after the current callback returns (never inside the call that asked):
   // every user callback goes through here.
@@ -91,6 +109,7 @@ class Engine::Impl final : public net::NodeHost {
   Metrics metrics_;
   Operation* ops_ = nullptr;  // unfinished operations (an intrusive list: no allocation each)
   std::unordered_map<std::uint64_t, AcquireOp*> acquires_;  // unfinished, by id (cancellation)
+  std::unordered_map<std::string, std::vector<AcquireOp*>> watchers_;  // lock key -> waiters
   std::uint64_t next_acquire_id_ = 1;
   std::unordered_map<Engine::HoldId, std::shared_ptr<HoldOp>> holds_;  // running watchdogs
   Engine::HoldId next_hold_id_ = 1;

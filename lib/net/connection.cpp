@@ -259,6 +259,11 @@ void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, st
 }
 
 void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point at) {
+  if (push_ != nullptr && reply.type == detail::Reply::Type::array && reply.elements.size() == 3 &&
+      reply.elements[0].type == detail::Reply::Type::string && reply.elements[0].str == "message") {
+    push_->on_push(reply);
+    return;
+  }
   if (inflight_.empty()) {
     drop("protocol error: a reply no command was waiting for");
     return;

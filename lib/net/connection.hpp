@@ -81,6 +81,16 @@ class Connection {
     ~Listener() = default;
   };
 
+  // Pub/sub: messages the server pushes on a subscribed connection (["message", channel,
+  // payload]) answer no command, so they go here instead of to a sink.
+  class PushHandler {
+   public:
+    virtual void on_push(const detail::Reply& message) = 0;
+
+   protected:
+    ~PushHandler() = default;
+  };
+
   Connection(uv_loop_t* loop, Listener& listener, int node, Endpoint endpoint,
              std::unique_ptr<TransportFactory> transport, ConnectionSettings settings);
   Connection(const Connection&) = delete;
@@ -107,6 +117,7 @@ class Connection {
   // The kind of the last failure (a refused login until a later connect gets further).
   [[nodiscard]] Failure last_failure() const noexcept { return last_failure_; }
   void set_metrics(NodeMetrics* m) noexcept { metrics_ = m; }
+  void set_push_handler(PushHandler* h) noexcept { push_ = h; }
 
  private:
   enum class State { idle, resolving, connecting, handshaking, ready, backoff, draining, closed };
@@ -181,6 +192,7 @@ class Connection {
   std::string last_error_;
   Failure last_failure_ = Failure::down;
   NodeMetrics* metrics_ = nullptr;
+  PushHandler* push_ = nullptr;
 };
 
 }  // namespace redlock::net

@@ -13,6 +13,7 @@
 
 #include "core/command.hpp"
 #include "net/connection.hpp"
+#include "net/subscriber.hpp"
 #include "net/tls.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/metrics.hpp"
@@ -29,6 +30,8 @@ class NodeHost {
   virtual void on_server_identified(int index) = 0;
   // How long a restarted server's votes do not count (the longest ttl in use plus drift).
   [[nodiscard]] virtual Millis restart_quarantine() const = 0;
+  // Node `index` heard that `lock_key` may be free (subscriber.hpp).
+  virtual void on_wake(int index, const std::string& lock_key, const Wake& wake) = 0;
 
  protected:
   ~NodeHost() = default;
@@ -57,6 +60,10 @@ class Node {
   // Restart guard: why a vote from this node must not count at `now`, or nullopt.
   [[nodiscard]] virtual std::optional<std::string> vote_exclusion(
       BootClock::time_point now) const = 0;
+  // Wake-ups: listen on this node for releases of `lock_key` while more subscribe() than
+  // unsubscribe() calls were made for it (host.on_wake() tells). A no-op without wake-ups.
+  virtual void subscribe(const std::string& lock_key) = 0;
+  virtual void unsubscribe(const std::string& lock_key) = 0;
   // Why this server's fence counters may not survive a crash ("appendonly no", "appendfsync
   // everysec"), as CONFIG said at the last connect; nullopt when durable or unknown.
   [[nodiscard]] virtual std::optional<std::string> fence_durability_problem() const = 0;
@@ -72,9 +79,11 @@ class Node {
                                                               TlsContexts& contexts,
                                                               std::string& error);
 
-// The node for `address` (the index is its place in Options::nodes).
+// The node for `address` (the index is its place in Options::nodes). `wake_transport` moves the
+// bytes of its pub/sub connection (wake-ups); nullptr: no wake-ups.
 [[nodiscard]] std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
                                               std::unique_ptr<TransportFactory> transport,
+                                              std::unique_ptr<TransportFactory> wake_transport,
                                               const NodeAddress& address, const Options& options,
                                               NodeMetrics* metrics);
 

@@ -81,12 +81,15 @@ Endpoint endpoint_for(const NodeAddress& a) {
   return e;
 }
 
-class StandaloneNode final : public Node, Connection::Listener, Sink {
+class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandler {
  public:
   StandaloneNode(uv_loop_t* loop, NodeHost& host, int index,
-                 std::unique_ptr<TransportFactory> transport, const NodeAddress& address,
+                 std::unique_ptr<TransportFactory> transport,
+                 std::unique_ptr<TransportFactory> wake_transport, const NodeAddress& address,
                  const Options& options, NodeMetrics* metrics)
-      : host_(host),
+      : loop_(loop),
+        wake_transport_(std::move(wake_transport)),
+        host_(host),
         index_(index),
         address_(address),
         name_(address.to_string()),
@@ -105,7 +108,23 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
   }
 
   void start() override { conn_.start(); }
-  void close() override { conn_.close(); }
+  void close() override {
+    closing_ = true;
+    conn_.close();
+    if (sub_) sub_->close();
+  }
+  void subscribe(const std::string& lock_key) override {
+    if (closing_) return;
+    if (!sub_) {
+      if (!wake_transport_) return;  // wake-ups are off
+      sub_.emplace(loop_, static_cast<WakeHandler&>(*this), index_, endpoint_for(address_),
+                   std::move(wake_transport_), settings_for(options_), auth_, address_.db, name_);
+    }
+    sub_->subscribe(lock_key);
+  }
+  void unsubscribe(const std::string& lock_key) override {
+    if (sub_) sub_->unsubscribe(lock_key);
+  }
   bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override {
     return conn_.send(req, timeout, sink, tag, sent);
@@ -149,7 +168,20 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
       host_.log(LogLevel::debug, name_ + ": connect failed: " + why);
     }
   }
-  void on_closed(Connection&) override { host_.on_node_closed(index_); }
+  void on_closed(Connection&) override {
+    conn_closed_ = true;
+    if (!sub_ || sub_closed_) host_.on_node_closed(index_);
+  }
+
+  // WakeHandler
+  void on_wake(const std::string& lock_key, const Wake& wake) override {
+    host_.on_wake(index_, lock_key, wake);
+  }
+  void on_subscriber_closed() override {
+    sub_closed_ = true;
+    if (conn_closed_) host_.on_node_closed(index_);
+  }
+  void log(LogLevel level, const std::string& message) override { host_.log(level, message); }
 
   // Sink: the handshake's answers.
   void on_result(int, std::uint32_t tag, const Result& r) override {
@@ -203,6 +235,11 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
   }
   void on_done() override {}
 
+  uv_loop_t* loop_;
+  std::unique_ptr<TransportFactory> wake_transport_;  // until the subscriber is made
+  bool closing_ = false;
+  bool conn_closed_ = false;
+  bool sub_closed_ = false;
   NodeHost& host_;
   int index_;
   NodeAddress address_;
@@ -211,7 +248,8 @@ class StandaloneNode final : public Node, Connection::Listener, Sink {
   std::shared_ptr<const Request> auth_, select_;
   std::string appendonly_, appendfsync_;  // CONFIG GET at the last connect; empty if unknown
   detail::RestartGuard guard_;
-  Connection conn_;  // last: destroyed first, while the rest is still there
+  Connection conn_;                // destroyed before the rest, while it is still there
+  std::optional<Subscriber> sub_;  // made with the first subscribe()
 };
 
 }  // namespace
@@ -245,10 +283,11 @@ std::unique_ptr<TransportFactory> transport_for(const NodeAddress& a, const Opti
 
 std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
                                 std::unique_ptr<TransportFactory> transport,
+                                std::unique_ptr<TransportFactory> wake_transport,
                                 const NodeAddress& address, const Options& options,
                                 NodeMetrics* metrics) {
-  return std::make_unique<StandaloneNode>(loop, host, index, std::move(transport), address, options,
-                                          metrics);
+  return std::make_unique<StandaloneNode>(loop, host, index, std::move(transport),
+                                          std::move(wake_transport), address, options, metrics);
 }
 
 }  // namespace redlock::net

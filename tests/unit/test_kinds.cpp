@@ -48,10 +48,12 @@ TEST_CASE("the plain kind sends exactly the wire format of the other Redlock cli
   CHECK_FALSE(c.script);
   CHECK(c.args == std::vector<std::string>{"SET", "job", "tok", "NX", "PX", "30000"});
   const auto& plain = kind_for_lock(LockMode::exclusive, 1);
+  // The release is the documented compare-and-delete on KEYS[1] with ARGV[1]; the fair queue
+  // (KEYS[2]) and the wake channel (ARGV[2]) only serve the publish after it.
   const auto rel = plain.release(keys, "tok");
   CHECK(rel.script == ScriptId::release);
-  CHECK(rel.numkeys == 1);
-  CHECK(rel.args == std::vector<std::string>{"job", "tok"});
+  CHECK(rel.numkeys == 2);
+  CHECK(rel.args == std::vector<std::string>{"job", keys::queue("job"), "tok", keys::wake("job")});
   const auto ext = plain.extend(keys, "tok", 5000ms);
   CHECK(ext.script == ScriptId::extend);
   CHECK(ext.args == std::vector<std::string>{"job", "tok", "5000"});

@@ -47,10 +47,16 @@ TEST_CASE("sha1 (OpenSSL) matches the FIPS 180 test vectors") {
   CHECK(sha1_hex(std::string(64, 'a')) == "0098ba824b5c16427bd7a1122a5a442a25ec644d");
 }
 
-TEST_CASE("the single-key scripts are the documented ones, byte for byte") {
-  CHECK(
-      script_body(ScriptId::release) ==
-      R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)");
+TEST_CASE("the single-key scripts are the documented ones (the release with a publish after it)") {
+  // The release: the documented compare-and-delete first, returning what it returns; then only a
+  // publish (integration tests run it against other clients' locks and theirs against ours).
+  const auto release = script_body(ScriptId::release);
+  CHECK(release.starts_with(
+      R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
+local n = redis.call("del",KEYS[1])
+)"));
+  CHECK(release.ends_with("\nreturn n"));
+  CHECK(release.find("redis.call(\"publish\"") != std::string_view::npos);
   CHECK(
       script_body(ScriptId::extend) ==
       R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end)");

@@ -38,6 +38,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_handoff.hpp"
 #include "bench_phases.hpp"
 #include "cli.hpp"
 #include "json.hpp"
@@ -55,7 +56,28 @@ struct BenchArgs {
   std::string ttl = "10s";
   std::optional<int> hold;
   double soak = 60.0;
+  std::string handoff;  // --handoff 2,8,32
 };
+
+std::vector<int> waiter_counts(const std::string& list) {
+  std::vector<int> out;
+  std::size_t start = 0;
+  for (;;) {
+    const auto comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? comma : comma - start);
+    try {
+      std::size_t used = 0;
+      const int n = std::stoi(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      out.push_back(n);
+    } catch (const std::exception&) {
+      throw UsageError("--handoff: '" + item + "' is not a number of waiters (e.g. 2,8,32)");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
 
 // "<name>_us_p50", "_p99" and "_p999" of a phase, rounded as the table shows them.
 void add_stats(Json& j, const std::string& name, const Stats& s) {
@@ -382,13 +404,24 @@ Command bench_command(const Globals& g) {
                .help = "Instead: hold N locks with auto-extension and sample the RSS",
                .type_name = "N",
                .excludes = "--concurrency"},
+              {.names = "--handoff",
+               .target = &a->handoff,
+               .help = "Instead: one hot lock taken in turn by W clients for each W listed "
+                       "(e.g. 2,8,32), plain and fair, wake-ups off and on: handoffs/s and the "
+                       "gap from a release to the next acquisition",
+               .type_name = "W,...",
+               .excludes = "--concurrency"},
               {.names = "--soak",
                .target = &a->soak,
                .help = "With --hold: how long to hold them, in seconds (default 60)",
                .type_name = "S",
                .needs = "--hold"},
           },
-      .run = [a, &g] { return a->hold ? run_hold(*a, g) : run_cycles(*a, g); },
+      .run =
+          [a, &g] {
+            if (!a->handoff.empty()) return run_handoff(waiter_counts(a->handoff), a->seconds, g);
+            return a->hold ? run_hold(*a, g) : run_cycles(*a, g);
+          },
       .storage = a,
   };
 }

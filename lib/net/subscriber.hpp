@@ -1,0 +1,87 @@
+#pragma once
+// The pub/sub side of a node: one connection of its own (RESP2: a subscribed connection takes no
+// other command), shared by every waiter of the client. It listens, for each lock key some waiter
+// waits on, to the key's wake channel (what our releases publish on) and to the key's keyspace
+// channel (`__keyspace@<db>__:<key>`: deletions, expiries and evictions, where the server has
+// keyspace notifications on; nothing arrives where it has not, and nothing is required).
+//
+// A wake-up is only a hint to try now: waiters poll anyway, so a lost connection, a missed
+// message or a server without notifications costs time, never a handoff. After every
+// (re)connect the subscriber subscribes again and reports each key as `listening`, since
+// whatever happened while it was not listening is unknown.
+
+#include <uv.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "net/connection.hpp"
+#include "redlock/options.hpp"
+
+namespace redlock::net {
+
+struct Wake {
+  enum class Why {
+    released,   // our release script published: `waiter` is the fair queue's first, or empty
+    key_gone,   // keyspace notification: the key was deleted (by anyone)
+    expired,    // keyspace notification: the key expired or was evicted
+    listening,  // (re)subscribed: anything may have happened meanwhile
+  };
+  Why why;
+  std::string_view waiter;
+};
+
+class WakeHandler {
+ public:
+  virtual void on_wake(const std::string& lock_key, const Wake& wake) = 0;
+  virtual void on_subscriber_closed() = 0;
+  virtual void log(LogLevel level, const std::string& message) = 0;
+
+ protected:
+  ~WakeHandler() = default;
+};
+
+class Subscriber final : Connection::Listener, Sink, Connection::PushHandler {
+ public:
+  // `auth` is the node's AUTH command (nullptr without a password); `db` its database (the
+  // keyspace channel names it).
+  Subscriber(uv_loop_t* loop, WakeHandler& handler, int node, Endpoint endpoint,
+             std::unique_ptr<TransportFactory> transport, ConnectionSettings settings,
+             std::shared_ptr<const Request> auth, int db, std::string name);
+
+  // Counted: the channels of `lock_key` are listened to while more subscribe() than
+  // unsubscribe() calls were made for it. The connection starts with the first.
+  void subscribe(const std::string& lock_key);
+  void unsubscribe(const std::string& lock_key);
+  // Closes the connection (then handler.on_subscriber_closed()). Idempotent.
+  void close();
+  [[nodiscard]] bool closed() const { return closed_; }
+
+ private:
+  struct Key {
+    int users = 0;
+    std::string wake_channel, keyspace_channel;
+  };
+  void send_subscription(const char* verb, const Key& k);
+  void on_connecting(Connection& c) override;
+  void on_ready(Connection& c, const std::string& established) override;
+  void on_dropped(Connection& c, const std::string& why, bool was_ready) override;
+  void on_closed(Connection& c) override;
+  void on_result(int node, std::uint32_t tag, const Result& result) override;
+  void on_done() override {}
+  void on_push(const detail::Reply& message) override;
+
+  WakeHandler& handler_;
+  std::shared_ptr<const Request> auth_;
+  int db_;
+  std::string name_;
+  std::map<std::string, Key> keys_;               // lock key -> its channels
+  std::map<std::string, std::string, std::less<>> by_channel_;  // channel -> lock key
+  bool started_ = false;
+  bool closed_ = false;
+  Connection conn_;  // last: destroyed first
+};
+
+}  // namespace redlock::net

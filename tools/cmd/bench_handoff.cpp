@@ -1,0 +1,178 @@
+#include "bench_handoff.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include "bench_phases.hpp"
+#include "json.hpp"
+#include "nodes/client.hpp"
+#include "output.hpp"
+#include "redlock/client.hpp"
+
+namespace redlock::cli {
+namespace {
+
+using namespace bench;
+
+struct Handoff {
+  int waiters = 0;
+  bool fair = false;
+  bool wake_ups = false;
+  double per_s = 0;        // acquisitions per second, all clients together
+  Stats gap;               // release -> next acquisition (us), whoever took it
+  Stats gap_other;         // the same, only where another client took it
+  long errors = 0;
+  std::string first_error;
+};
+
+struct Event {
+  Clock::time_point acquired, released;  // released: when the holder started its release
+  int client;
+};
+
+Handoff measure(Options base, const std::string& resource, int waiters, bool fair, bool wake,
+                double seconds) {
+  base.wake_ups = wake;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < waiters; ++i) {
+    clients.push_back(std::make_unique<Client>(base));
+    // Connected before the clock starts.
+    AcquireOptions warm;
+    warm.ttl = Millis{1000};
+    if (auto r = clients.back()->try_acquire({resource + ":warm" + std::to_string(i)}, warm))
+      (void)clients.back()->try_release(r.lock);
+  }
+  Handoff h;
+  h.waiters = waiters;
+  h.fair = fair;
+  h.wake_ups = wake;
+  std::mutex mu;
+  std::vector<Event> events;
+  std::stop_source stop;
+  const auto start = Clock::now();
+  const auto end = start + seconds_of(seconds);
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < waiters; ++i) {
+    threads.emplace_back([&, i] {
+      Client& c = *clients[static_cast<std::size_t>(i)];
+      while (!stop.stop_requested() && Clock::now() < end) {
+        AcquireOptions o;
+        o.ttl = Millis{10'000};
+        o.wait = Millis{10'000};
+        o.fair = fair;
+        o.stop = stop.get_token();
+        auto r = c.try_acquire({resource}, o);
+        const auto acquired = Clock::now();
+        if (!r) {
+          if (r.error == Errc::cancelled) break;
+          std::lock_guard<std::mutex> g(mu);
+          if (h.errors++ == 0) h.first_error = r.message;
+          continue;
+        }
+        const auto released = Clock::now();
+        (void)c.try_release(r.lock);
+        std::lock_guard<std::mutex> g(mu);
+        events.push_back({acquired, released, i});
+      }
+    });
+  }
+  std::this_thread::sleep_until(end);
+  stop.request_stop();
+  threads.clear();  // joins
+  std::sort(events.begin(), events.end(),
+            [](const Event& a, const Event& b) { return a.acquired < b.acquired; });
+  std::vector<double> gaps, gaps_other;
+  for (std::size_t i = 1; i < events.size(); ++i) {
+    const double us = us_between(events[i - 1].released, events[i].acquired);
+    gaps.push_back(us);
+    if (events[i].client != events[i - 1].client) gaps_other.push_back(us);
+  }
+  h.per_s = static_cast<double>(events.size()) / seconds;
+  h.gap = stats_of(std::move(gaps));
+  h.gap_other = stats_of(std::move(gaps_other));
+  return h;
+}
+
+// The floor: PING round trips to the first node over a raw connection (median of 200).
+double rtt_us(const Options& o) {
+  const auto& a = o.nodes.front();
+  const auto endpoint = a.transport == NodeAddress::Transport::unix_socket
+                            ? nodes::Endpoint::unix_socket(a.path)
+                            : nodes::Endpoint::tcp(a.host, a.port);
+  nodes::SyncClient conn(endpoint, {.user = a.user, .password = a.password, .db = a.db});
+  std::vector<double> us;
+  for (int i = 0; i < 200 && conn.ok(); ++i) {
+    const auto t0 = Clock::now();
+    if (!conn.command({"PING"})) break;
+    us.push_back(us_between(t0, Clock::now()));
+  }
+  return stats_of(std::move(us)).p50;
+}
+
+}  // namespace
+
+int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& g) {
+  for (int w : waiters) {
+    if (w < 1 || w > 256) throw UsageError("--handoff: waiters must be in 1..256, got " + std::to_string(w));
+  }
+  if (!(seconds > 0 && seconds <= 3600)) throw UsageError("--seconds: must be in (0, 3600]");
+  const Options base = make_options(g);
+  const std::string prefix = random_prefix();
+  std::vector<Handoff> rows;
+  for (int w : waiters) {
+    for (bool fair : {false, true}) {
+      for (bool wake : {false, true}) {
+        const std::string res = prefix + "handoff:" + std::to_string(w) + (fair ? ":fair" : "") +
+                                (wake ? ":wake" : ":poll");
+        rows.push_back(measure(base, res, w, fair, wake, seconds));
+      }
+    }
+  }
+  const double rtt = rtt_us(base);
+  if (g.json) {
+    Json list = Json::array();
+    for (const auto& h : rows) {
+      list.push_back({{"waiters", h.waiters},
+                      {"kind", h.fair ? "fair" : "plain"},
+                      {"wake_ups", h.wake_ups},
+                      {"handoffs_per_s", std::round(h.per_s * 10) / 10},
+                      {"gap_us_p50", std::round(h.gap.p50)},
+                      {"gap_us_p99", std::round(h.gap.p99)},
+                      {"gap_other_us_p50", std::round(h.gap_other.p50)},
+                      {"gap_other_us_p99", std::round(h.gap_other.p99)},
+                      {"handoffs_to_other", h.gap_other.count},
+                      {"errors", h.errors}});
+    }
+    print_json({{"mode", "handoff"},
+                {"nodes", base.nodes.size()},
+                {"seconds", seconds},
+                {"rtt_us_p50", std::round(rtt)},
+                {"runs", std::move(list)}});
+    return exit_ok;
+  }
+  std::cout << "one hot lock, empty critical section, " << base.nodes.size() << " nodes, "
+            << fmt(seconds) << " s per row; rtt p50 " << fmt(rtt) << " us (PING to node 1)\n";
+  std::cout << std::left << std::setw(8) << "waiters" << std::setw(7) << "kind" << std::setw(7)
+            << "wake" << std::right << std::setw(12) << "handoffs/s" << std::setw(14)
+            << "gap p50 us" << std::setw(14) << "gap p99 us" << std::setw(16) << "other p50 us"
+            << std::setw(16) << "other p99 us" << std::setw(8) << "errors"
+            << "\n";
+  for (const auto& h : rows) {
+    std::cout << std::left << std::setw(8) << h.waiters << std::setw(7)
+              << (h.fair ? "fair" : "plain") << std::setw(7) << (h.wake_ups ? "on" : "off")
+              << std::right << std::setw(12) << fmt(h.per_s) << std::setw(14) << fmt(h.gap.p50)
+              << std::setw(14) << fmt(h.gap.p99) << std::setw(16) << fmt(h.gap_other.p50)
+              << std::setw(16) << fmt(h.gap_other.p99) << std::setw(8) << h.errors << "\n";
+    if (!h.first_error.empty()) std::cout << "    first error: " << h.first_error << "\n";
+  }
+  std::cout << "gap: from the holder starting its release to the next acquisition; other: only "
+               "where another client took it. Figures only: a benchmark never fails on speed.\n";
+  return exit_ok;
+}
+
+}  // namespace redlock::cli
