@@ -25,11 +25,11 @@ namespace redlock::nodes {
 // `verify` is false: it must chain to the CAs given (the system's when none) and name the host
 // (or `server_name`).
 struct Tls {
-  std::string ca_file;      // PEM file of CAs to trust
-  std::string ca_dir;       // directory of CA certificates (hashed names, as c_rehash makes)
-  std::string cert_file;    // client certificate (PEM), for servers that ask for one ...
-  std::string key_file;     // ... and its private key
-  std::string server_name;  // SNI and the name checked; empty: the endpoint's host
+  std::string ca_file = {};      // PEM file of CAs to trust
+  std::string ca_dir = {};       // directory of CA certificates (hashed names, as c_rehash makes)
+  std::string cert_file = {};    // client certificate (PEM), for servers that ask for one ...
+  std::string key_file = {};     // ... and its private key
+  std::string server_name = {};  // SNI and the name checked; empty: the endpoint's host
   bool verify = true;
 };
 
