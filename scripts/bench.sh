@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark driver: starts its own local nodes, runs every scenario with `redlock-cli bench`,
 # measures the machine's ceiling with redis-benchmark in the same run, and writes a report.
+# TLS is measured beside plaintext in the same run: 5 more nodes from `cluster up --tls` (TLS
+# only, a throwaway CA), the same healthy benchmark right after the plaintext one.
 #
 #   scripts/bench.sh [--quick] [--out DIR] [--soak S]
 #
@@ -55,12 +57,15 @@ done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-bench.XXXXXX")
 cluster_dir="$work/cluster"
+tls_dir="$work/cluster-tls"
+tls_count=5
 bench_pids=()
 cleanup() {
   local rc=$?
   for p in "${bench_pids[@]}"; do kill "$p" 2>/dev/null || true; done
   # `down` resumes a paused node before stopping it.
   "$cli" -q cluster down --dir "$cluster_dir" >/dev/null 2>&1 || true
+  "$cli" -q cluster down --dir "$tls_dir" >/dev/null 2>&1 || true
   rm -rf "$work"
   exit "$rc"
 }
@@ -70,44 +75,59 @@ trap 'exit 130' INT TERM
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # A free range of ports: random, checked, and `cluster up` refuses a taken port anyway.
+# start_cluster DIR COUNT OFFSET [cluster up flags...]: sets started_base. OFFSET is added to
+# BENCH_BASE_PORT, so the two clusters of a fixed base do not overlap.
 start_cluster() {
-  local base p taken
+  local dir=$1 count=$2 offset=$3 base p taken
+  shift 3
   for _ in 1 2 3 4 5 6 7 8; do
-    base=${BENCH_BASE_PORT:-$((20000 + RANDOM % 30000))}
+    base=$((${BENCH_BASE_PORT:-$((20000 + RANDOM % 30000))} + offset))
     taken=0
-    for ((p = base; p < base + max_nodes; p++)); do
+    for ((p = base; p < base + count; p++)); do
       if port_taken "$p"; then taken=1; break; fi
     done
-    if ((!taken)) && "$cli" -q cluster up --count "$max_nodes" --base-port "$base" --dir "$cluster_dir"; then
-      base_port=$base
+    if ((!taken)) && "$cli" -q cluster up --count "$count" --base-port "$base" --dir "$dir" "$@"; then
+      started_base=$base
       return 0
     fi
-    "$cli" -q cluster down --dir "$cluster_dir" >/dev/null 2>&1 || true
+    "$cli" -q cluster down --dir "$dir" >/dev/null 2>&1 || true
     [[ -n ${BENCH_BASE_PORT:-} ]] && break
   done
-  echo "bench.sh: could not start $max_nodes nodes" >&2
+  echo "bench.sh: could not start $count nodes $*" >&2
   return 1
 }
 
-# The first N nodes of the cluster as a --nodes list.
+# The first N nodes of a cluster as a --nodes list: nodes N [BASE [SCHEME]].
 nodes() {
-  local n=$1 i list=""
-  for ((i = 0; i < n; i++)); do list+="${list:+,}127.0.0.1:$((base_port + i))"; done
+  local n=$1 base=${2:-$base_port} scheme=${3:-} i list=""
+  for ((i = 0; i < n; i++)); do list+="${list:+,}${scheme}127.0.0.1:$((base + i))"; done
   echo "$list"
 }
 
-bench() {  # bench NAME NODE_COUNT [bench flags...]
-  local name=$1 n=$2
+bench_on() {  # bench_on NAME NODE_LIST [bench and global flags...]
+  local name=$1 list=$2
   shift 2
   echo "bench.sh: $name ..." >&2
-  "$cli" -n "$(nodes "$n")" bench --json "$@" >"$work/$name.json"
+  "$cli" -n "$list" bench --json "$@" >"$work/$name.json"
 }
 
-start_cluster
-echo "bench.sh: $max_nodes nodes on 127.0.0.1:$base_port-$((base_port + max_nodes - 1)), ${seconds} s phases" >&2
+bench() {  # bench NAME NODE_COUNT [bench flags...]: on the plaintext cluster
+  local name=$1 n=$2
+  shift 2
+  bench_on "$name" "$(nodes "$n")" "$@"
+}
 
-# 1. Healthy: 5 nodes, every concurrency level.
+start_cluster "$cluster_dir" "$max_nodes" 0
+base_port=$started_base
+start_cluster "$tls_dir" "$tls_count" "$max_nodes" --tls
+tls_base=$started_base
+echo "bench.sh: $max_nodes nodes on 127.0.0.1:$base_port-$((base_port + max_nodes - 1)), $tls_count TLS-only" \
+  "nodes on 127.0.0.1:$tls_base-$((tls_base + tls_count - 1)), ${seconds} s phases" >&2
+
+# 1. Healthy: 5 nodes, every concurrency level; then the same over TLS (rediss://, verified
+#    against the TLS cluster's CA), in the same conditions.
 bench healthy 5 --seconds "$seconds"
+bench_on tls "$(nodes "$tls_count" "$tls_base" rediss://)" --cacert "$tls_dir/tls/ca.crt" --seconds "$seconds"
 
 # 2. One node paused (SIGSTOP: a partitioned node to its clients). The early decision should
 #    hide it: a quorum answers without it.
@@ -161,7 +181,7 @@ def load(name):
     with open(os.path.join(w, name + ".json")) as f:
         return json.load(f)
 
-healthy, paused, hold = load("healthy"), load("paused"), load("hold")
+healthy, paused, hold, tls = load("healthy"), load("paused"), load("hold"), load("tls")
 sweep = {n: load("nodes-%d" % n) for n in (1, 3, 5, 7, 9)}
 rps = [float(open(os.path.join(w, "rps-%d.txt" % i)).read()) for i in range(5)]
 ceiling_ops = sum(rps)
@@ -320,6 +340,34 @@ L.append("| 256, node 3 paused | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %d |"
     paused["throughput"][0]["cycle_us_p99"], paused["throughput"][0]["cycle_us_p999"], paused["cpu_us_per_cycle"],
     paused["throughput"][0]["errors"]))
 L.append("")
+L.append("## TLS beside plaintext (5 nodes, the same run)")
+L.append("")
+L.append("The plaintext nodes and %d TLS-only nodes (`cluster up --tls`: TLS 1.3, certificates "
+         "verified against its CA), the same benchmark one after the other. Client CPU per cycle is "
+         "what the client process spends (user + system) per acquire+release." % tls["nodes"])
+L.append("")
+L.append("| transport | SET rtt p50 (µs) | cycle p50 | p99 | CPU µs/cycle (sequential) | cycles/s C=64 | CPU µs/cycle C=64 | cycles/s C=256 | CPU µs/cycle C=256 |")
+L.append("|---|---|---|---|---|---|---|---|---|")
+tls_by_c = {t["concurrency"]: t for t in tls["throughput"]}
+def transport_row(name, j, bc):
+    def at(c, field, fmt):
+        return fmt % bc[c][field] if c in bc else "-"
+    return "| %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %s |" % (
+        name, j["rtt_us_p50"], j["cycle_us_p50"], j["cycle_us_p99"], j["sequential_cpu_us_per_cycle"],
+        at(64, "cycles_per_s", "%.0f"), at(64, "cpu_us_per_cycle", "%.1f"),
+        at(256, "cycles_per_s", "%.0f"), at(256, "cpu_us_per_cycle", "%.1f"))
+L.append(transport_row("plaintext", healthy, by_c))
+L.append(transport_row("TLS", tls, tls_by_c))
+if 64 in by_c and 64 in tls_by_c and 256 in by_c and 256 in tls_by_c:
+    L.append("")
+    L.append("TLS / plaintext: cycle p50 **%.2f**, throughput at C=64 %.2f and at C=256 %.2f, client CPU "
+             "per cycle at C=64 %.2f and at C=256 %.2f." % (
+                 ratio(tls["cycle_us_p50"], healthy["cycle_us_p50"]),
+                 ratio(tls_by_c[64]["cycles_per_s"], by_c[64]["cycles_per_s"]),
+                 ratio(tls_by_c[256]["cycles_per_s"], by_c[256]["cycles_per_s"]),
+                 ratio(tls_by_c[64]["cpu_us_per_cycle"], by_c[64]["cpu_us_per_cycle"]),
+                 ratio(tls_by_c[256]["cpu_us_per_cycle"], by_c[256]["cpu_us_per_cycle"])))
+L.append("")
 L.append("## Fan-out: N nodes")
 L.append("")
 L.append("| N | quorum | SET rtt p50 (µs) | fan-out quorum p50 | fan-out all p50 | cycle p50 | p99 | cycle / rtt | cycle / fan-out floor | cycles/s at C=256 | CPU µs/cycle (C=256) |")
@@ -351,7 +399,7 @@ L.append("")
 L.append("Heap in use over the soak: %.2f MB -> %.2f MB (live allocations; RSS growth with a flat heap is "
          "pages the allocator keeps, not a leak)." % (hold["heap_mb_locked"], hold["heap_mb_end"]))
 L.append("")
-left = sum(j["keys_left"] for j in [healthy, paused, hold] + list(sweep.values()))
+left = sum(j["keys_left"] for j in [healthy, paused, hold, tls] + list(sweep.values()))
 L.append("Keys left by the benchmark runs on reachable nodes: %d. Keys on the nodes at the end "
          "(redis-benchmark's one key per node included, plus any late write to the node that was "
          "paused; lock keys expire after their ttl): %d." % (left, keys_after))
@@ -360,7 +408,7 @@ L.append("")
 with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(L))
 with open(os.path.join(out, "results.json"), "w") as f:
-    json.dump({"healthy": healthy, "paused": paused, "nodes": sweep, "hold": hold,
+    json.dump({"healthy": healthy, "tls": tls, "paused": paused, "nodes": sweep, "hold": hold,
                "ceiling": {"set_per_s": rps, "cycles_per_s": ceiling_cycles}}, f, indent=1)
 # Data for the plot.
 with open(os.path.join(w, "nodes.dat"), "w") as f:

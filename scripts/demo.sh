@@ -3,10 +3,12 @@
 # then the narrated, self-checking failover demonstration on five local Redis masters.
 # Its last line is the verdict; exit 0 only if every step behaved as Redlock should.
 #
-# Usage: scripts/demo.sh [--count N] [--base-port P] [--dir DIR]
+# Usage: scripts/demo.sh [--count N] [--base-port P] [--dir DIR] [--tls]
 #   --count N        number of masters (default 5, or what `redlock-cli cluster up` saved)
 #   --base-port P    port of master 1; master I listens on P + I - 1 (default 7001)
 #   --dir DIR        the cluster directory, as for `redlock-cli cluster`
+#   --tls            over TLS: the masters it starts are TLS-only, with a throwaway CA in DIR
+#                    (as `redlock-cli cluster up --tls`); also REDLOCK_TLS=1
 # Exit status: that of `redlock-cli demo` (0 every check passed, 1 a check failed, 2 usage
 # error, 130 interrupted, 141 its output closed); 1 if the set-up itself failed.
 set -euo pipefail

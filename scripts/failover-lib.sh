@@ -6,6 +6,8 @@
 #   REDLOCK_NODES          node list when -n is not given (default 127.0.0.1:7001..7005)
 #   REDLOCK_CLI            the redlock-cli to test (default build/tools/redlock-cli, else PATH)
 #   REDLOCK_CLUSTER_DIR    --dir of the local cluster (when -d is not given)
+#   REDLOCK_TLS=1          TLS to every master (as -t); REDLOCK_CACERT, REDLOCK_CERT ... as for
+#                          redlock-cli. Unset REDLOCK_CACERT with the local cluster: its own CA
 #   FAILOVER_KILL, FAILOVER_START, FAILOVER_STOP, FAILOVER_CONT
 #                          shell commands acting on one node, with {host}, {port} and {index}
 #                          (1-based position in the list) replaced, e.g.
@@ -35,10 +37,11 @@ fo_usage() {
 fo_parse_args() {
   local opt
   OPTIND=1
-  while getopts "n:d:h" opt; do
+  while getopts "n:d:th" opt; do
     case $opt in
       n) nodes=$OPTARG ;;
       d) cluster_dir=$OPTARG ;;
+      t) export REDLOCK_TLS=1 ;;
       h) fo_usage; exit 0 ;;
       *) fo_usage >&2; exit 2 ;;
     esac
@@ -55,6 +58,7 @@ fo_parse_args() {
     echo "$(basename "$0"): empty node list" >&2
     exit 2
   fi
+  fo_tls_ca
   # A malformed list is a usage error (exit 2) before anything is touched, not a failed check.
   local why
   if ! why=$("$cli" -n "$nodes" --connect-timeout 100ms status redlock-failover-precheck 2>&1 >/dev/null); then
@@ -64,7 +68,24 @@ fo_parse_args() {
   fo_tmp=$(mktemp -d)
   trap fo_on_exit EXIT
   trap 'exit 130' INT TERM
-  echo "$(basename "$0"): $N masters ($nodes), quorum $Q, cli $cli"
+  local over=""
+  [[ ${REDLOCK_TLS:-} == 1 || $nodes == *rediss://* ]] && over=" over TLS"
+  echo "$(basename "$0"): $N masters ($nodes)$over, quorum $Q, cli $cli"
+}
+
+# With TLS and no REDLOCK_CACERT, the CA of the local cluster (`cluster up --tls` made it), when
+# there is one: what `eval "$(redlock-cli cluster env)"` would set.
+fo_tls_ca() {
+  [[ ${REDLOCK_TLS:-} == 1 || $nodes == *rediss://* ]] || return 0
+  [[ -z ${REDLOCK_CACERT:-} ]] || return 0
+  local args=(cluster env) env_text ca
+  [[ -n $cluster_dir ]] && args+=(--dir "$cluster_dir")
+  env_text=$("$cli" "${args[@]}" 2>/dev/null) || return 0
+  ca=$(
+    eval "$env_text"
+    printf '%s' "${REDLOCK_CACERT:-}"
+  )
+  if [[ -n $ca ]]; then export REDLOCK_CACERT=$ca; fi
 }
 
 # ---- acting on one node ------------------------------------------------------------------------

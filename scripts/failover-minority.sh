@@ -11,9 +11,11 @@
 # Exits 1 on the first failed check, 0 when all passed, 2 on a usage error (bad option, stray
 # argument, malformed node list) before any master is touched.
 #
-# Usage: scripts/failover-minority.sh [-n LIST] [-d CLUSTER_DIR]
+# Usage: scripts/failover-minority.sh [-n LIST] [-d CLUSTER_DIR] [-t]
 #   -n LIST  comma-separated masters (default $REDLOCK_NODES, else 127.0.0.1:7001..7005)
 #   -d DIR   directory of the local cluster (`redlock-cli cluster --dir`), default its own default
+#   -t       TLS to every master (as REDLOCK_TLS=1); the CA is $REDLOCK_CACERT, else that of the
+#            local cluster (`redlock-cli cluster up --tls`)
 # Nodes are killed with `redlock-cli cluster kill I` and restarted with `cluster start I` unless
 # FAILOVER_KILL / FAILOVER_START give other commands; for real hosts, e.g.
 #   FAILOVER_KILL='ssh {host} sudo systemctl kill -s KILL redis@{port}' \

@@ -13,9 +13,11 @@
 # Paused masters are resumed on exit, also when a check failed. Exits 1 on the first failure,
 # 2 on a usage error (bad option, stray argument, malformed node list) before touching anything.
 #
-# Usage: scripts/failover-pause.sh [-n LIST] [-d CLUSTER_DIR]
+# Usage: scripts/failover-pause.sh [-n LIST] [-d CLUSTER_DIR] [-t]
 #   -n LIST  comma-separated masters (default $REDLOCK_NODES, else 127.0.0.1:7001..7005)
 #   -d DIR   directory of the local cluster (`redlock-cli cluster --dir`)
+#   -t       TLS to every master (as REDLOCK_TLS=1); the CA is $REDLOCK_CACERT, else that of the
+#            local cluster (`redlock-cli cluster up --tls`)
 # Nodes are paused with `redlock-cli cluster stop I` and resumed with `cluster cont I` unless
 # FAILOVER_STOP / FAILOVER_CONT give other commands; for real hosts, e.g.
 #   FAILOVER_STOP='ssh {host} sudo systemctl kill -s STOP redis@{port}' \

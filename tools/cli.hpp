@@ -50,8 +50,12 @@ struct Globals {
   std::optional<double> drift_factor;
   std::optional<int> retry_count;
   std::string retry_delay;
-  std::string min_uptime;    // also REDLOCK_MIN_UPTIME
-  std::string key_prefix;    // --key-prefix: Options::key_prefix
+  std::string min_uptime;  // also REDLOCK_MIN_UPTIME
+  std::string key_prefix;  // --key-prefix: Options::key_prefix
+  // TLS (redis-cli's names), each also from the environment (REDLOCK_TLS=1, REDLOCK_CACERT, ...).
+  bool tls = false;  // --tls: TLS to every host:port address too (rediss:// always is)
+  std::string cacert, cacertdir, cert, key, sni;
+  bool insecure = false;
   bool no_wake_ups = false;  // --no-wake-ups: Options::wake_ups off (poll only)
 };
 
@@ -117,6 +121,16 @@ inline constexpr const char* default_nodes =
 
 // --read / --write flags to a lock mode; throws UsageError when both are given.
 [[nodiscard]] LockMode lock_mode(bool read, bool write);
+
+// --tls, else REDLOCK_TLS (1/true/yes or 0/false/no; anything else is UsageError).
+[[nodiscard]] bool tls_wanted(const Globals& g);
+
+// Options::tls from the TLS flags and their REDLOCK_ variables (a flag wins over its variable).
+// Prints the one-line warning of --insecure on stderr (not with -q), once per process. The files
+// are checked by the library when the client is made: one that cannot be used is an
+// std::invalid_argument naming it, which main() reports as a usage error (exit 2) before
+// anything is sent.
+[[nodiscard]] TlsOptions make_tls_options(const Globals& g);
 
 // Builds engine options from the global flags and the environment; throws UsageError.
 // Its logger is the CLI's sink for the library's messages: with -v every message (connection

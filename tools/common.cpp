@@ -159,8 +159,61 @@ LogSink& log_sink() {
 
 }  // namespace
 
+bool tls_wanted(const Globals& g) {
+  if (g.tls) return true;
+  const char* v = env("REDLOCK_TLS");
+  if (v == nullptr) return false;
+  const std::string_view t = v;
+  if (t == "1" || t == "true" || t == "yes") return true;
+  if (t == "0" || t == "false" || t == "no") return false;
+  throw UsageError("REDLOCK_TLS: '" + std::string(t) + "': expected 1 or 0");
+}
+
+TlsOptions make_tls_options(const Globals& g) {
+  TlsOptions t;
+  t.enabled = tls_wanted(g);
+  auto pick = [](const std::string& flag, const char* variable) {
+    if (!flag.empty()) return flag;
+    const char* v = env(variable);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  t.ca_file = pick(g.cacert, "REDLOCK_CACERT");
+  t.ca_dir = pick(g.cacertdir, "REDLOCK_CACERTDIR");
+  t.cert_file = pick(g.cert, "REDLOCK_CERT");
+  t.key_file = pick(g.key, "REDLOCK_KEY");
+  t.server_name = pick(g.sni, "REDLOCK_SNI");
+  if (g.insecure) {
+    t.insecure_skip_verify = true;
+  } else if (const char* v = env("REDLOCK_INSECURE")) {
+    const std::string_view s = v;
+    if (s != "0" && s != "1" && s != "true" && s != "false" && s != "yes" && s != "no")
+      throw UsageError("REDLOCK_INSECURE: '" + std::string(s) + "': expected 1 or 0");
+    t.insecure_skip_verify = s == "1" || s == "true" || s == "yes";
+  }
+  // Caught here rather than by the library, whose message would name the node: the pair is one
+  // setting of the whole command line.
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    throw UsageError(t.cert_file.empty() ? "--key needs --cert (the client certificate)"
+                                         : "--cert needs --key (the certificate's private key)");
+  }
+  return t;
+}
+
+namespace {
+// The one line an operator must not miss, said once however many clients a command makes.
+void warn_insecure(const Options& o, bool quiet) {
+  static std::atomic<bool> said{false};
+  bool any = o.tls.insecure_skip_verify;
+  for (const auto& n : o.nodes) any = any || (n.tls && n.tls_override.insecure);
+  if (!any || quiet || said.exchange(true)) return;
+  std::cerr << "redlock-cli: warning: TLS certificates are not verified (--insecure): anyone on "
+               "the path can impersonate the nodes\n";
+}
+}  // namespace
+
 Options make_options(const Globals& g) {
   Options o;
+  o.tls = make_tls_options(g);
   if (g.nodes_given && g.nodes.empty()) throw UsageError("--nodes: empty node list");
   // An empty variable is the same mistake as `-n ""` (a script's unset variable): refused, not
   // replaced by the local demo nodes.
@@ -202,6 +255,7 @@ Options make_options(const Globals& g) {
   } else if (const char* v = env("REDLOCK_MIN_UPTIME")) {
     o.min_node_uptime = duration_arg("REDLOCK_MIN_UPTIME", v);
   }
+  warn_insecure(o, g.quiet);
   log_sink().configure(g.verbose, g.quiet, o.nodes.size());
   o.logger = [](LogLevel level, std::string_view msg) { log_sink().log(level, msg); };
   return o;

@@ -139,6 +139,36 @@ int main(int argc, char** argv) {
       {"--key-prefix", &g.key_prefix,
        "Prepended to every resource to form its keys, as a service's Options::key_prefix "
        "(default none)"},
+      {"--tls", &g.tls,
+       "TLS to every node, host:port addresses included (rediss:// always is); with `cluster "
+       "up`: start the nodes with TLS only (default $REDLOCK_TLS=1)"},
+      {.names = "--cacert",
+       .target = &g.cacert,
+       .help = "CA certificates (PEM) to verify the nodes with, instead of the system's "
+               "(default $REDLOCK_CACERT)",
+       .type_name = "FILE"},
+      {.names = "--cacertdir",
+       .target = &g.cacertdir,
+       .help = "Directory of CA certificates (hashed names, as c_rehash makes) "
+               "(default $REDLOCK_CACERTDIR)",
+       .type_name = "DIR"},
+      {.names = "--cert",
+       .target = &g.cert,
+       .help = "Client certificate (PEM) for nodes that ask for one; needs --key "
+               "(default $REDLOCK_CERT)",
+       .type_name = "FILE"},
+      {.names = "--key",
+       .target = &g.key,
+       .help = "Private key (PEM) of --cert (default $REDLOCK_KEY)",
+       .type_name = "FILE"},
+      {.names = "--sni",
+       .target = &g.sni,
+       .help = "Server name to send (SNI) and to check in the certificates, instead of each "
+               "node's host (default $REDLOCK_SNI)",
+       .type_name = "NAME"},
+      {"--insecure", &g.insecure,
+       "Do not verify the nodes' certificates (encrypted, not authenticated: for tests only; "
+       "warns on stderr) (default $REDLOCK_INSECURE=1)"},
       {"--no-wake-ups", &g.no_wake_ups,
        "Waiters poll only: no pub/sub connection listening for releases (default: a waiter "
        "tries again as soon as a quorum of nodes saw the lock released)"},

@@ -4,20 +4,21 @@
 # or source it from ~/.bashrc. Needs nothing from the bash-completion package.
 #
 # Completes subcommands, `cluster` subcommands, the flags of each (global flags are accepted after
-# the subcommand too), --persistence values, --dir directories, and after `run ... --` the
-# command to run. Resources, tokens and durations are the user's to type.
+# the subcommand too), --persistence values, --dir and --cacertdir directories, the files of
+# --cacert, --cert and --key, and after `run ... --` the command to run. Resources, tokens and durations are the user's to type.
 #
 # Keep in sync with `redlock-cli [COMMAND] --help` (tests/packaging/test_docs.py checks it).
 
 _redlock_cli_global_flags='-h --help --version -n --nodes --json -v --verbose -q --quiet
   --node-timeout --connect-timeout --drift-factor --retry-count --retry-delay --min-uptime
-  --key-prefix'
+  --key-prefix --tls --cacert --cacertdir --cert --key --sni --insecure'
 
 # Flags followed by a value: the word after them is never a subcommand.
 _redlock_cli_takes_value() {
   case $1 in
     -n | --nodes | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
-      --retry-delay | --min-uptime | --key-prefix | --ttl | --wait | --grace | -E | \
+      --retry-delay | --min-uptime | --key-prefix | --cacert | --cacertdir | --cert | --key | \
+      --sni | --ttl | --wait | --grace | -E | \
       --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --count | --base-port | \
       --dir | --persistence | --delay)
       return 0 ;;
@@ -97,8 +98,11 @@ _redlock_cli() {
     --persistence)
       mapfile -t COMPREPLY < <(compgen -W 'none aof' -- "$cur")
       return 0 ;;
-    --dir)
+    --dir | --cacertdir)
       mapfile -t COMPREPLY < <(compgen -d -- "$cur")
+      return 0 ;;
+    --cacert | --cert | --key)
+      mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return 0 ;;
   esac
   if _redlock_cli_takes_value "$prev"; then
@@ -120,7 +124,7 @@ _redlock_cli() {
   if [[ -z $cmd ]]; then
     mapfile -t COMPREPLY < <(compgen -W 'acquire release extend status run cluster bench demo' -- "$cur")
   elif [[ $cmd == cluster && -z $sub ]]; then
-    mapfile -t COMPREPLY < <(compgen -W 'up down status kill stop cont start' -- "$cur")
+    mapfile -t COMPREPLY < <(compgen -W 'up down status env kill stop cont start' -- "$cur")
   fi
   return 0
 }

@@ -107,6 +107,21 @@ class Demo(unittest.TestCase):
         # It started the nodes, so it stopped them.
         self.assertEqual(self.cluster_states(), ["down"] * 5)
 
+    def test_over_tls_on_the_nodes_of_cluster_up_tls(self):
+        base = free_base(3)
+        r = subprocess.run([CLI, "cluster", "up", "--tls", "--count", "3", "--base-port", str(base),
+                            "--dir", self.dir], capture_output=True, timeout=60, env=clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        # TLS-only nodes: a demo that talked plaintext anywhere could not pass. No --tls: the
+        # cluster directory says it.
+        r = subprocess.run([CLI, "demo", "--dir", self.dir], capture_output=True, timeout=120, env=clean_env())
+        out = r.stdout.decode()
+        self.assertEqual(r.returncode, 0, out[-3000:] + r.stderr.decode())
+        self.assertIn("3 independent Redis masters on 127.0.0.1:%d-%d, TLS only" % (base, base + 2),
+                      out.splitlines()[0])
+        self.assertRegex(out.rstrip("\n").splitlines()[-1], r"^verdict: PASS: all \d+ checks passed")
+        self.assertEqual(self.cluster_states(), ["up"] * 3)
+
     def test_uses_running_nodes_leaves_them_running_and_colours_a_terminal(self):
         base = free_base(3)
         up = subprocess.run([CLI, "cluster", "up", "--count", "3", "--base-port", str(base), "--dir", self.dir],

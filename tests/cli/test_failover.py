@@ -135,5 +135,34 @@ class Failover(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout.decode())
 
 
+class FailoverOverTls(unittest.TestCase):
+    """One script (-t) on a TLS-only cluster (`cluster up --tls`): the failover path over TLS."""
+
+    def test_pause_over_tls(self):
+        d = tempfile.mkdtemp(prefix="redlock-failover-tls-")
+        try:
+            base = free_base(3)
+            r = subprocess.run([CLI, "cluster", "up", "--tls", "--count", "3", "--base-port", str(base),
+                                "--dir", d], capture_output=True, timeout=60, env=clean_env())
+            self.assertEqual(r.returncode, 0, r.stderr.decode())
+            nodes = ",".join("127.0.0.1:%d" % (base + i) for i in range(3))
+            # No REDLOCK_CACERT: -t finds the local cluster's CA itself.
+            e = clean_env(REDLOCK_CLI=CLI, REDLOCK_CLUSTER_DIR=d)
+            r = subprocess.run([os.path.join(SCRIPTS, "failover-pause.sh"), "-t", "-n", nodes],
+                               capture_output=True, timeout=120, env=e)
+            out = r.stdout.decode()
+            self.assertEqual(r.returncode, 0, out + r.stderr.decode())
+            self.assertIn("3 masters (%s) over TLS, quorum 2" % nodes, out)
+            self.assertRegex(out.rstrip().splitlines()[-1], r"^failover-pause.sh: all \d+ checks passed$")
+            self.assertIn("no quorum (exit 3", out)
+            # The same without -t talks plaintext to TLS-only nodes: the precheck fails.
+            r = subprocess.run([os.path.join(SCRIPTS, "failover-pause.sh"), "-n", nodes],
+                               capture_output=True, timeout=120, env=e)
+            self.assertEqual(r.returncode, 1, r.stdout.decode())
+        finally:
+            subprocess.run([CLI, "cluster", "down", "--dir", d], capture_output=True, timeout=30)
+            shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -13,7 +13,7 @@ MAN = os.path.join(SOURCE, "docs", "redlock-cli.1")
 COMPLETION = os.path.join(SOURCE, "tools", "redlock-cli.bash")
 
 COMMANDS = ["acquire", "release", "extend", "status", "run", "cluster", "bench", "demo"]
-CLUSTER_COMMANDS = ["up", "down", "status", "kill", "stop", "cont", "start"]
+CLUSTER_COMMANDS = ["up", "down", "status", "env", "kill", "stop", "cont", "start"]
 
 
 def run(cmd, **kw):

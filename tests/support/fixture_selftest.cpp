@@ -2,7 +2,6 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <hiredis/hiredis.h>
-#include <openssl/x509_vfy.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -24,10 +23,10 @@
 #include "redis_fixture.hpp"
 #include "sentinel_fixture.hpp"
 #include "support_util.hpp"
-#include "tls_client.hpp"
 #include "tls_fixture.hpp"
 
 using namespace redlock::test;
+namespace nodes = redlock::nodes;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -562,30 +561,33 @@ TEST_CASE("FakeNode can take over a killed server's port") {
 }
 
 // ------------------------------------------------------------------------------------------------
-// TLS: TlsFixture (certificates), RedisServer with ServerConfig::tls, TlsConnection
+// TLS: TlsFixture (certificates), RedisServer with ServerConfig::tls, SyncClient over TLS
 
-#define REQUIRE_TLS_TOOLS()                                             \
-  do {                                                                  \
-    REQUIRE_REDIS();                                                    \
-    if (!openssl_cli_available()) {                                     \
-      MESSAGE("openssl CLI not found (Debian: openssl): test skipped"); \
-      return;                                                           \
-    }                                                                   \
-  } while (0)
+#define REQUIRE_TLS_TOOLS() REQUIRE_REDIS()
 
 namespace {
 
-// The TlsError of a connection attempt that must fail ("" and 0 when it did not fail).
-std::pair<std::string, long> tls_failure(std::uint16_t port, const TlsClientOptions& o) {
-  try {
-    TlsConnection c(port, o, 2000ms);
-    (void)c.command({"PING"});  // TLS 1.3: a rejected client certificate shows up here
-    return {"", 0};
-  } catch (const TlsError& e) {
-    return {e.what(), e.verify_result()};
-  } catch (const RedisIoError& e) {
-    return {std::string("io: ") + e.what(), -1};
-  }
+// A TLS connection to 127.0.0.1:port with `o`.
+nodes::SyncClient tls_connect(std::uint16_t port, const nodes::Tls& o) {
+  nodes::Endpoint e = nodes::Endpoint::local(port);
+  e.tls = o;
+  return nodes::SyncClient(e, {.connect_timeout = 2000ms, .command_timeout = 2000ms});
+}
+
+// Why a connection attempt that must fail failed, prefixed with the kind of failure: "tls: ..."
+// (handshake, alert), "config: ..." (our own files), "io: ..."; "" when it did not fail.
+std::string tls_failure(std::uint16_t port, const nodes::Tls& o) {
+  nodes::SyncClient c = tls_connect(port, o);
+  (void)c.command({"PING"});  // TLS 1.3: a rejected client certificate shows up here
+  if (c.ok()) return "";
+  const char* kind = c.failure() == nodes::Failure::handshake ? "tls: "
+                     : c.failure() == nodes::Failure::config  ? "config: "
+                                                              : "io: ";
+  return kind + c.error();
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -620,55 +622,59 @@ TEST_CASE("TLS server: plaintext port for control, TLS port accepts only the CA'
     }
     // The CA + a client certificate it signed: accepted.
     {
-      TlsConnection c(s.tls_port(), tls.client_options());
-      CHECK(c.command({"PING"}).str == "PONG");
-      CHECK(c.command({"SET", "k", "v"}).is_ok());
-      CHECK(c.protocol().rfind("TLSv1.", 0) == 0);
+      nodes::SyncClient c = tls_connect(s.tls_port(), tls.client_options());
+      REQUIRE_MESSAGE(c.ok(), c.error());
+      CHECK(c.command({"PING"})->str == "PONG");
+      CHECK(c.command({"SET", "k", "v"})->is_ok());
       CHECK(s.get("k") == "v");  // same data on both listeners
     }
     // DNS:localhost is in the certificate too.
-    TlsClientOptions by_name = tls.client_options();
-    by_name.host = "localhost";
-    CHECK(tls_command_at(s.tls_port(), {"PING"}, by_name).str == "PONG");
+    nodes::Tls by_name = tls.client_options();
+    by_name.server_name = "localhost";
+    CHECK(command_at(s.tls_port(), {"PING"}, 2000ms, by_name).str == "PONG");
 
     // --tls-auth-clients yes: no client certificate, or one from another CA: rejected.
-    TlsClientOptions no_cert = tls.client_options();
+    nodes::Tls no_cert = tls.client_options();
     no_cert.cert_file.clear();
     no_cert.key_file.clear();
-    auto [why, vr] = tls_failure(s.tls_port(), no_cert);
+    std::string why = tls_failure(s.tls_port(), no_cert);
     CHECK_MESSAGE(!why.empty(), "a client without a certificate was accepted");
-    TlsClientOptions foreign = tls.client_options();
+    nodes::Tls foreign = tls.client_options();
     foreign.cert_file = tls.other_client_cert();
     foreign.key_file = tls.other_client_key();
-    std::tie(why, vr) = tls_failure(s.tls_port(), foreign);
+    why = tls_failure(s.tls_port(), foreign);
     CHECK_MESSAGE(!why.empty(), "a client certificate of another CA was accepted");
 
     // Trusting the wrong CA: our side refuses the server.
-    TlsClientOptions wrong_ca = tls.client_options();
+    nodes::Tls wrong_ca = tls.client_options();
     wrong_ca.ca_file = tls.other_ca_cert();
-    std::tie(why, vr) = tls_failure(s.tls_port(), wrong_ca);
+    why = tls_failure(s.tls_port(), wrong_ca);
     // (Redis sends its CA along when it builds the chain from --tls-ca-cert-file.)
-    CHECK_MESSAGE((vr == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
-                   vr == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN),
+    CHECK_MESSAGE((has(why,
+                       "tls: TLS handshake failed: certificate verify failed: unable to get "
+                       "local issuer certificate") ||
+                   has(why,
+                       "certificate verify failed: self-signed certificate in certificate "
+                       "chain")),
                   why);
 
     // Bad local files: the client cannot even start the handshake.
     for (const auto& bad :
          {tls.malformed_cert(), tls.empty_file(), tls.missing_file(), tls.directory_path()}) {
-      TlsClientOptions o = tls.client_options();
+      nodes::Tls o = tls.client_options();
       o.ca_file = bad;
-      std::tie(why, vr) = tls_failure(s.tls_port(), o);
-      CHECK_MESSAGE(why.find("cannot load CA file") != std::string::npos, bad << ": " << why);
+      why = tls_failure(s.tls_port(), o);
+      CHECK_MESSAGE(has(why, "config: CA file '" + bad + "'"), bad << ": " << why);
     }
-    TlsClientOptions bad_key = tls.client_options();
+    nodes::Tls bad_key = tls.client_options();
     bad_key.key_file = tls.malformed_key();
-    std::tie(why, vr) = tls_failure(s.tls_port(), bad_key);
-    CHECK_MESSAGE(why.find("cannot load client key") != std::string::npos, why);
+    why = tls_failure(s.tls_port(), bad_key);
+    CHECK_MESSAGE(has(why, "config: client key '" + tls.malformed_key() + "'"), why);
     if (tls.unreadable_file_is_unreadable()) {  // not as root
-      TlsClientOptions o = tls.client_options();
+      nodes::Tls o = tls.client_options();
       o.ca_file = tls.unreadable_file();
-      std::tie(why, vr) = tls_failure(s.tls_port(), o);
-      CHECK_MESSAGE(why.find("cannot load CA file") != std::string::npos, why);
+      why = tls_failure(s.tls_port(), o);
+      CHECK_MESSAGE(has(why, "config: CA file '"), why);
     }
 
     // redis-cli agrees (when it is installed; Debian's is built with TLS).
@@ -683,7 +689,7 @@ TEST_CASE("TLS server: plaintext port for control, TLS port accepts only the CA'
     const auto tls_port = s.tls_port();
     s.restart();
     CHECK(s.tls_port() == tls_port);
-    CHECK(tls_command_at(s.tls_port(), {"PING"}, tls.client_options()).str == "PONG");
+    CHECK(command_at(s.tls_port(), {"PING"}, 2000ms, tls.client_options()).str == "PONG");
   }
 }
 
@@ -692,17 +698,15 @@ TEST_CASE("TLS-only servers (--port 0) with bad certificates: the fixture copes,
   TlsFixture tls;
   struct Case {
     std::string cert, key, host;
-    long expected;
+    std::string expected;
   };
   const Case cases[] = {
-      {tls.expired_server_cert(), tls.expired_server_key(), "127.0.0.1",
-       X509_V_ERR_CERT_HAS_EXPIRED},
+      {tls.expired_server_cert(), tls.expired_server_key(), "127.0.0.1", "certificate has expired"},
       {tls.wrong_host_server_cert(), tls.wrong_host_server_key(), "127.0.0.1",
-       X509_V_ERR_IP_ADDRESS_MISMATCH},
-      {tls.wrong_host_server_cert(), tls.wrong_host_server_key(), "localhost",
-       X509_V_ERR_HOSTNAME_MISMATCH},
+       "IP address mismatch"},
+      {tls.wrong_host_server_cert(), tls.wrong_host_server_key(), "localhost", "hostname mismatch"},
       {tls.other_server_cert(), tls.other_server_key(), "127.0.0.1",
-       X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY},
+       "unable to get local issuer certificate"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.cert);
@@ -724,14 +728,15 @@ TEST_CASE("TLS-only servers (--port 0) with bad certificates: the fixture copes,
     s.set("k", "v");
     CHECK(s.get("k") == "v");
     // A verifying client refuses the certificate ...
-    TlsClientOptions o = tls.client_options();
-    o.host = c.host;
-    auto [why, vr] = tls_failure(s.port(), o);
-    CHECK_MESSAGE(vr == c.expected, why);
+    nodes::Tls o = tls.client_options();
+    o.server_name = c.host;
+    const std::string why = tls_failure(s.port(), o);
+    CHECK_MESSAGE(has(why, "tls: TLS handshake failed: certificate verify failed: " + c.expected),
+                  why);
     // ... one that does not verify gets in (--tls-auth-clients no: no certificate needed).
-    TlsClientOptions blind;
-    blind.verify_peer = false;
-    CHECK(tls_command_at(s.port(), {"GET", "k"}, blind).str == "v");
+    nodes::Tls blind;
+    blind.verify = false;
+    CHECK(command_at(s.port(), {"GET", "k"}, 2000ms, blind).str == "v");
   }
 
   // TLS-only with --tls-auth-clients yes: the fixture presents the server certificate as client.
@@ -740,7 +745,7 @@ TEST_CASE("TLS-only servers (--port 0) with bad certificates: the fixture copes,
   RedisServer s(cfg);
   CHECK(s.command({"PING"}).str == "PONG");
   s.restart();
-  CHECK(tls_command_at(s.port(), {"PING"}, tls.client_options()).str == "PONG");
+  CHECK(command_at(s.port(), {"PING"}, 2000ms, tls.client_options()).str == "PONG");
 
   // A server given a malformed certificate does not start, and says why.
   ServerConfig bad;
@@ -751,7 +756,6 @@ TEST_CASE("TLS-only servers (--port 0) with bad certificates: the fixture copes,
 }
 
 TEST_CASE("TlsFixture removes its directory") {
-  if (!openssl_cli_available()) return;
   std::string dir;
   {
     TlsFixture tls;
@@ -959,12 +963,12 @@ TEST_CASE("Valkey: RedisServer, TLS, ClusterFixture and SentinelFixture run valk
     s.restart();
     CHECK_FALSE(s.exists("k"));
   }
-  if (openssl_cli_available()) {
+  {
     TlsFixture tls;
     ServerConfig cfg = base;
     cfg.tls = tls.server_options("yes", /*tls_only=*/true);
     RedisServer s(cfg);
-    CHECK(tls_command_at(s.port(), {"INFO", "server"}, tls.client_options())
+    CHECK(command_at(s.port(), {"INFO", "server"}, 2000ms, tls.client_options())
               .str.find("server_name:valkey") != std::string::npos);
   }
   {
@@ -1006,10 +1010,11 @@ TEST_CASE("ClusterFixture over TLS (--tls-cluster, --tls-replication): MOVED nam
   const std::string key = "tls-key";
   const std::size_t owner = c.owner_of_key(key);
   const std::size_t wrong = c.other_master(owner);
-  TlsConnection conn(c.node(wrong).tls_port(), tls.client_options());
-  const Reply r = conn.command({"SET", key, "v"});
+  const Reply r =
+      command_at(c.node(wrong).tls_port(), {"SET", key, "v"}, 2000ms, tls.client_options());
   CHECK(r.str == "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(owner));
-  CHECK(tls_command_at(c.node(owner).tls_port(), {"SET", key, "v"}, tls.client_options()).is_ok());
+  CHECK(command_at(c.node(owner).tls_port(), {"SET", key, "v"}, 2000ms, tls.client_options())
+            .is_ok());
   // Replication runs over TLS too.
   CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);
   const int slot = c.key_slot(key);

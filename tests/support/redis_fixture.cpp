@@ -37,9 +37,11 @@ constexpr const char* kLoopback = "127.0.0.1";
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-nodes::SyncClient connect(std::uint16_t port, milliseconds timeout) {
-  nodes::SyncClient c(nodes::Endpoint::local(port),
-                      {.connect_timeout = timeout, .command_timeout = timeout});
+nodes::SyncClient connect(std::uint16_t port, milliseconds timeout,
+                          const std::optional<nodes::Tls>& tls) {
+  nodes::Endpoint endpoint = nodes::Endpoint::local(port);
+  endpoint.tls = tls;
+  nodes::SyncClient c(endpoint, {.connect_timeout = timeout, .command_timeout = timeout});
   if (!c.ok()) {
     throw RedisIoError("connect 127.0.0.1:" + std::to_string(port) + ": " + c.error(), c.failure());
   }
@@ -163,8 +165,8 @@ std::uint16_t free_port() {
 bool redis_server_available() { return !find_redis_server().empty(); }
 
 Reply command_at(std::uint16_t port, const std::vector<std::string>& argv,
-                 std::chrono::milliseconds timeout) {
-  nodes::SyncClient c = connect(port, timeout);
+                 std::chrono::milliseconds timeout, const std::optional<nodes::Tls>& tls) {
+  nodes::SyncClient c = connect(port, timeout, tls);
   return run_command(c, port, argv);
 }
 

@@ -104,10 +104,13 @@ class RedisIoError : public std::runtime_error {
 
 inline constexpr std::chrono::milliseconds kDefaultCommandTimeout{2000};
 
-// Send one command over a fresh blocking connection to 127.0.0.1:port.
-// Binary-safe. Throws RedisIoError on connect/IO failure or timeout.
+// Send one command over a fresh blocking connection to 127.0.0.1:port, over TLS with `tls`.
+// Binary-safe. Throws RedisIoError on connect/IO failure or timeout, and on a TLS failure
+// (failure() handshake: the message says why, e.g. "certificate verify failed: ..."; config: a
+// client file of `tls` cannot be used, the message names it).
 [[nodiscard]] Reply command_at(std::uint16_t port, const std::vector<std::string>& argv,
-                               std::chrono::milliseconds timeout = kDefaultCommandTimeout);
+                               std::chrono::milliseconds timeout = kDefaultCommandTimeout,
+                               const std::optional<nodes::Tls>& tls = std::nullopt);
 
 // A process-wide default for servers whose ServerConfig has no `tls`: the integration suite runs
 // once more over TLS by setting this at start-up (tests/integration/common.hpp). Not thread-safe:

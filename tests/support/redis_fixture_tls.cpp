@@ -4,16 +4,15 @@
 #include <vector>
 
 #include "redis_fixture.hpp"
-#include "tls_client.hpp"
 
 namespace redlock::test {
 namespace {
 
-TlsClientOptions control_options(const TlsServerOptions& tls) {
-  TlsClientOptions o;
+nodes::Tls control_options(const TlsServerOptions& tls) {
+  nodes::Tls o;
   // Our own server (the pid check proves it): its certificate is not what is being tested here,
   // and it may be a deliberately bad one (expired, wrong host, another CA).
-  o.verify_peer = false;
+  o.verify = false;
   o.cert_file = tls.client_cert_file.empty() ? tls.cert_file : tls.client_cert_file;
   o.key_file = tls.client_key_file.empty() ? tls.key_file : tls.client_key_file;
   return o;
@@ -56,22 +55,14 @@ std::vector<std::string> RedisServer::tls_args() const {
 }
 
 bool RedisServer::tls_answers_as(pid_t pid) const {
-  const std::string expected_pid_field = "process_id:" + std::to_string(pid) + "\r\n";
-  try {
-    TlsConnection c(port_, control_options(*cfg_.tls), std::chrono::milliseconds(200));
-    const Reply pong = c.command({"PING"});
-    if (pong.type != Reply::Type::status || pong.str != "PONG") return false;
-    const Reply info = c.command({"INFO", "server"});
-    return info.type == Reply::Type::string &&
-           info.str.find(expected_pid_field) != std::string::npos;
-  } catch (const RedisIoError&) {
-    return false;  // not listening yet (TlsError is a RedisIoError too)
-  }
+  nodes::Endpoint endpoint = nodes::Endpoint::local(port_);
+  endpoint.tls = control_options(*cfg_.tls);
+  return nodes::answers_ping(endpoint, std::chrono::milliseconds(200), pid);
 }
 
 Reply RedisServer::tls_command(const std::vector<std::string>& argv,
                                std::chrono::milliseconds timeout) const {
-  return tls_command_at(port_, argv, control_options(*cfg_.tls), timeout);
+  return command_at(port_, argv, timeout, control_options(*cfg_.tls));
 }
 
 }  // namespace redlock::test

@@ -1,5 +1,5 @@
-// Test support: throwaway certificates, made at test time with the `openssl` CLI (fork/exec, no
-// shell) under a temp dir that the object removes.
+// Test support: throwaway certificates, made at test time (tools/nodes/certs.hpp, the same code as
+// `redlock-cli cluster up --tls`) under a temp dir that the object removes.
 //
 // Keys are EC P-256 (fast to make). Every certificate but the expired one is valid from now for 2
 // days. The good server certificate names IP:127.0.0.1 and DNS:localhost and carries both
@@ -10,7 +10,9 @@
 //   ServerConfig cfg;
 //   cfg.tls = tls.server_options();            // plaintext port + TLS port, clients need a cert
 //   RedisServer s(cfg);
-//   TlsConnection c(s.tls_port(), tls.client_options());
+//   nodes::Endpoint e = nodes::Endpoint::local(s.tls_port());
+//   e.tls = tls.client_options();
+//   nodes::SyncClient c(e);
 //   c.command({"PING"});
 #pragma once
 
@@ -18,18 +20,15 @@
 #include <string>
 #include <vector>
 
+#include "nodes/client.hpp"
 #include "redis_fixture.hpp"
-#include "tls_client.hpp"
 
 namespace redlock::test {
 
-// True if the `openssl` CLI is found in PATH.
-[[nodiscard]] bool openssl_cli_available();
-
 class TlsFixture {
  public:
-  // Makes every file below (a few openssl runs, well under a second). Throws std::runtime_error
-  // with openssl's output when a step fails.
+  // Makes every file below (a few milliseconds). Throws nodes::CertError (a std::runtime_error)
+  // when a step fails.
   TlsFixture();
   ~TlsFixture();  // removes dir(). Never throws.
   TlsFixture(const TlsFixture&) = delete;
@@ -79,15 +78,14 @@ class TlsFixture {
   // The good server certificate + CA for RedisServer (ServerConfig::tls).
   [[nodiscard]] TlsServerOptions server_options(const std::string& auth_clients = "yes",
                                                 bool tls_only = false) const;
-  // The good CA + client certificate, checking host 127.0.0.1.
-  [[nodiscard]] TlsClientOptions client_options() const;
+  // The good CA + client certificate, checking the endpoint's host (127.0.0.1).
+  [[nodiscard]] nodes::Tls client_options() const;
 
   // How long the constructor took (for reports; never assert on it).
   [[nodiscard]] std::chrono::milliseconds generation_time() const { return generation_time_; }
 
  private:
   [[nodiscard]] std::string path(const char* name) const { return dir_ + "/" + name; }
-  void openssl(const std::vector<std::string>& args) const;
   void generate();
 
   std::string dir_;

@@ -118,6 +118,7 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
   const Millis ttl = ttl_arg(a.ttl);
   Options options = make_options(g);
   const auto nodes = options.nodes;
+  const TlsOptions tls = options.tls;
   const std::string prefix = random_prefix();
   const std::vector<int> levels =
       a.concurrency ? std::vector<int>{*a.concurrency} : std::vector<int>{1, 16, 64, 256};
@@ -131,7 +132,7 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
   const std::vector<PhaseResult>& phases = run.phases;
   const int quorum = run.quorum;
   progress.clear();
-  const Sweep left = sweep(nodes, prefix);
+  const Sweep left = sweep(nodes, tls, prefix);
 
   // phases: rtt, fan-out quorum, fan-out all, sequential, then one per concurrency level.
   constexpr std::size_t first_level = CycleRun::first_level;
@@ -237,6 +238,7 @@ int run_hold(const BenchArgs& a, const Globals& g) {
   const Millis ttl = ttl_arg(a.ttl);
   Options options = make_options(g);
   const auto nodes = options.nodes;
+  const TlsOptions tls = options.tls;
   const std::string prefix = random_prefix();
   Progress progress(!g.quiet);
   auto mb = [](long kb) { return static_cast<double>(kb) / 1024.0; };
@@ -306,7 +308,7 @@ int run_hold(const BenchArgs& a, const Globals& g) {
     release_s = std::chrono::duration<double>(Clock::now() - t2).count();
   }
   progress.clear();
-  const Sweep left = sweep(nodes, prefix);
+  const Sweep left = sweep(nodes, tls, prefix);
   const long kb_end = samples.back().kb;
   long kb_peak = 0;
   for (const auto& s : samples) kb_peak = std::max(kb_peak, s.kb);

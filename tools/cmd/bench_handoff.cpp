@@ -23,9 +23,9 @@ struct Handoff {
   int waiters = 0;
   bool fair = false;
   bool wake_ups = false;
-  double per_s = 0;        // acquisitions per second, all clients together
-  Stats gap;               // release -> next acquisition (us), whoever took it
-  Stats gap_other;         // the same, only where another client took it
+  double per_s = 0;  // acquisitions per second, all clients together
+  Stats gap;         // release -> next acquisition (us), whoever took it
+  Stats gap_other;   // the same, only where another client took it
   long errors = 0;
   std::string first_error;
 };
@@ -118,7 +118,8 @@ double rtt_us(const Options& o) {
 
 int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& g) {
   for (int w : waiters) {
-    if (w < 1 || w > 256) throw UsageError("--handoff: waiters must be in 1..256, got " + std::to_string(w));
+    if (w < 1 || w > 256)
+      throw UsageError("--handoff: waiters must be in 1..256, got " + std::to_string(w));
   }
   if (!(seconds > 0 && seconds <= 3600)) throw UsageError("--seconds: must be in (0, 3600]");
   const Options base = make_options(g);

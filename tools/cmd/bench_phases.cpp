@@ -118,17 +118,38 @@ void Progress::clear() {
 }
 namespace {
 
+// Where the library connects for `a`: TLS for a rediss:// address, and for any tcp one with
+// --tls; the address's own settings before the client's (lib/net/standalone.cpp does the same).
+nodes::Endpoint endpoint_of(const NodeAddress& a, const TlsOptions& tls) {
+  if (a.transport == NodeAddress::Transport::unix_socket)
+    return nodes::Endpoint::unix_socket(a.path);
+  nodes::Endpoint e = nodes::Endpoint::tcp(a.host, a.port);
+  if (!a.tls && !tls.enabled) return e;
+  const auto& over = a.tls_override;
+  nodes::Tls t;
+  if (!over.ca_file.empty()) {
+    t.ca_file = over.ca_file;
+  } else {
+    t.ca_file = tls.ca_file;
+    t.ca_dir = tls.ca_dir;
+  }
+  const bool own_cert = !over.cert_file.empty() || !over.key_file.empty();
+  t.cert_file = own_cert ? over.cert_file : tls.cert_file;
+  t.key_file = own_cert ? over.key_file : tls.key_file;
+  t.server_name = !over.server_name.empty() ? over.server_name : tls.server_name;
+  t.verify = !(over.insecure || tls.insecure_skip_verify);
+  e.tls = std::move(t);
+  return e;
+}
+
 // A raw connection to one node, with its AUTH and SELECT; a paused node must not hang the
 // benchmark, hence the deadline on every command.
-nodes::SyncClient connect(const NodeAddress& a, Millis timeout) {
-  const auto endpoint = a.transport == NodeAddress::Transport::unix_socket
-                            ? nodes::Endpoint::unix_socket(a.path)
-                            : nodes::Endpoint::tcp(a.host, a.port);
-  return nodes::SyncClient(endpoint, {.connect_timeout = timeout,
-                                      .command_timeout = timeout,
-                                      .user = a.user,
-                                      .password = a.password,
-                                      .db = a.db});
+nodes::SyncClient connect(const NodeAddress& a, const TlsOptions& tls, Millis timeout) {
+  return nodes::SyncClient(endpoint_of(a, tls), {.connect_timeout = timeout,
+                                                 .command_timeout = timeout,
+                                                 .user = a.user,
+                                                 .password = a.password,
+                                                 .db = a.db});
 }
 
 void finish_phase(PhaseResult& p, const std::vector<double>& us, Clock::time_point start,
@@ -149,9 +170,9 @@ double thread_cpu_us() {
 // The floor: one plain SET to one node over a raw connection, waiting for each answer.
 class RttProbe {
  public:
-  RttProbe(const NodeAddress& node, std::string key, Millis ttl)
+  RttProbe(const NodeAddress& node, const TlsOptions& tls, std::string key, Millis ttl)
       : node_(node.to_string()),
-        conn_(connect(node, Millis{1000})),
+        conn_(connect(node, tls, Millis{1000})),
         key_(std::move(key)),
         value_(40, 'x'),  // the size of a token: the same shape as the lock's SET, without NX
         px_(std::to_string(ttl.count())) {
@@ -211,8 +232,8 @@ class RttProbe {
 // servers cannot answer in parallel, and this is where it shows, without the library.
 class FanoutProbe {
  public:
-  FanoutProbe(const std::vector<NodeAddress>& nodes, const std::string& key, Millis ttl,
-              Millis timeout)
+  FanoutProbe(const std::vector<NodeAddress>& nodes, const TlsOptions& tls, const std::string& key,
+              Millis ttl, Millis timeout)
       : nodes_(nodes.size()),
         quorum_(static_cast<int>(nodes.size()) / 2 + 1),
         timeout_(timeout),
@@ -220,7 +241,7 @@ class FanoutProbe {
         value_(40, 'x'),
         px_(std::to_string(ttl.count())) {
     for (const auto& n : nodes) {
-      auto c = std::make_unique<nodes::SyncClient>(connect(n, Millis{1000}));
+      auto c = std::make_unique<nodes::SyncClient>(connect(n, tls, Millis{1000}));
       if (c->ok()) {
         conns_.push_back(std::move(c));
       } else if (errors_++ == 0) {
@@ -496,12 +517,15 @@ CycleRun measure_cycles(Options options, const std::string& prefix, const Acquir
                         double seconds, const std::vector<int>& levels, Progress& progress) {
   CycleRun run;
   const auto nodes = options.nodes;
+  const TlsOptions tls = options.tls;
   const Millis ttl = opts.ttl;
+  const Millis fanout_timeout = options.node_timeout * 2;
+  // First: its checks (a TLS file that cannot be used, ...) come before anything is sent.
+  Client client(std::move(options));
   // Destroyed before the caller's sweep: the probe deletes its key, the client flushes what it
   // queued.
-  RttProbe probe(nodes.front(), prefix + "rtt", ttl);
-  FanoutProbe fanout(nodes, prefix + "fanout", ttl, options.node_timeout * 2);
-  Client client(std::move(options));
+  RttProbe probe(nodes.front(), tls, prefix + "rtt", ttl);
+  FanoutProbe fanout(nodes, tls, prefix + "fanout", ttl, fanout_timeout);
   run.quorum = client.quorum();
   // Not measured: the first call also waits for the connections and the script loads.
   if (auto w = client.try_acquire({prefix + "warmup"}, opts)) (void)client.try_release(w.lock);
@@ -525,11 +549,12 @@ CycleRun measure_cycles(Options options, const std::string& prefix, const Acquir
   return run;
 }
 
-Sweep sweep(const std::vector<NodeAddress>& nodes, const std::string& prefix) {
+Sweep sweep(const std::vector<NodeAddress>& nodes, const TlsOptions& tls,
+            const std::string& prefix) {
   Sweep s;
   const std::string pattern = prefix + "*";
   for (const auto& n : nodes) {
-    nodes::SyncClient conn = connect(n, Millis{500});
+    nodes::SyncClient conn = connect(n, tls, Millis{500});
     bool ok = conn.ok();
     std::string cursor = "0";
     while (ok) {

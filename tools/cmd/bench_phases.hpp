@@ -86,6 +86,7 @@ struct Sweep {
 
 // Counts and deletes what is left under `prefix` on every node. Run it after the Client is gone,
 // so rollbacks and releases it still had queued have reached the nodes.
-[[nodiscard]] Sweep sweep(const std::vector<NodeAddress>& nodes, const std::string& prefix);
+[[nodiscard]] Sweep sweep(const std::vector<NodeAddress>& nodes, const TlsOptions& tls,
+                          const std::string& prefix);
 
 }  // namespace redlock::cli::bench

@@ -34,7 +34,8 @@ int int_flag(const char* flag, const std::string& text, int lo, int hi) {
 }
 
 // Saved settings of the last `up` in the directory, overridden by the flags actually given.
-ClusterSettings resolve(const ClusterFlags& f) {
+// TLS is what `up` is told (--tls or REDLOCK_TLS), for the other commands what `up` saved.
+ClusterSettings resolve(const ClusterFlags& f, bool up, const Globals& g) {
   std::optional<int> count, base;
   std::optional<Persistence> pers;
   if (!f.count.empty()) count = int_flag("--count", f.count, 1, max_count);
@@ -53,7 +54,25 @@ ClusterSettings resolve(const ClusterFlags& f) {
   if (count) s.count = *count;
   if (base) s.base_port = *base;
   if (pers) s.persistence = *pers;
+  if (up) s.tls = tls_wanted(g);
   return s;
+}
+
+// A word for a POSIX shell: single quotes, a quote inside written '\''.
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// `cluster env`: what a shell needs to use these nodes, for eval "$(redlock-cli cluster env)".
+void print_env(const ClusterManager& m) {
+  std::cout << "export REDLOCK_NODES=" << shell_quote(m.node_list()) << '\n';
+  if (m.settings().tls) {
+    std::cout << "export REDLOCK_CACERT=" << shell_quote(m.ca_file().string()) << '\n';
+  } else {
+    std::cout << "unset REDLOCK_TLS REDLOCK_CACERT\n";
+  }
 }
 
 int node_arg(const std::string& text) {
@@ -114,7 +133,7 @@ void print_status(const std::vector<NodeStatus>& nodes, bool json) {
   }
 }
 
-enum class Verb { up, down, status, kill, stop, cont, start };
+enum class Verb { up, down, status, env, kill, stop, cont, start };
 
 int run(Verb verb, const std::string& name, const ClusterFlags& flags, const Globals& g) {
   const bool quiet = g.quiet;
@@ -130,10 +149,19 @@ int run(Verb verb, const std::string& name, const ClusterFlags& flags, const Glo
     }
     // Only the commands that start nodes create the directory: `down --dir /tmp/typo` must not
     // leave a directory behind, nor `kill` turn a mistyped path into an empty cluster.
-    ClusterManager m(resolve(flags), verb == Verb::up || verb == Verb::start);
+    ClusterManager m(resolve(flags, verb == Verb::up, g), verb == Verb::up || verb == Verb::start);
     switch (verb) {
       case Verb::up:
         for (auto& r : m.up()) say(describe(r));
+        if (m.settings().tls) {
+          say("TLS only; CA certificate " + m.ca_file().string() +
+              " (eval \"$(redlock-cli cluster env" +
+              (flags.dir.empty() ? std::string() : " --dir " + shell_quote(flags.dir)) +
+              ")\" sets REDLOCK_NODES and REDLOCK_CACERT)");
+        }
+        break;
+      case Verb::env:
+        print_env(m);
         break;
       case Verb::down: {
         auto reports = m.down();
@@ -214,7 +242,8 @@ Command cluster_command(const Globals& g) {
       .options = settings_flags(*flags),
       .run = []() -> int {
         throw UsageError(
-            "cluster: a command is required: up, down, status, kill I, stop I, cont I or start I "
+            "cluster: a command is required: up, down, status, env, kill I, stop I, cont I or "
+            "start I "
             "(see 'redlock-cli cluster --help')");
       },
       .storage = flags,
@@ -227,12 +256,18 @@ Command cluster_command(const Globals& g) {
     bool takes_node;
   };
   const Spec specs[] = {
-      {"up", Verb::up, "Start every node that is not running and wait until all answer PING",
+      {"up", Verb::up,
+       "Start every node that is not running and wait until all answer PING; with --tls (or "
+       "REDLOCK_TLS=1) TLS only, with a throwaway CA made in the directory",
        false},
       {"down", Verb::down, "Stop the nodes started from this directory (SIGTERM, then SIGKILL)",
        false},
       {"status", Verb::status,
        "One row per node: port, pid, up/paused/down, uptime, keys, persistence", false},
+      {"env", Verb::env,
+       "Print the shell commands that point redlock-cli at these nodes: eval \"$(redlock-cli "
+       "cluster env)\" (REDLOCK_NODES, and with TLS REDLOCK_CACERT)",
+       false},
       {"kill", Verb::kill, "SIGKILL node I (a crash: with persistence none it comes back empty)",
        true},
       {"stop", Verb::stop,

@@ -86,6 +86,7 @@ Options Demo::options(Millis min_uptime) const {
   Options o;
   std::string err;
   o.nodes = *parse_node_list(m_.node_list(), err);  // built by ClusterManager: always valid
+  o.tls.ca_file = m_.ca_file().string();            // with TLS: the cluster's own CA
   // One retry, quickly: a single slow answer on a busy machine should not fail a step whose
   // point is elsewhere; the attempts are shown.
   o.retry_count = 1;
@@ -245,8 +246,8 @@ namespace {
 // bounded time (one PTTL each) on a node that is really in use.
 constexpr int max_keys_per_node = 10000;
 
-nodes::SyncClient connect_local(int port) {
-  return nodes::SyncClient(nodes::Endpoint::local(static_cast<std::uint16_t>(port)),
+nodes::SyncClient connect_local(const ClusterManager& m, int index) {
+  return nodes::SyncClient(m.endpoint(index),
                            {.connect_timeout = Millis{1000}, .command_timeout = Millis{1000}});
 }
 
@@ -279,7 +280,7 @@ void Demo::snapshot_keys() {
   for (const auto& st : m_.status()) {
     if (st.state != ProcState::up) continue;
     const std::string name = node_name(st.index) + " (127.0.0.1:" + std::to_string(st.port) + ")";
-    auto c = connect_local(st.port);
+    auto c = connect_local(m_, st.index);
     auto dbs = databases(c);
     bool ok = dbs.has_value();
     int seen = 0;
@@ -357,7 +358,7 @@ void Demo::check_keys_kept() {
       // One that was due to expire (give or take a moment) may have: that is not a loss.
       if (k.expires && *k.expires <= now + Millis{500}) continue;
       ++looked;
-      if (!c) c.emplace(connect_local(m_.port_of(i)));
+      if (!c) c.emplace(connect_local(m_, i));
       std::optional<nodes::Reply> r;
       if (db == k.db || select(*c, k.db)) {
         db = k.db;
@@ -471,7 +472,7 @@ int int_flag(const char* flag, const std::string& text) {
   return v;
 }
 
-int run_demo(const DemoFlags& f) {
+int run_demo(const DemoFlags& f, const Globals& g) {
   // The same resolution as `cluster`: what `cluster up` saved in the directory, then the flags.
   ClusterSettings s;
   try {
@@ -484,6 +485,8 @@ int run_demo(const DemoFlags& f) {
   }
   if (!f.count.empty()) s.count = int_flag("--count", f.count);
   if (!f.base_port.empty()) s.base_port = int_flag("--base-port", f.base_port);
+  // --tls (or REDLOCK_TLS=1) starts the nodes with TLS; a cluster `up --tls` made stays TLS.
+  s.tls = s.tls || tls_wanted(g);
   std::unique_ptr<ClusterManager> m;
   try {
     m = std::make_unique<ClusterManager>(s);
@@ -498,7 +501,7 @@ int run_demo(const DemoFlags& f) {
 
 }  // namespace
 
-Command demo_command(const Globals&) {
+Command demo_command(const Globals& g) {
   auto f = std::make_shared<DemoFlags>();
   return {
       .name = "demo",
@@ -512,6 +515,8 @@ Command demo_command(const Globals&) {
           "master it would kill holds keys it did not write and would lose them (persistence "
           "not aof).\n"
           "Any -n/--nodes is ignored: the demo only ever acts on the local masters of DIR.\n"
+          "With --tls (or REDLOCK_TLS=1, or a cluster `cluster up --tls` made) every step runs "
+          "over TLS,\nverified against the cluster's own CA.\n"
           "Colour when stdout is a terminal and NO_COLOR is unset. Exit status: 0 every check "
           "passed,\n"
           "1 a check failed, a node could not be started, or refused; 2 usage error; 130 "
@@ -535,7 +540,7 @@ Command demo_command(const Globals&) {
                        "$XDG_RUNTIME_DIR/redlock-cluster, else /tmp/redlock-cluster-$UID)",
                .type_name = "DIR"},
           },
-      .run = [f] { return run_demo(*f); },
+      .run = [f, &g] { return run_demo(*f, g); },
       .storage = f,
   };
 }

@@ -15,7 +15,8 @@ using nodes::Persistence;
 void Demo::intro() {
   line(p_.paint("redlock demo", bold) + ": " + std::to_string(n_) +
        " independent Redis masters on 127.0.0.1:" + std::to_string(m_.port_of(1)) + "-" +
-       std::to_string(m_.port_of(n_)) + " (cluster dir " + m_.settings().dir.string() + ")");
+       std::to_string(m_.port_of(n_)) + (m_.settings().tls ? ", TLS only" : "") + " (cluster dir " +
+       m_.settings().dir.string() + ")");
   line("A lock needs a quorum Q = N/2+1 = " + std::to_string(q_) + " of " + std::to_string(n_) +
        " votes, so up to N-Q = " + std::to_string(n_ - q_) + " masters may fail.");
   line("Each check says what Redlock must do; the last line is the verdict.");

@@ -3,8 +3,9 @@
 // command at a time, each waited for with a deadline. For checks, set-up and measurements beside
 // the library (which has its own asynchronous engine), never for locking.
 //
-// The transport stays behind this interface (hiredis's blocking API over TCP or a unix socket for
-// now), so a TLS transport can be added later as another Endpoint kind without touching callers.
+// Its own socket (TCP or a unix socket, every wait a poll() with a deadline), optionally with
+// OpenSSL on it (Endpoint::tls); hiredis only encodes commands and parses replies. Never raises
+// SIGPIPE: a server that went away is a failed command.
 //
 // Not thread-safe: one SyncClient per thread. Movable, not copyable.
 
@@ -20,6 +21,18 @@
 
 namespace redlock::nodes {
 
+// TLS to a server, with redis-cli's settings. The server's certificate is verified unless
+// `verify` is false: it must chain to the CAs given (the system's when none) and name the host
+// (or `server_name`).
+struct Tls {
+  std::string ca_file = {};      // PEM file of CAs to trust
+  std::string ca_dir = {};       // directory of CA certificates (hashed names, as c_rehash makes)
+  std::string cert_file = {};    // client certificate (PEM), for servers that ask for one ...
+  std::string key_file = {};     // ... and its private key
+  std::string server_name = {};  // SNI and the name checked; empty: the endpoint's host
+  bool verify = true;
+};
+
 // Where a server listens.
 struct Endpoint {
   enum class Kind { tcp, unix_socket };
@@ -27,6 +40,7 @@ struct Endpoint {
   std::string host = "127.0.0.1";  // tcp: name or literal address (IPv6 without brackets)
   std::uint16_t port = 6379;       // tcp
   std::string path;                // unix socket path
+  std::optional<Tls> tls;          // tcp: TLS over the connection
 
   [[nodiscard]] static Endpoint tcp(std::string host, std::uint16_t port);
   [[nodiscard]] static Endpoint local(std::uint16_t port) { return tcp("127.0.0.1", port); }
@@ -73,7 +87,8 @@ enum class Failure {
   timeout,    // connect or command deadline passed
   eof,        // the server closed the connection
   protocol,   // the server sent something that is not RESP
-  handshake,  // AUTH or SELECT was refused
+  handshake,  // the TLS handshake failed (the message says why), or AUTH or SELECT was refused
+  config,     // our own TLS files cannot be used (the message names the file); nothing was sent
   oom,
   other,
 };
@@ -104,7 +119,9 @@ class SyncClient {
 
   // Pipelined use, for measuring a fan-out without waiting on each server in turn: send() writes
   // a command without waiting for its reply, fd() is what to poll for POLLIN, and read_reply()
-  // reads what has arrived. Do not mix with command() while replies are outstanding.
+  // reads what has arrived. read_reply() reads everything the socket has (TLS included), so after
+  // `partial` nothing is buffered and polling fd() is right; after `reply`, call it again before
+  // polling when more replies are due. Do not mix with command() while replies are outstanding.
   [[nodiscard]] bool send(std::span<const std::string_view> argv);
   [[nodiscard]] int fd() const;
   enum class Read {

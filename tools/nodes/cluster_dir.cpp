@@ -90,7 +90,13 @@ NodeConf read_node_conf(const fs::path& conf) {
   std::istringstream in(*text);
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("port ", 0) == 0) {
-      if (auto v = parse_int(line.substr(5))) nc.port = static_cast<int>(*v);
+      // `port 0`: no plaintext listener (TLS only); the node is reached on its tls-port.
+      if (auto v = parse_int(line.substr(5)); v && *v != 0) nc.port = static_cast<int>(*v);
+    } else if (line.rfind("tls-port ", 0) == 0) {
+      if (auto v = parse_int(line.substr(9))) {
+        nc.tls = true;
+        if (!nc.port) nc.port = static_cast<int>(*v);
+      }
     } else if (line.rfind("appendonly ", 0) == 0) {
       nc.persistence = line.substr(11) == "yes" ? Persistence::aof : Persistence::none;
     }

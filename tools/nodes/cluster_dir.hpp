@@ -33,10 +33,11 @@ class DirLock {
   int fd_ = -1;
 };
 
-// What node-I.conf says: the port and persistence the node was last started with.
+// What node-I.conf says: the port, persistence and TLS the node was last started with.
 struct NodeConf {
-  std::optional<int> port;
+  std::optional<int> port;  // the TLS port when there is no plaintext one
   std::optional<Persistence> persistence;
+  bool tls = false;
 };
 [[nodiscard]] NodeConf read_node_conf(const std::filesystem::path& conf);
 

@@ -16,6 +16,7 @@
 #include <system_error>
 #include <thread>
 
+#include "certs.hpp"
 #include "client.hpp"
 #include "cluster_dir.hpp"
 #include "launcher.hpp"
@@ -35,6 +36,9 @@ constexpr auto term_grace = 3s;
 constexpr auto ping_timeout = 200ms;
 constexpr auto query_timeout = 500ms;
 constexpr const char* settings_file = "cluster.conf";
+constexpr const char* tls_dir = "tls";
+// The throwaway CA lives as long as the cluster does (it is made again by an `up` from nothing).
+constexpr int cert_days = 365;
 
 [[noreturn]] void fail(ClusterError::Kind kind, const std::string& message) {
   throw ClusterError(kind, message);
@@ -67,10 +71,6 @@ std::string redis_server_path() {
   fail(ClusterError::Kind::usage,
        "redis-server not found on PATH; install the Debian package `redis-server` "
        "(apt-get install redis-server) or put redis-server on PATH");
-}
-
-bool answers_ping(int port) {
-  return nodes::answers_ping(Endpoint::local(static_cast<std::uint16_t>(port)), ping_timeout);
 }
 
 template <class Pred>
@@ -230,6 +230,9 @@ std::optional<ClusterSettings> ClusterManager::load_saved(const fs::path& dir) {
         s.persistence = Persistence::aof;
       else
         bad();
+    } else if (key == "tls") {
+      if (value != "yes" && value != "no") bad();
+      s.tls = value == "yes";
     }
   }
   return s;
@@ -239,9 +242,47 @@ std::string ClusterManager::node_list() const {
   std::string out;
   for (int i = 1; i <= settings_.count; ++i) {
     if (i > 1) out += ',';
-    out += "127.0.0.1:" + std::to_string(port_of(i));
+    out += (settings_.tls ? "rediss://127.0.0.1:" : "127.0.0.1:") + std::to_string(port_of(i));
   }
   return out;
+}
+
+fs::path ClusterManager::ca_file() const {
+  return settings_.tls ? settings_.dir / tls_dir / "ca.crt" : fs::path();
+}
+
+Endpoint ClusterManager::endpoint(int index) const {
+  Endpoint e = Endpoint::local(static_cast<std::uint16_t>(port_of(index)));
+  if (settings_.tls) {
+    const fs::path d = settings_.dir / tls_dir;
+    // Verified like any client would (the CA, IP:127.0.0.1), with the client certificate in case
+    // a node was told to require one.
+    e.tls = Tls{.ca_file = (d / "ca.crt").string(),
+                .cert_file = (d / "client.crt").string(),
+                .key_file = (d / "client.key").string()};
+  }
+  return e;
+}
+
+void ClusterManager::ensure_certificates(bool fresh) const {
+  if (!settings_.tls) return;
+  const fs::path d = settings_.dir / tls_dir;
+  std::error_code ec;
+  bool complete = true;
+  for (const auto& spec : local_cluster_certs(cert_days)) {
+    complete = complete && fs::exists(d / (spec.name + ".crt"), ec) &&
+               fs::exists(d / (spec.name + ".key"), ec);
+  }
+  if (complete && !fresh) return;
+  if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+    fail(ClusterError::Kind::usage, "cannot create " + d.string() + ": " + errno_text(errno));
+  }
+  try {
+    make_certificates(d, local_cluster_certs(cert_days));
+  } catch (const CertError& e) {
+    fail(ClusterError::Kind::usage,
+         std::string("TLS certificates in ") + d.string() + ": " + e.what());
+  }
 }
 
 fs::path ClusterManager::node_file(int index, const char* suffix) const {
@@ -262,7 +303,8 @@ void ClusterManager::save_settings() const {
                     "count=" +
                         std::to_string(settings_.count) + "\n" +
                         "base_port=" + std::to_string(settings_.base_port) + "\n" +
-                        "persistence=" + to_string(settings_.persistence) + "\n");
+                        "persistence=" + to_string(settings_.persistence) + "\n" +
+                        "tls=" + (settings_.tls ? "yes" : "no") + "\n");
 }
 
 ClusterManager::Proc ClusterManager::inspect(int index) const {
@@ -294,12 +336,23 @@ pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
   fs::create_directories(data, ec);
   if (ec) fail(K::usage, "cannot create " + data.string() + ": " + ec.message());
 
-  std::string text = "# written by redlock-cli cluster at every start of node " +
-                     std::to_string(index) + "\nport " + std::to_string(port) +
-                     "\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
-                     "dir " +
-                     conf_quote(data.string()) + "\nlogfile " + conf_quote(log.string()) +
-                     "\nsave \"\"\n";
+  std::string text =
+      "# written by redlock-cli cluster at every start of node " + std::to_string(index) + "\n";
+  if (settings_.tls) {
+    // TLS only (see ClusterSettings::tls). "port 0" comes first: read_node_conf() takes the
+    // tls-port as the node's port then.
+    const fs::path d = settings_.dir / tls_dir;
+    text += "port 0\ntls-port " + std::to_string(port) + "\ntls-cert-file " +
+            conf_quote((d / "server.crt").string()) + "\ntls-key-file " +
+            conf_quote((d / "server.key").string()) + "\ntls-ca-cert-file " +
+            conf_quote((d / "ca.crt").string()) + "\ntls-auth-clients optional\n";
+  } else {
+    text += "port " + std::to_string(port) + "\n";
+  }
+  text +=
+      "bind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
+      "dir " +
+      conf_quote(data.string()) + "\nlogfile " + conf_quote(log.string()) + "\nsave \"\"\n";
   // RDB snapshots stay off in both modes: with aof, the log alone is the durable state.
   text += settings_.persistence == Persistence::aof ? "appendonly yes\nappendfsync always\n"
                                                     : "appendonly no\n";
@@ -327,7 +380,7 @@ void ClusterManager::wait_ready(const std::vector<std::pair<int, pid_t>>& nodes)
   while (!pending.empty()) {
     for (auto it = pending.begin(); it != pending.end();) {
       auto [index, pid] = *it;
-      if (answers_ping(port_of(index))) {
+      if (answers_ping(endpoint(index), ping_timeout)) {
         it = pending.erase(it);
       } else if (!alive(pid)) {
         remove_file(node_file(index, ".pid"));
@@ -372,10 +425,17 @@ std::vector<NodeReport> ClusterManager::up() {
       fail(K::refused, node_name(i, p.port) + " is running on port " + std::to_string(p.port) +
                            ", not " + std::to_string(port_of(i)) + down_hint);
     }
-    if (auto pers = read_node_conf(node_file(i, ".conf")).persistence;
-        pers && *pers != settings_.persistence) {
-      fail(K::refused, node_name(i, p.port) + " is running with persistence " + to_string(*pers) +
-                           ", not " + to_string(settings_.persistence) + down_hint);
+    const NodeConf conf = read_node_conf(node_file(i, ".conf"));
+    if (conf.persistence && *conf.persistence != settings_.persistence) {
+      fail(K::refused, node_name(i, p.port) + " is running with persistence " +
+                           to_string(*conf.persistence) + ", not " +
+                           to_string(settings_.persistence) + down_hint);
+    }
+    if (conf.tls != settings_.tls) {
+      fail(K::refused, node_name(i, p.port) + " is running " +
+                           (conf.tls ? "with TLS, and --tls was not given"
+                                     : "without TLS, and --tls was given") +
+                           down_hint);
     }
     bool paused = p.state == 'T';
     reports.push_back(
@@ -393,12 +453,16 @@ std::vector<NodeReport> ClusterManager::up() {
   // Check every port before starting anything, so a conflict leaves the machine as it was.
   for (int i : to_start) {
     if (auto why = port_busy(port_of(i)); !why.empty()) {
-      std::string who = answers_ping(port_of(i)) ? "another Redis server" : "another process";
+      std::string who =
+          answers_ping(Endpoint::local(static_cast<std::uint16_t>(port_of(i))), ping_timeout)
+              ? "another Redis server"
+              : "another process";
       fail(K::refused, "port " + std::to_string(port_of(i)) + " (node " + std::to_string(i) +
                            ") is already in use by " + who + " (not a node started from " +
                            settings_.dir.string() + "): " + why);
     }
   }
+  ensure_certificates(/*fresh=*/running.empty() && reports.empty());
   save_settings();
   std::vector<std::pair<int, pid_t>> started;
   for (int i : to_start) {
@@ -478,8 +542,9 @@ NodeStatus ClusterManager::node_status(int index) const {
   }
   // A paused node accepts the TCP connection and then never answers: do not even try.
   if (s.state == ProcessState::up) {
-    SyncClient c(Endpoint::local(static_cast<std::uint16_t>(s.port)),
-                 {.connect_timeout = query_timeout, .command_timeout = query_timeout});
+    Endpoint e = endpoint(index);
+    e.port = static_cast<std::uint16_t>(s.port);
+    SyncClient c(e, {.connect_timeout = query_timeout, .command_timeout = query_timeout});
     if (auto info = c.command({"INFO", "server"}); info && info->type == Reply::Type::string) {
       if (auto up = info_field(info->str, "uptime_in_seconds")) s.uptime_s = parse_int(*up);
     }
@@ -556,6 +621,7 @@ NodeReport ClusterManager::start(int index, std::chrono::milliseconds delay) {
   DirLock lock(settings_.dir);
   check_can_start(index);
   if (!fs::exists(settings_.dir / settings_file)) save_settings();
+  ensure_certificates(/*fresh=*/false);
   remove_file(node_file(index, ".pid"));
   pid_t pid = spawn(index, redis_server);
   wait_ready({{index, pid}});

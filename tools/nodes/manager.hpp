@@ -11,6 +11,9 @@
 //   node-I.pid      the pid of node I, written by us (never by redis)
 //   node-I.log      redis's log (stdout/stderr of the process are appended to it too)
 //   node-I/         redis's working directory (AOF files live here)
+//   tls/            with TLS: a throwaway CA (ca.crt), the nodes' certificate (server.crt,
+//                   127.0.0.1 and localhost) and a client certificate (client.crt), with their
+//                   keys (certs.hpp); made again by an `up` that finds no node running
 //
 // Safety: a process is only ever signalled when the pid file names it AND /proc/PID/cmdline
 // shows a redis-server on that node's port (or started with that node's config file). Nothing
@@ -27,6 +30,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "client.hpp"
 
 namespace redlock::nodes {
 
@@ -50,6 +55,12 @@ struct ClusterSettings {
   int base_port = 7001;       // >= 1024, base_port + count - 1 <= 65535
   std::filesystem::path dir;  // empty: ClusterManager::default_dir()
   Persistence persistence = Persistence::none;
+  // TLS only: each node listens with TLS on its port and has no plaintext listener (`port 0`),
+  // so a client that forgot TLS fails instead of quietly going around it, as on a managed
+  // offering; the port numbers stay the same, so `--tls` with the default node list works.
+  // Clients are asked for a certificate but not required to give one (tls-auth-clients
+  // optional): one the CA did not sign is refused.
+  bool tls = false;
 };
 
 // Why a call failed; exit_code() is the redlock-cli exit status for it.
@@ -126,13 +137,20 @@ class ClusterManager {
 
   [[nodiscard]] const ClusterSettings& settings() const noexcept { return settings_; }
   [[nodiscard]] int port_of(int index) const noexcept { return settings_.base_port + index - 1; }
-  // "127.0.0.1:7001,127.0.0.1:7002,..." for Options / --nodes.
+  // "127.0.0.1:7001,127.0.0.1:7002,..." for Options / --nodes ("rediss://127.0.0.1:7001,..."
+  // with TLS).
   [[nodiscard]] std::string node_list() const;
+  // How to reach node I: 127.0.0.1:port, with TLS (the cluster's CA and client certificate) when
+  // the cluster has it.
+  [[nodiscard]] Endpoint endpoint(int index) const;
+  // With TLS: the CA certificate clients must trust (dir/tls/ca.crt); empty without.
+  [[nodiscard]] std::filesystem::path ca_file() const;
 
   // Starts every node that is not running, saves cluster.conf, and waits until all answer PING
   // (deadline ~5 s). Idempotent: our running nodes are left alone. Throws ClusterError:
-  // usage (redis-server missing), refused (a port is taken by another process, or our running
-  // nodes were started with other settings: nothing is started then), failed (a node did not
+  // usage (redis-server missing, the certificates cannot be made), refused (a port is taken by
+  // another process, or our running nodes were started with other settings, TLS included:
+  // nothing is started then), failed (a node did not
   // answer in time; the message has the tail of its log; the others stay up).
   std::vector<NodeReport> up();
 
@@ -166,6 +184,8 @@ class ClusterManager {
   void require_dir(int index) const;
   [[nodiscard]] std::filesystem::path node_file(int index, const char* suffix) const;
   void save_settings() const;
+  // With TLS: makes dir/tls/ when `fresh` (no node is running) or a file is missing.
+  void ensure_certificates(bool fresh) const;
   pid_t spawn(int index, const std::string& redis_server);
   void wait_ready(const std::vector<std::pair<int, pid_t>>& nodes) const;
 
