@@ -11,7 +11,7 @@
 
 _redlock_cli_global_flags='-h --help --version -n --nodes --json -v --verbose -q --quiet
   --node-timeout --connect-timeout --drift-factor --retry-count --retry-delay --min-uptime
-  --key-prefix --tls --cacert --cacertdir --cert --key --sni --insecure'
+  --key-prefix --no-wake-ups --tls --cacert --cacertdir --cert --key --sni --insecure'
 
 # Flags followed by a value: the word after them is never a subcommand.
 _redlock_cli_takes_value() {
@@ -19,7 +19,7 @@ _redlock_cli_takes_value() {
     -n | --nodes | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
       --retry-delay | --min-uptime | --key-prefix | --cacert | --cacertdir | --cert | --key | \
       --sni | --ttl | --wait | --grace | -E | \
-      --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --count | --base-port | \
+      --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --handoff | --count | --base-port | \
       --dir | --persistence | --delay)
       return 0 ;;
   esac
@@ -36,7 +36,7 @@ _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
     run) echo '--ttl --wait --grace -E --conflict-exit-code --fence --fair --read --write' ;;
     cluster)
       if [[ $2 == start ]]; then echo "$cluster_flags --delay"; else echo "$cluster_flags"; fi ;;
-    bench) echo '--seconds --concurrency --ttl --hold --soak' ;;
+    bench) echo '--seconds --concurrency --ttl --hold --soak --handoff' ;;
     demo) echo '--count --base-port --dir' ;;
   esac
 }
