@@ -12,7 +12,7 @@ constexpr std::string_view bodies[] = {
 local n = redis.call("del",KEYS[1])
 if ARGV[2] then
   local head = KEYS[2] and redis.call("zrange",KEYS[2],0,0)[1] or ""
-  redis.call("publish",ARGV[2],head)
+  redis.pcall("publish",ARGV[2],head)
 end
 return n)",
     // extend
@@ -26,7 +26,7 @@ return 1)",
 for i, k in ipairs(KEYS) do
   if redis.call("get", k) == ARGV[1] then
     n = n + redis.call("del", k)
-    if ARGV[i + 1] then redis.call("publish", ARGV[i + 1], "") end
+    if ARGV[i + 1] then redis.pcall("publish", ARGV[i + 1], "") end
   end
 end
 return n)",
@@ -123,7 +123,7 @@ local exp = redis.call("zscore", KEYS[1], ARGV[1])
 if not exp then return 0 end
 redis.call("zrem", KEYS[1], ARGV[1])
 if ARGV[2] and redis.call("zcount", KEYS[1], "(" .. now, "+inf") == 0 then
-  redis.call("publish", ARGV[2], "")
+  redis.pcall("publish", ARGV[2], "")
 end
 if tonumber(exp) <= now then return 0 end
 return 1)",
@@ -179,7 +179,7 @@ return 1)",
 redis.call("zrem", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
 if first and ARGV[2] then
-  redis.call("publish", ARGV[2], redis.call("zrange", KEYS[1], 0, 0)[1] or "")
+  redis.pcall("publish", ARGV[2], redis.call("zrange", KEYS[1], 0, 0)[1] or "")
 end
 return 1)",
 };

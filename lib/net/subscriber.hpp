@@ -77,7 +77,7 @@ class Subscriber final : Connection::Listener, Sink, Connection::PushHandler {
   std::shared_ptr<const Request> auth_;
   int db_;
   std::string name_;
-  std::map<std::string, Key> keys_;               // lock key -> its channels
+  std::map<std::string, Key> keys_;                             // lock key -> its channels
   std::map<std::string, std::string, std::less<>> by_channel_;  // channel -> lock key
   bool started_ = false;
   bool closed_ = false;

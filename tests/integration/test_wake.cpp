@@ -1,0 +1,197 @@
+// Wake-ups (Options::wake_ups): waiters learn of a release over pub/sub instead of at their next
+// poll. The waiters here sleep 3 s between attempts, so an acquisition well under that after the
+// release can only come from a wake-up; the bounds are generous (a busy machine), the ordering
+// strict.
+#include <future>
+#include <thread>
+
+#include "common.hpp"
+#include "redlock/keys.hpp"
+
+using namespace itest;
+using namespace redlock;
+
+namespace {
+
+constexpr Millis slow_poll{3000};
+
+Options slow_polling(const RedisCluster& c) {
+  Options o = options_for(c);
+  o.retry_delay = slow_poll;
+  o.retry_jitter = Millis{0};
+  return o;
+}
+
+// Every node lists a subscriber of `key`'s wake channel.
+bool listening_everywhere(const RedisCluster& c, const std::string& key) {
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    auto r = c[i].command({"PUBSUB", "NUMSUB", derived_key(key, KeyRole::wake)});
+    if (r.elements.size() != 2 || r.elements[1].integer < 1) return false;
+  }
+  return true;
+}
+
+struct Waited {
+  AcquireResult result;
+  Clock::time_point at;
+};
+
+std::future<Waited> wait_for(Client& c, const std::string& key, Millis wait = 10s) {
+  return std::async(std::launch::async, [&c, key, wait] {
+    auto r = c.try_acquire({key}, ttl_opts(5s, wait));
+    return Waited{std::move(r), Clock::now()};
+  });
+}
+
+}  // namespace
+
+TEST_CASE("wake-ups: a waiter in another client takes the lock right after the release") {
+  RedisCluster c(5);
+  Client holder(options_for(c));
+  Client waiter(slow_polling(c));
+  auto held = holder.try_acquire({"hot"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  auto w = wait_for(waiter, "hot");
+  REQUIRE(eventually([&] { return listening_everywhere(c, "hot"); }));
+  std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(held.lock));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK(got.at > released);
+  CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                "took " << ms_since(released) << " ms: it waited for its poll");
+  // Done waiting: nobody listens any more.
+  CHECK(eventually([&] {
+    auto r = c[0].command({"PUBSUB", "NUMSUB", derived_key("hot", KeyRole::wake)});
+    return r.elements.size() == 2 && r.elements[1].integer == 0;
+  }));
+}
+
+TEST_CASE("wake-ups: a killed pub/sub connection comes back and listens again") {
+  RedisCluster c(5);
+  Client holder(options_for(c));
+  Client waiter(slow_polling(c));
+  auto held = holder.try_acquire({"relisten"}, ttl_opts(30s));
+  REQUIRE(held);
+  auto w = wait_for(waiter, "relisten", 20s);
+  REQUIRE(eventually([&] { return listening_everywhere(c, "relisten"); }));
+  for (std::size_t i = 0; i < c.size(); ++i) (void)c[i].command({"CLIENT", "KILL", "TYPE", "pubsub"});
+  // Resubscribed on every node (after the reconnect backoff), and its retry after that is over.
+  REQUIRE(eventually([&] { return listening_everywhere(c, "relisten"); }, 5000ms));
+  std::this_thread::sleep_for(100ms);
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(held.lock));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK(got.at - released < slow_poll / 2);
+}
+
+TEST_CASE("wake-ups: where pub/sub is refused, waiters are served by polling") {
+  // An ACL user without channel permissions: every SUBSCRIBE fails (NOPERM). The lock works as
+  // before, by polling.
+  RedisCluster c(3);
+  std::string csv;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    (void)c[i].command({"ACL", "SETUSER", "nopubsub", "on", ">pw", "~*", "+@all", "resetchannels"});
+    csv += (i ? "," : "") + std::string(test_tls() ? "rediss" : "redis") +
+           "://nopubsub:pw@127.0.0.1:" +
+           std::to_string(test_tls() ? c[i].tls_port() : c[i].port());
+  }
+  Options o = options_for(csv);
+  o.retry_delay = 200ms;
+  Client holder(o), waiter(o);
+  auto held = holder.try_acquire({"polled"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  auto w = wait_for(waiter, "polled");
+  std::this_thread::sleep_for(500ms);
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(held.lock));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK(got.at > released);
+}
+
+TEST_CASE("wake-ups: a release by another client is noticed through keyspace notifications") {
+  RedisCluster c(5);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].config_set("notify-keyspace-events", "Kgx");
+  // The holder is a foreign client: a raw SET NX PX on every node, released with the documented
+  // compare-and-delete (no publish).
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    (void)c[i].command({"SET", "foreign", "their-token", "NX", "PX", "30000"});
+  }
+  Client waiter(slow_polling(c));
+  auto w = wait_for(waiter, "foreign");
+  REQUIRE(eventually([&] { return listening_everywhere(c, "foreign"); }));
+  std::this_thread::sleep_for(100ms);
+  const auto released = Clock::now();
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    auto r = c[i].command({"EVAL",
+                           R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)",
+                           "1", "foreign", "their-token"});
+    REQUIRE(r.integer == 1);
+  }
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK(got.at - released < slow_poll / 2);
+}
+
+TEST_CASE("wake-ups: our release deletes a foreign lock's key the documented way, and theirs ours") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  // Theirs, released by us (a token we were given, e.g. by an operator):
+  for (std::size_t i = 0; i < c.size(); ++i) c[i].set("interop", std::string(40, 'e'));
+  CHECK(client.try_release(Lock::from_token({"interop"}, std::string(40, 'e'))));
+  for (std::size_t i = 0; i < c.size(); ++i) CHECK_FALSE(c[i].exists("interop"));
+  // Ours, released by them with the documented script.
+  auto ours = client.try_acquire({"interop"}, ttl_opts(30s));
+  REQUIRE(ours);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    auto r = c[i].command({"EVAL",
+                           R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)",
+                           "1", "interop", ours.lock.token()});
+    CHECK(r.integer == 1);
+  }
+}
+
+TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue keeps its order") {
+  RedisCluster c(5);
+  AcquireOptions fair = ttl_opts(30s, 15s);
+  fair.fair = true;
+  Client holder(options_for(c));
+  Client first(slow_polling(c)), second(slow_polling(c));
+  auto held = holder.try_acquire({"queue"}, fair);
+  REQUIRE_MESSAGE(held, held.message);
+  auto w1 = std::async(std::launch::async, [&] {
+    auto r = first.try_acquire({"queue"}, fair);
+    return Waited{std::move(r), Clock::now()};
+  });
+  REQUIRE(eventually([&] {
+    auto r = c[0].command({"ZCARD", derived_key("queue", KeyRole::queue)});
+    return r.integer == 1;
+  }));
+  auto w2 = std::async(std::launch::async, [&] {
+    auto r = second.try_acquire({"queue"}, fair);
+    return Waited{std::move(r), Clock::now()};
+  });
+  REQUIRE(eventually([&] {
+    auto r = c[0].command({"ZCARD", derived_key("queue", KeyRole::queue)});
+    return r.integer == 2;
+  }));
+  REQUIRE(eventually([&] { return listening_everywhere(c, "queue"); }));
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(held.lock));
+  auto got1 = w1.get();
+  REQUIRE_MESSAGE(got1.result, got1.result.message);
+  CHECK(got1.at > released);
+  // (A fair waiter polls every 5-100 ms: the bound says it did not wait much longer than that.)
+  CHECK(got1.at - released < 1000ms);
+  CHECK(w2.wait_for(0s) != std::future_status::ready);  // second in line still waits
+  const auto released1 = Clock::now();
+  REQUIRE(first.try_release(got1.result.lock));
+  auto got2 = w2.get();
+  REQUIRE_MESSAGE(got2.result, got2.result.message);
+  CHECK(got2.at > released1);
+  CHECK(got2.result.lock.ticket() > got1.result.lock.ticket());
+  (void)second.try_release(got2.result.lock);
+}
