@@ -31,6 +31,7 @@ class LockBuilder {
   static void set_fence(Lock& l, std::uint64_t f) { l.fence_ = f; }
   static void set_mode(Lock& l, LockMode m) { l.mode_ = m; }
   static void set_ticket(Lock& l, std::uint64_t t) { l.ticket_ = t; }
+  static void set_wakes_waiters(Lock& l, bool w) { l.wakes_waiters_ = w; }
 };
 
 }  // namespace redlock

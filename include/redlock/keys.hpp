@@ -34,9 +34,12 @@ enum class KeyRole {
   heartbeats,      // fair-lock waiters' heartbeats (sorted set waiter -> expiry, server ms)
   wake,            // not a key: the pub/sub channel releases publish on (the next fair waiter's
                    // id, or ""), so waiters try at once instead of at their next poll
+  waiting,         // a waiter listens on `wake` (string, short expiry, renewed while it waits):
+                   // releases publish only while it exists, so an uncontended release does not
 };
 
-// "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake": the <role> part.
+// "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake", "waiting": the <role>
+// part.
 [[nodiscard]] REDLOCK_API std::string_view to_string(KeyRole role) noexcept;
 
 // The key of `role` for the lock key `lock_key` (key prefix included).

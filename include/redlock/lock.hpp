@@ -51,6 +51,11 @@ class REDLOCK_API Lock {
   // Fair locks: the ticket that fixed this holder's place in the queue.
   [[nodiscard]] std::optional<std::uint64_t> ticket() const noexcept { return ticket_; }
   [[nodiscard]] const std::vector<NodeOutcome>& nodes() const noexcept { return nodes_; }
+  // Whether releasing it wakes waiters (Options::wake_ups): true for a fair lock, for one whose
+  // acquisition found it held elsewhere first (so others likely wait too), and for one rebuilt
+  // from a token (nothing is known). An uncontended lock's release is the documented
+  // compare-and-delete alone; its waiters (if some came later) notice it by polling.
+  [[nodiscard]] bool wakes_waiters() const noexcept { return wakes_waiters_; }
 
   // Rebuilds a lock from a token handed over from another process (the CLI's
   // `release RESOURCE TOKEN`). Its local deadline is unknown, so `deadline()` is the far future
@@ -71,6 +76,7 @@ class REDLOCK_API Lock {
   LockMode mode_ = LockMode::exclusive;
   std::optional<std::uint64_t> ticket_;
   std::vector<NodeOutcome> nodes_;
+  bool wakes_waiters_ = true;
 };
 
 struct AcquireResult {

@@ -57,6 +57,8 @@ std::string_view to_string(KeyRole role) noexcept {
       return "heartbeats";
     case KeyRole::wake:
       return "wake";
+    case KeyRole::waiting:
+      return "waiting";
   }
   return "?";
 }

@@ -31,5 +31,9 @@ namespace redlock::detail::keys {
 [[nodiscard]] inline std::string wake(std::string_view key) {
   return derived_key(key, KeyRole::wake);
 }
+// Set while someone listens on wake(key): releases publish only then.
+[[nodiscard]] inline std::string waiting(std::string_view key) {
+  return derived_key(key, KeyRole::waiting);
+}
 
 }  // namespace redlock::detail::keys

@@ -73,8 +73,10 @@ class Read : public LockKind {
                  Millis ttl) const override {
     return Command::call(ScriptId::extend_read, {keys::readers(k[0])}).arg(token).arg(ms(ttl));
   }
-  Command release(const std::vector<std::string>& k, std::string_view token) const override {
-    return Command::call(ScriptId::release_read, {keys::readers(k[0])})
+  Command release(const std::vector<std::string>& k, std::string_view token,
+                  bool wake) const override {
+    if (!wake) return Command::call(ScriptId::release_read, {keys::readers(k[0])}).arg(token);
+    return Command::call(ScriptId::release_read, {keys::readers(k[0]), keys::waiting(k[0])})
         .arg(token)
         .arg(keys::wake(k[0]));
   }
@@ -98,7 +100,7 @@ class Write : public LockKind {
   std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
                                         bool acquired) const override {
     if (acquired) return std::nullopt;
-    return Command::call(ScriptId::release, {keys::writer_waiting(k[0])})
+    return Command::call(ScriptId::release, {keys::writer_waiting(k[0]), keys::waiting(k[0])})
         .arg(waiter)
         .arg(keys::wake(k[0]));
   }
@@ -124,7 +126,8 @@ class Fair : public LockKind {
   // nobody waits on a waiter that is done.
   std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
                                         bool) const override {
-    return Command::call(ScriptId::fair_leave, {keys::queue(k[0]), keys::heartbeats(k[0])})
+    return Command::call(ScriptId::fair_leave,
+                         {keys::queue(k[0]), keys::heartbeats(k[0]), keys::waiting(k[0])})
         .arg(waiter)
         .arg(keys::wake(k[0]));
   }
@@ -146,17 +149,30 @@ Command LockKind::extend(const std::vector<std::string>& keys, std::string_view 
       .arg(ms(ttl));
 }
 
-// Releases publish on the wake channel (see scripts.cpp); a single resource's also names the
-// first waiter of its fair queue, if it has one.
-Command LockKind::release(const std::vector<std::string>& lock_keys, std::string_view token) const {
+// Releases with `wake` publish on the wake channel while a waiter's mark exists (scripts.cpp); a
+// single resource's also names the first waiter of its fair queue, if it has one.
+Command LockKind::release(const std::vector<std::string>& lock_keys, std::string_view token,
+                          bool wake) const {
+  if (!wake) {
+    return Command::call(lock_keys.size() > 1 ? ScriptId::release_multi : ScriptId::release,
+                         lock_keys)
+        .arg(token);
+  }
   if (lock_keys.size() > 1) {
-    Command c = Command::call(ScriptId::release_multi, lock_keys).arg(token);
-    for (const auto& k : lock_keys) c.arg(keys::wake(k));
+    std::vector<std::string> k = lock_keys;
+    for (const auto& key : lock_keys) k.push_back(keys::waiting(key));
+    Command c = Command::call(ScriptId::release_multi, std::move(k)).arg(token);
+    for (const auto& key : lock_keys) c.arg(keys::wake(key));
     return c;
   }
-  return Command::call(ScriptId::release, {lock_keys[0], keys::queue(lock_keys[0])})
+  const auto& key = lock_keys[0];
+  return Command::call(ScriptId::release, {key, keys::waiting(key), keys::queue(key)})
       .arg(token)
-      .arg(keys::wake(lock_keys[0]));
+      .arg(keys::wake(key));
+}
+
+Command mark_waiting(std::string_view key, Millis ttl) {
+  return Command::plain({"SET", keys::waiting(key), "1", "PX"}).arg(ms(ttl));
 }
 
 Verdict LockKind::classify_extend(const Reply& r) {

@@ -55,10 +55,12 @@ class LockKind {
   [[nodiscard]] virtual Verdict classify_acquire(const Reply& r) const = 0;
 
   // Extend and release of a held lock of this kind; release is also the rollback of an attempt.
+  // `wake`: the release also publishes on the wake channel while a waiter's mark exists (one
+  // more script call per node); without it, the documented compare-and-delete alone.
   [[nodiscard]] virtual Command extend(const std::vector<std::string>& keys, std::string_view token,
                                        Millis ttl) const;
   [[nodiscard]] virtual Command release(const std::vector<std::string>& keys,
-                                        std::string_view token) const;
+                                        std::string_view token, bool wake) const;
   [[nodiscard]] static Verdict classify_extend(const Reply& r);   // 1 extended, 0 not held
   [[nodiscard]] static Verdict classify_release(const Reply& r);  // >0 deleted, 0 not held
 
@@ -85,6 +87,9 @@ class LockKind {
 
 // The counter rounds of fencing and fair queues.
 // Ticket: grows the queue's counter and takes a place in the queue at once.
+// Wake-ups: a waiter's mark that it listens on the wake channel of `key`, for `ttl` (releases
+// publish only while one exists).
+[[nodiscard]] Command mark_waiting(std::string_view key, Millis ttl);
 [[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
                                   Millis heartbeat_ttl);
 [[nodiscard]] Verdict classify_ticket(const Reply& r);  // the new counter (> 0)

@@ -4,14 +4,20 @@ namespace redlock::detail {
 namespace {
 
 constexpr std::string_view bodies[] = {
-    // release (KEYS lock, [fair queue]; ARGV token, [wake channel]): the documented
-    // compare-and-delete, and then a publish on the wake channel naming the fair queue's first
-    // waiter ("" when there is none), so that waiter (or, for other locks, every waiter) tries at
-    // once. Other clients' releases publish nothing: their waiters poll, as before.
+    // release (KEYS lock, [waiting mark, fair queue]; ARGV token, [wake channel]): the
+    // documented compare-and-delete, and then, while a waiter listens (its mark exists), a publish
+    // on the wake channel: the fair queue's first waiter, so only it tries; else "#<n>", the
+    // number of clients listening, so that their waiters spread out over a window that grows with
+    // it. With pcall: a user whose ACL forbids the channel still releases. Other clients'
+    // releases publish nothing: their waiters poll, as before.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
-if ARGV[2] then
-  local head = KEYS[2] and redis.call("zrange",KEYS[2],0,0)[1] or ""
+if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
+  local head = KEYS[3] and redis.call("zrange",KEYS[3],0,0)[1]
+  if not head then
+    local s = redis.pcall("pubsub","numsub",ARGV[2])
+    head = "#" .. (type(s) == "table" and s[2] or 1)
+  end
   redis.pcall("publish",ARGV[2],head)
 end
 return n)",
@@ -21,12 +27,18 @@ return n)",
     R"(for _, k in ipairs(KEYS) do if redis.call("exists", k) == 1 then return 0 end end
 for _, k in ipairs(KEYS) do redis.call("set", k, ARGV[1], "PX", ARGV[2]) end
 return 1)",
-    // release_multi (KEYS...; ARGV token, then each key's wake channel)
-    R"(local n = 0
-for i, k in ipairs(KEYS) do
-  if redis.call("get", k) == ARGV[1] then
-    n = n + redis.call("del", k)
-    if ARGV[i + 1] then redis.pcall("publish", ARGV[i + 1], "") end
+    // release_multi (KEYS the m lock keys, then their m waiting marks; ARGV token, then the m
+    // wake channels; without channels KEYS are the lock keys only)
+    R"(local m = #ARGV - 1
+if m == 0 then m = #KEYS end
+local n = 0
+for i = 1, m do
+  if redis.call("get", KEYS[i]) == ARGV[1] then
+    n = n + redis.call("del", KEYS[i])
+    if ARGV[i + 1] and redis.call("exists", KEYS[m + i]) == 1 then
+      local s = redis.pcall("pubsub", "numsub", ARGV[i + 1])
+      redis.pcall("publish", ARGV[i + 1], "#" .. (type(s) == "table" and s[2] or 1))
+    end
   end
 end
 return n)",
@@ -116,14 +128,17 @@ if redis.call("get", KEYS[3]) == ARGV[4] then redis.call("del", KEYS[3]) end
 return 1)",
     // release_read: the entry goes either way, but a reader whose expiry (server time) has passed
     // held nothing any more and says so, as the plain release does for an expired key.
-    // The last live reader to leave publishes on the wake channel (ARGV[2]): a writer waits.
+    // The last live reader to leave publishes on the wake channel (ARGV[2]) while a waiter
+    // listens (KEYS[2], its mark): a writer waits.
     R"(local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = redis.call("zscore", KEYS[1], ARGV[1])
 if not exp then return 0 end
 redis.call("zrem", KEYS[1], ARGV[1])
-if ARGV[2] and redis.call("zcount", KEYS[1], "(" .. now, "+inf") == 0 then
-  redis.pcall("publish", ARGV[2], "")
+if ARGV[2] and redis.call("exists", KEYS[2]) == 1 and
+    redis.call("zcount", KEYS[1], "(" .. now, "+inf") == 0 then
+  local s = redis.pcall("pubsub", "numsub", ARGV[2])
+  redis.pcall("publish", ARGV[2], "#" .. (type(s) == "table" and s[2] or 1))
 end
 if tonumber(exp) <= now then return 0 end
 return 1)",
@@ -173,13 +188,13 @@ if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 en
 redis.call("zrem", KEYS[2], ARGV[5])
 redis.call("zrem", KEYS[3], ARGV[5])
 return 1)",
-    // fair_leave (KEYS queue, heartbeats; ARGV waiter, wake channel): a first waiter that leaves
-    // names the next one on the wake channel
+    // fair_leave (KEYS queue, heartbeats, [waiting mark]; ARGV waiter, [wake channel]): a first
+    // waiter that leaves names the next one on the wake channel
     R"(local first = redis.call("zrange", KEYS[1], 0, 0)[1] == ARGV[1]
 redis.call("zrem", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
-if first and ARGV[2] then
-  redis.pcall("publish", ARGV[2], redis.call("zrange", KEYS[1], 0, 0)[1] or "")
+if first and ARGV[2] and redis.call("exists", KEYS[3]) == 1 then
+  redis.pcall("publish", ARGV[2], redis.call("zrange", KEYS[1], 0, 0)[1] or "#1")
 end
 return 1)",
 };

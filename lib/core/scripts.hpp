@@ -10,10 +10,10 @@
 namespace redlock::detail {
 
 enum class ScriptId {
-  release,         // KEYS[1], [queue]; ARGV[1]=token, [channel] -> 1 deleted / 0 not held
+  release,         // KEYS[1], [mark, queue]; ARGV[1]=token, [channel] -> 1 deleted / 0 not held
   extend,          // KEYS[1], ARGV[1]=token, ARGV[2]=ttl ms -> 1 extended / 0 not held
   acquire_multi,   // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 all set / 0 one exists
-  release_multi,   // KEYS..., ARGV[1]=token, [channels...] -> number of keys deleted
+  release_multi,   // KEYS..., [marks...]; ARGV[1]=token, [channels...] -> number deleted
   extend_multi,    // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
   status,          // KEYS[1] -> {type, value or nil, pttl}
   acquire_fenced,  // KEYS[1]=lock, KEYS[2]=fence counter; ARGV token, ttl -> new fence / 0 held
@@ -24,13 +24,13 @@ enum class ScriptId {
   acquire_read,   // ARGV token, ttl -> 1 granted / 0 a writer holds or waits
   acquire_write,  // ARGV token, ttl, mark ttl, writer id -> 1 granted / 0 held (marks itself
                   // waiting)
-  release_read,   // KEYS[1]=readers; ARGV token, [channel] -> 1 removed / 0 not there
+  release_read,   // KEYS[1]=readers, [mark]; ARGV token, [channel] -> 1 removed / 0 not there
   extend_read,    // KEYS[1]=readers; ARGV token, ttl -> 1 extended / 0 not held (or expired)
   // Fair locks. KEYS[1]=lock key, KEYS[2]=queue (zset waiter -> ticket), KEYS[3]=heartbeats
   // (zset waiter -> expiry, server ms), KEYS[4]=ticket counter (acquire_fair).
   ticket_take,   // KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl -> the new counter
   acquire_fair,  // ARGV token, ttl, ticket, heartbeat ttl, waiter -> 1 granted / 0 not yet
-  fair_leave,    // KEYS[1]=queue, KEYS[2]=heartbeats; ARGV waiter, [channel] -> 1
+  fair_leave,    // KEYS queue, heartbeats, [mark]; ARGV waiter, [channel] -> 1
   count_,
 };
 

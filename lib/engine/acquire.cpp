@@ -124,7 +124,7 @@ void AcquireOp::start_writeback(Phase phase, std::string counter_key, std::uint6
 bool AcquireOp::refuse_if_duplicate_servers() {
   if (e_.duplicate_servers_.empty() || phase_ == Phase::done) return false;
   attempt_.close();
-  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_));
+  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_, /*wake=*/true));
   finish(Errc::invalid_argument, e_.duplicate_servers_);
   return true;
 }
@@ -195,10 +195,6 @@ void AcquireOp::attempt_decided(Decision d) {
   const auto t2 = BootClock::now();
   attempt_.close();
   const int n = e_.n();
-  if (woken_) {
-    woken_ = false;
-    e_.learn_from_woken_attempt(d == Decision::quorum, attempt_.tally().ok);
-  }
   if (d == Decision::quorum) {
     if (kind_.fenced()) {
       // Fencing, second round: raise the counter to at least the fence on a quorum before handing
@@ -219,6 +215,7 @@ void AcquireOp::attempt_decided(Decision d) {
     return;
   }
   const auto& t = attempt_.tally();
+  if (t.refused > 0) saw_contention_ = true;
   const Errc why = detail::failure_reason(t, Errc::contended);
   fail_attempt(why, why == Errc::contended
                         ? "held by someone else on " + std::to_string(t.refused) + " of " +
@@ -295,7 +292,7 @@ void AcquireOp::fail_ticket(std::string message) {
 }
 
 void AcquireOp::fail_attempt(Errc why, std::string message) {
-  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_));
+  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_, /*wake=*/true));
   last_error_ = why;
   last_message_ = std::move(message);
   const auto now = BootClock::now();
@@ -330,6 +327,14 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
     }
     heard_.assign(static_cast<std::size_t>(e_.n()), 0);
     heard_count_ = 0;
+    // Releases publish only while a waiter's mark says someone listens: kept for the whole wait
+    // (renewed before it could lapse during a sleep), so an uncontended release costs nothing.
+    const auto now = BootClock::now();
+    if (marked_until_ < now + sleep + Millis{500}) {
+      const Millis ttl = 2 * sleep + Millis{1000};
+      for (const auto& k : keys_) broadcast(e_, detail::mark_waiting(k, ttl));
+      marked_until_ = now + ttl;
+    }
   }
   if (!retry_timer_) {
     retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
@@ -349,24 +354,38 @@ void AcquireOp::wake(int node, const net::Wake& w) {
   if (kind_.queued()) {
     // A fair lock goes to the first in line: a release naming another waiter is not for us, and
     // a deletion by someone else tells nothing about the queue (polling sees it).
-    if (w.why == net::Wake::Why::released && !w.waiter.empty() && w.waiter != waiter_) return;
+    if (w.why == net::Wake::Why::released && !w.waiter.starts_with('#') && w.waiter != waiter_)
+      return;
     if (w.why == net::Wake::Why::key_gone) return;
   }
   heard_[static_cast<std::size_t>(node)] = 1;
   // Before a quorum has released, the attempt would find the key still held on too many nodes.
   if (++heard_count_ < detail::quorum_of(e_.n())) return;
   heard_count_ = -e_.n();  // once per sleep
-  woken_ = true;
-  // A fair release names one waiter: it goes at once. A plain one wakes every waiter, in every
-  // client: they spread out over a window that widens while woken attempts split the votes.
-  const Millis spread = kind_.queued() ? Millis{0} : e_.jitter(e_.wake_spread_);
-  retry_timer_->start(static_cast<std::uint64_t>(spread.count()));
+  retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
+}
+
+// A fair release names one waiter: it goes at once. Any other wakes every waiter of every
+// listening client, so they spread out over a window of 2 ms per other client the release
+// counted ("#<n>"): the first goes early on average, and two rarely collide (split votes). A
+// keyspace notification counts nobody: a fixed small window.
+Millis AcquireOp::wake_spread(const net::Wake& w) {
+  if (kind_.queued() && w.why == net::Wake::Why::released && w.waiter == waiter_) return Millis{0};
+  long long listeners = 2;
+  if (w.waiter.starts_with('#')) {
+    listeners = 0;
+    for (char c : w.waiter.substr(1)) {
+      if (c < '0' || c > '9' || listeners > 100'000) break;
+      listeners = listeners * 10 + (c - '0');
+    }
+  }
+  return e_.jitter(Millis{2 * std::max(0LL, listeners - 1)});
 }
 
 void AcquireOp::cancel() {
   if (phase_ == Phase::done) return;
   attempt_.close();  // nodes that have not answered show as pending
-  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_));
+  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_, /*wake=*/true));
   finish(Errc::cancelled,
          "cancelled by the caller after " + std::to_string(attempts_made_) + " attempt(s)" +
              (last_message_.empty() ? std::string() : "; last attempt: " + last_message_));
@@ -376,7 +395,7 @@ void AcquireOp::shutdown() {
   if (phase_ == Phase::done) return;
   attempt_.close();
   // The nodes drain what is queued before they close: the keys of an attempt in flight go too.
-  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_));
+  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_, /*wake=*/true));
   finish(Errc::shutdown, "engine closed before the lock was acquired");
 }
 
@@ -390,6 +409,7 @@ Millis AcquireOp::writer_mark_ttl() const {
 void AcquireOp::finish_ok(Lock lock) {
   LockBuilder::set_mode(lock, opts_.mode);
   if (kind_.queued()) LockBuilder::set_ticket(lock, ticket_);
+  LockBuilder::set_wakes_waiters(lock, kind_.queued() || saw_contention_);
   AcquireResult res;
   res.lock = std::move(lock);
   res.nodes = attempt_.outcomes();

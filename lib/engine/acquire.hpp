@@ -42,6 +42,7 @@ class AcquireOp final : public Operation {
   // Node `node` heard that a key of ours may be free: while sleeping, once a quorum of nodes has,
   // try again now (after a spread of at most a millisecond) instead of at the end of the sleep.
   void wake(int node, const net::Wake& w);
+  [[nodiscard]] Millis wake_spread(const net::Wake& w);
   void shutdown() override;
   void deliver() override;
 
@@ -92,7 +93,8 @@ class AcquireOp final : public Operation {
   bool watching_ = false;    // wake-ups: registered with the engine (from the first sleep on)
   std::vector<char> heard_;  // nodes that reported a release during this sleep
   int heard_count_ = 0;
-  bool woken_ = false;  // the current attempt was started by a wake-up
+  bool saw_contention_ = false;           // an attempt found the lock held elsewhere
+  BootClock::time_point marked_until_{};  // our waiting mark lasts until then (wake-ups)
 
   detail::Round attempt_;  // the current (or last) attempt: its record is what the caller sees
   detail::Round counter_;  // the current ticket or write-back round

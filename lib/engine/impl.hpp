@@ -48,17 +48,6 @@ class Engine::Impl final : public net::NodeHost {
   // listen for a key while some acquisition watches it.
   void watch(AcquireOp* op, const std::vector<std::string>& keys);
   void unwatch(AcquireOp* op, const std::vector<std::string>& keys);
-  // How far apart woken plain waiters of this client go: 0 at first, doubled (1 ms to 16 ms)
-  // after a woken attempt that split the votes (some granted, no quorum: waiters in other
-  // clients went at the same moment), halved after one that won.
-  Millis wake_spread_{0};
-  void learn_from_woken_attempt(bool won, int granted) {
-    if (won) {
-      wake_spread_ = wake_spread_ < Millis{2} ? Millis{0} : wake_spread_ / 2;
-    } else if (granted > 0) {
-      wake_spread_ = std::clamp(2 * wake_spread_, Millis{1}, Millis{16});
-    }
-  }
 
   // Runs `fn` on the loop after the current callback returns (never inside the call that asked):
   // every user callback goes through here.

@@ -19,7 +19,7 @@ class ReleaseOp final : public Operation {
     std::vector<std::string> keys;
     for (const auto& r : lock.resources()) keys.push_back(e_.options_.key_prefix + r);
     const auto& kind = detail::kind_for_lock(lock.mode(), keys.size());
-    const auto cmd = net::Request::make(kind.release(keys, lock.token()));
+    const auto cmd = net::Request::make(kind.release(keys, lock.token(), lock.wakes_waiters()));
     round_.reset(&e_.names());
     stamp();
     for (int i = 0; i < e_.n(); ++i) {

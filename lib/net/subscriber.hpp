@@ -24,7 +24,8 @@ namespace redlock::net {
 
 struct Wake {
   enum class Why {
-    released,   // our release script published: `waiter` is the fair queue's first, or empty
+    released,   // our release script published: `waiter` is the fair queue's first, or
+                // "#<n>" (n clients listen)
     key_gone,   // keyspace notification: the key was deleted (by anyone)
     expired,    // keyspace notification: the key expired or was evicted
     listening,  // (re)subscribed: anything may have happened meanwhile

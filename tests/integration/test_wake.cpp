@@ -54,13 +54,19 @@ TEST_CASE("wake-ups: a waiter in another client takes the lock right after the r
   auto w = wait_for(waiter, "hot");
   REQUIRE(eventually([&] { return listening_everywhere(c, "hot"); }));
   std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
+  // Taken without contention, the holder's lock would release the documented way alone (its
+  // waiters poll); released by token, as `redlock-cli release` does, nothing is known: it wakes.
+  CHECK_FALSE(held.lock.wakes_waiters());
   const auto released = Clock::now();
-  REQUIRE(holder.try_release(held.lock));
+  REQUIRE(holder.try_release(Lock::from_token({"hot"}, held.lock.token())));
   auto got = w.get();
   REQUIRE_MESSAGE(got.result, got.result.message);
   CHECK(got.at > released);
   CHECK_MESSAGE(got.at - released < slow_poll / 2,
                 "took " << ms_since(released) << " ms: it waited for its poll");
+  // The waiter found the lock held: its own release wakes whoever waits next.
+  CHECK(got.result.lock.wakes_waiters());
+  (void)waiter.try_release(got.result.lock);
   // Done waiting: nobody listens any more.
   CHECK(eventually([&] {
     auto r = c[0].command({"PUBSUB", "NUMSUB", derived_key("hot", KeyRole::wake)});
@@ -76,12 +82,13 @@ TEST_CASE("wake-ups: a killed pub/sub connection comes back and listens again") 
   REQUIRE(held);
   auto w = wait_for(waiter, "relisten", 20s);
   REQUIRE(eventually([&] { return listening_everywhere(c, "relisten"); }));
-  for (std::size_t i = 0; i < c.size(); ++i) (void)c[i].command({"CLIENT", "KILL", "TYPE", "pubsub"});
+  for (std::size_t i = 0; i < c.size(); ++i)
+    (void)c[i].command({"CLIENT", "KILL", "TYPE", "pubsub"});
   // Resubscribed on every node (after the reconnect backoff), and its retry after that is over.
   REQUIRE(eventually([&] { return listening_everywhere(c, "relisten"); }, 5000ms));
   std::this_thread::sleep_for(100ms);
   const auto released = Clock::now();
-  REQUIRE(holder.try_release(held.lock));
+  REQUIRE(holder.try_release(Lock::from_token({"relisten"}, held.lock.token())));
   auto got = w.get();
   REQUIRE_MESSAGE(got.result, got.result.message);
   CHECK(got.at - released < slow_poll / 2);
@@ -95,8 +102,7 @@ TEST_CASE("wake-ups: where pub/sub is refused, waiters are served by polling") {
   for (std::size_t i = 0; i < c.size(); ++i) {
     (void)c[i].command({"ACL", "SETUSER", "nopubsub", "on", ">pw", "~*", "+@all", "resetchannels"});
     csv += (i ? "," : "") + std::string(test_tls() ? "rediss" : "redis") +
-           "://nopubsub:pw@127.0.0.1:" +
-           std::to_string(test_tls() ? c[i].tls_port() : c[i].port());
+           "://nopubsub:pw@127.0.0.1:" + std::to_string(test_tls() ? c[i].tls_port() : c[i].port());
   }
   Options o = options_for(csv);
   o.retry_delay = 200ms;
@@ -126,9 +132,10 @@ TEST_CASE("wake-ups: a release by another client is noticed through keyspace not
   std::this_thread::sleep_for(100ms);
   const auto released = Clock::now();
   for (std::size_t i = 0; i < c.size(); ++i) {
-    auto r = c[i].command({"EVAL",
-                           R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)",
-                           "1", "foreign", "their-token"});
+    auto r = c[i].command(
+        {"EVAL",
+         R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)",
+         "1", "foreign", "their-token"});
     REQUIRE(r.integer == 1);
   }
   auto got = w.get();
@@ -136,7 +143,8 @@ TEST_CASE("wake-ups: a release by another client is noticed through keyspace not
   CHECK(got.at - released < slow_poll / 2);
 }
 
-TEST_CASE("wake-ups: our release deletes a foreign lock's key the documented way, and theirs ours") {
+TEST_CASE(
+    "wake-ups: our release deletes a foreign lock's key the documented way, and theirs ours") {
   RedisCluster c(3);
   Client client(options_for(c));
   // Theirs, released by us (a token we were given, e.g. by an operator):
@@ -147,9 +155,10 @@ TEST_CASE("wake-ups: our release deletes a foreign lock's key the documented way
   auto ours = client.try_acquire({"interop"}, ttl_opts(30s));
   REQUIRE(ours);
   for (std::size_t i = 0; i < c.size(); ++i) {
-    auto r = c[i].command({"EVAL",
-                           R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)",
-                           "1", "interop", ours.lock.token()});
+    auto r = c[i].command(
+        {"EVAL",
+         R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)",
+         "1", "interop", ours.lock.token()});
     CHECK(r.integer == 1);
   }
 }

@@ -48,12 +48,17 @@ TEST_CASE("the plain kind sends exactly the wire format of the other Redlock cli
   CHECK_FALSE(c.script);
   CHECK(c.args == std::vector<std::string>{"SET", "job", "tok", "NX", "PX", "30000"});
   const auto& plain = kind_for_lock(LockMode::exclusive, 1);
-  // The release is the documented compare-and-delete on KEYS[1] with ARGV[1]; the fair queue
-  // (KEYS[2]) and the wake channel (ARGV[2]) only serve the publish after it.
-  const auto rel = plain.release(keys, "tok");
+  // The release is the documented compare-and-delete on KEYS[1] with ARGV[1]: alone for an
+  // uncontended lock; with waking, the waiting mark and the fair queue (KEYS[2], KEYS[3]) and the
+  // wake channel (ARGV[2]) only serve the publish after it.
+  const auto lean = plain.release(keys, "tok", false);
+  CHECK(lean.script == ScriptId::release);
+  CHECK(lean.args == std::vector<std::string>{"job", "tok"});
+  const auto rel = plain.release(keys, "tok", true);
   CHECK(rel.script == ScriptId::release);
-  CHECK(rel.numkeys == 2);
-  CHECK(rel.args == std::vector<std::string>{"job", keys::queue("job"), "tok", keys::wake("job")});
+  CHECK(rel.numkeys == 3);
+  CHECK(rel.args == std::vector<std::string>{"job", keys::waiting("job"), keys::queue("job"), "tok",
+                                             keys::wake("job")});
   const auto ext = plain.extend(keys, "tok", 5000ms);
   CHECK(ext.script == ScriptId::extend);
   CHECK(ext.args == std::vector<std::string>{"job", "tok", "5000"});
@@ -79,7 +84,9 @@ TEST_CASE("derived keys of each kind") {
   CHECK(fair.args[6] == "7");  // the ticket
   // A reader's release and extend address the readers set, not the lock key.
   const auto& r = kind_for_lock(LockMode::read, 1);
-  CHECK(r.release(keys, "tok").args[0] == keys::readers("doc"));
+  CHECK(r.release(keys, "tok", true).args[0] == keys::readers("doc"));
+  CHECK(r.release(keys, "tok", false).args ==
+        std::vector<std::string>{keys::readers("doc"), "tok"});
   CHECK(r.extend(keys, "tok", 1000ms).script == ScriptId::extend_read);
 }
 
