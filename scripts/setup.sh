@@ -66,4 +66,19 @@ fi
 if [[ ! -f "$build_dir/build.ninja" ]]; then
   meson setup "$build_dir" -Dwerror=true "$@" >/dev/null
 fi
-ninja -C "$build_dir" >/dev/null
+# A cold build takes minutes on 2 cores: show where it is. On a terminal, ninja's own progress line;
+# otherwise (CI logs) one line per 10% of the steps.
+if [[ -t 1 ]]; then
+  ninja -C "$build_dir"
+else
+  echo "setup: building in $build_dir"
+  ninja -C "$build_dir" | awk '
+    /^\[[0-9]+\/[0-9]+\]/ {
+      split(substr($0, 2, index($0, "]") - 2), n, "/")
+      pct = int(100 * n[1] / n[2])
+      if (pct >= next_pct) { printf "setup: build %d%% (%d/%d)\n", pct, n[1], n[2]; fflush(); next_pct = pct - pct % 10 + 10 }
+      next
+    }
+    { print; fflush() }'
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || exit 1
+fi
