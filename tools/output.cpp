@@ -170,6 +170,7 @@ void print_status_json(const std::string& resource, const StatusResult& res, std
       o["queue"] = std::move(queue);
       o["fence"] = n.fence ? Json(*n.fence) : Json(nullptr);
       o["ticket"] = n.ticket ? Json(*n.ticket) : Json(nullptr);
+      o["listening_clients"] = n.listening_clients;
     }
     records.push_back(std::move(o));
   }

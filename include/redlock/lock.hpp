@@ -138,6 +138,9 @@ struct NodeKeyState {
   // The counters, when they exist.
   std::optional<std::uint64_t> fence;
   std::optional<std::uint64_t> ticket;
+  // Wake-ups: how many clients (each with one or more waiters) listen for this resource's
+  // releases on this node. Waiters of other Redlock clients, or with wake-ups off, are not seen.
+  std::size_t listening_clients = 0;
 };
 
 // How many readers and queued waiters a NodeKeyState lists.

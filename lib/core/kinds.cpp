@@ -237,7 +237,8 @@ Command read_status(std::string key, int list_at_most) {
                              keys::queue(key),
                              keys::fence(key),
                              keys::ticket(key)};
-  return Command::call(ScriptId::status, std::move(k)).arg(list_at_most);
+  std::string channel = keys::wake(key);
+  return Command::call(ScriptId::status, std::move(k)).arg(list_at_most).arg(std::move(channel));
 }
 
 Verdict unexpected(const Reply& r) {

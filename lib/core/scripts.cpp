@@ -46,10 +46,10 @@ return n)",
     R"(for _, k in ipairs(KEYS) do if redis.call("get", k) ~= ARGV[1] then return 0 end end
 for _, k in ipairs(KEYS) do redis.call("pexpire", k, ARGV[2]) end
 return 1)",
-    // status (KEYS lock, readers, writer, queue, fence, ticket; ARGV how many entries to list):
-    // read-only, whatever the keys' types. Returns {type, value or false, pttl, reader count,
-    // readers as token/ms-left pairs, waiting writer or false, queue length, queue as waiter/ticket
-    // pairs, fence or false, ticket or false}.
+    // status (KEYS lock, readers, writer, queue, fence, ticket; ARGV how many entries to list, the
+    // wake channel): read-only, whatever the keys' types. Returns {type, value or false, pttl,
+    // reader count, readers as token/ms-left pairs, waiting writer or false, queue length, queue
+    // as waiter/ticket pairs, fence or false, ticket or false, clients listening for wake-ups}.
     R"(local function str(k)
   if redis.call("type", k)["ok"] == "string" then return redis.call("get", k) end
   return false
@@ -77,7 +77,10 @@ if zset(KEYS[4]) then
   qcount = redis.call("zcard", KEYS[4])
   queue = redis.call("zrange", KEYS[4], 0, n - 1, "withscores")
 end
-return {ty, v, redis.call("pttl", KEYS[1]), rcount, readers, str(KEYS[3]), qcount, queue, str(KEYS[5]), str(KEYS[6])})",
+local listening = 0
+local s = redis.pcall("pubsub", "numsub", ARGV[2])
+if type(s) == "table" then listening = s[2] end
+return {ty, v, redis.call("pttl", KEYS[1]), rcount, readers, str(KEYS[3]), qcount, queue, str(KEYS[5]), str(KEYS[6]), listening})",
     // acquire_fenced (KEYS lock, counter; ARGV token, ttl, counter idle expiry): the plain SET NX
     // PX, and on success the resource's fence counter grows. A counter that does not exist (never
     // used, idle past its expiry, or lost in a restart) starts from the server's clock in

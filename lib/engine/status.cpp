@@ -49,7 +49,8 @@ class StatusOp final : public Operation {
   }
 
  private:
-  // {type, value, pttl, reader count, readers, writer, queue length, queue, fence, ticket}
+  // {type, value, pttl, reader count, readers, writer, queue length, queue, fence, ticket,
+  // listening clients}
   // (scripts.cpp); false stands for "none" (nil in a RESP2 reply).
   static void read_row(const detail::Reply& rep, NodeKeyState& row) {
     using T = detail::Reply::Type;
@@ -57,7 +58,7 @@ class StatusOp final : public Operation {
       row.detail = rep.str;
       return;
     }
-    if (rep.type != T::array || rep.elements.size() != 10) {
+    if (rep.type != T::array || rep.elements.size() != 11) {
       row.detail = "unexpected reply " + rep.describe();
       return;
     }
@@ -94,6 +95,7 @@ class StatusOp final : public Operation {
     }
     row.fence = number(el[8]);
     row.ticket = number(el[9]);
+    row.listening_clients = static_cast<std::size_t>(number(el[10]).value_or(0));
   }
 
   void maybe_finish() {

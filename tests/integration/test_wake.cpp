@@ -54,6 +54,8 @@ TEST_CASE("wake-ups: a waiter in another client takes the lock right after the r
   auto w = wait_for(waiter, "hot");
   REQUIRE(eventually([&] { return listening_everywhere(c, "hot"); }));
   std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
+  // status counts the clients that wait with wake-ups.
+  for (const auto& n : holder.status("hot").nodes) CHECK(n.listening_clients == 1);
   // Taken without contention, the holder's lock would release the documented way alone (its
   // waiters poll); released by token, as `redlock-cli release` does, nothing is known: it wakes.
   CHECK_FALSE(held.lock.wakes_waiters());

@@ -30,6 +30,9 @@ void print_lock_details(const NodeKeyState& n) {
     if (n.queue.size() < n.queue_length) std::cout << " ...";
     std::cout << "\n";
   }
+  if (n.listening_clients > 0) {
+    std::cout << indent << "clients waiting (wake-ups): " << n.listening_clients << "\n";
+  }
   if (n.fence || n.ticket) {
     std::cout << indent;
     if (n.fence) std::cout << "fence counter: " << *n.fence << (n.ticket ? "  " : "");
