@@ -160,6 +160,9 @@ done
 # 5. Memory: many held locks with auto-extension, over a soak.
 bench hold 5 --hold "$hold_locks" --soak "$soak"
 
+# 6. One hot lock: 2, 8 and 32 clients taking it in turn, plain and fair, wake-ups off and on.
+bench handoff 5 --handoff 2,8,32 --seconds "$seconds"
+
 keys_after=$("$cli" cluster status --dir "$cluster_dir" --json)
 
 # The report. Machine facts are read here, so the figures and the machine travel together.
@@ -182,6 +185,7 @@ def load(name):
         return json.load(f)
 
 healthy, paused, hold, tls = load("healthy"), load("paused"), load("hold"), load("tls")
+handoff = load("handoff")
 sweep = {n: load("nodes-%d" % n) for n in (1, 3, 5, 7, 9)}
 rps = [float(open(os.path.join(w, "rps-%d.txt" % i)).read()) for i in range(5)]
 ceiling_ops = sum(rps)
@@ -399,6 +403,20 @@ L.append("")
 L.append("Heap in use over the soak: %.2f MB -> %.2f MB (live allocations; RSS growth with a flat heap is "
          "pages the allocator keeps, not a leak)." % (hold["heap_mb_locked"], hold["heap_mb_end"]))
 L.append("")
+L.append("## One hot lock: handoffs between clients (wake-ups off and on)")
+L.append("")
+L.append("Each client is one `redlock::Client` (its own connections, as a separate process has), "
+         "empty critical section, %s s per row; round trip to node 1 (PING) p50 %d us, measured in "
+         "the same run. gap: from the holder starting its release to the next acquisition; "
+         "other: only where another client took it." % (handoff["seconds"], handoff["rtt_us_p50"]))
+L.append("")
+L.append("| waiters | kind | wake-ups | handoffs/s | gap p50 us | gap p99 us | other p50 us | other p99 us |")
+L.append("|--:|---|---|--:|--:|--:|--:|--:|")
+for r in handoff["runs"]:
+    L.append("| %d | %s | %s | %.1f | %d | %d | %d | %d |" % (
+        r["waiters"], r["kind"], "on" if r["wake_ups"] else "off", r["handoffs_per_s"],
+        r["gap_us_p50"], r["gap_us_p99"], r["gap_other_us_p50"], r["gap_other_us_p99"]))
+L.append("")
 left = sum(j["keys_left"] for j in [healthy, paused, hold, tls] + list(sweep.values()))
 L.append("Keys left by the benchmark runs on reachable nodes: %d. Keys on the nodes at the end "
          "(redis-benchmark's one key per node included, plus any late write to the node that was "
@@ -409,6 +427,7 @@ with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(L))
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump({"healthy": healthy, "tls": tls, "paused": paused, "nodes": sweep, "hold": hold,
+               "handoff": handoff,
                "ceiling": {"set_per_s": rps, "cycles_per_s": ceiling_cycles}}, f, indent=1)
 # Data for the plot.
 with open(os.path.join(w, "nodes.dat"), "w") as f:

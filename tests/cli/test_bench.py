@@ -86,12 +86,28 @@ class Bench(unittest.TestCase):
         self.assertEqual(obj["keys_left"], 0)
         self.assert_no_keys()
 
+    def test_handoff_mode(self):
+        r = run("bench", "--handoff", "2", "--seconds", "0.5", "--json", nodes=self.c.nodes)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        obj = json.loads(r.stdout)
+        self.assertEqual(obj["mode"], "handoff")
+        rows = {(x["kind"], x["wake_ups"]): x for x in obj["runs"]}
+        self.assertEqual(set(rows), {("plain", False), ("plain", True), ("fair", False), ("fair", True)})
+        for x in obj["runs"]:
+            self.assertEqual(x["waiters"], 2)
+            self.assertGreater(x["handoffs_per_s"], 0, x)
+            self.assertEqual(x["errors"], 0, x)
+        self.assertGreater(obj["rtt_us_p50"], 0)
+        self.assert_no_keys()
+
     def test_usage_errors(self):
         for args, needle in [(["--seconds", "0"], b"--seconds"),
                              (["--concurrency", "0"], b"--concurrency"),
                              (["--ttl", "0"], b"--ttl"),
                              (["--soak", "5"], b"--hold"),
-                             (["--hold", "3", "--concurrency", "2"], b"--concurrency")]:
+                             (["--hold", "3", "--concurrency", "2"], b"--concurrency"),
+                             (["--handoff", "2,x"], b"'x'"),
+                             (["--handoff", "0"], b"--handoff")]:
             r = run("bench", *args, nodes=self.c.nodes)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(needle, r.stderr)

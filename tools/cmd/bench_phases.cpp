@@ -552,23 +552,25 @@ CycleRun measure_cycles(Options options, const std::string& prefix, const Acquir
 Sweep sweep(const std::vector<NodeAddress>& nodes, const TlsOptions& tls,
             const std::string& prefix) {
   Sweep s;
-  const std::string pattern = prefix + "*";
   for (const auto& n : nodes) {
     nodes::SyncClient conn = connect(n, tls, Millis{500});
     bool ok = conn.ok();
-    std::string cursor = "0";
-    while (ok) {
-      auto r = conn.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-      if (!r || r->type != Reply::Type::array || r->elements.size() != 2) {
-        ok = false;
-        break;
+    // The lock keys, and the keys derived from them ({<lock key>}:redlock:...).
+    for (const std::string& pattern : {prefix + "*", "{" + prefix + "*"}) {
+      std::string cursor = "0";
+      while (ok) {
+        auto r = conn.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+        if (!r || r->type != Reply::Type::array || r->elements.size() != 2) {
+          ok = false;
+          break;
+        }
+        cursor = r->elements[0].str;
+        for (const Reply& key : r->elements[1].elements) {
+          ++s.keys_left;
+          (void)conn.command({"DEL", key.str});
+        }
+        if (cursor == "0") break;
       }
-      cursor = r->elements[0].str;
-      for (const Reply& key : r->elements[1].elements) {
-        ++s.keys_left;
-        (void)conn.command({"DEL", key.str});
-      }
-      if (cursor == "0") break;
     }
     if (!ok) ++s.unchecked;
   }
