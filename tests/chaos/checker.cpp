@@ -105,10 +105,18 @@ void check(const OracleRecord& rec, MixResult& r) {
     r.stale_writes_accepted += s.clobbered_writes;
     r.fence_regressions += s.fence_regressions;
     r.stale_rejected += s.rejected_reads + s.rejected_writes;
+    r.fifo_violations += s.fifo_violations;
+    r.ticket_ties += s.ticket_ties;
   }
 
   for (const auto& e : rec.protocol_errors) r.harness_errors.push_back("protocol: " + e);
   for (const auto& e : rec.stale_writes) r.details.push_back("stale write accepted: " + e);
+  for (const auto& e : rec.fifo_breaks) r.details.push_back("out of FIFO order: " + e);
+  if (r.ticket_ties != 0) {
+    r.details.push_back(std::to_string(r.ticket_ties) +
+                        " holders had the same ticket as the previous one (overlapping ticket "
+                        "rounds, served in waiter-id order)");
+  }
 
   if (r.must_be_zero) {
     auto need_zero = [&](const char* what, double v) {
@@ -120,6 +128,8 @@ void check(const OracleRecord& rec, MixResult& r) {
     need_zero("fence regressions", static_cast<double>(r.fence_regressions));
     need_zero("stale fences rejected", static_cast<double>(r.stale_rejected));
     need_zero("exits after the deadline", static_cast<double>(r.late_exits));
+    if (r.fifo_checked)
+      need_zero("holders out of FIFO order", static_cast<double>(r.fifo_violations));
     if (r.entered == 0)
       r.harness_errors.push_back("no critical section was entered: the mix proves nothing");
   }
@@ -129,12 +139,12 @@ void print_table(std::ostream& out, const std::vector<MixResult>& results) {
   out << "| mix | must be 0 | fence | faults | attempts | avail % | p50 ms | p99 ms | entered | "
          "skipped | "
          "overlaps | longest ms | lost incr | stale acc | fence regr | stale rej | late exits | "
-         "verdict |\n";
-  out << "|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
+         "fifo viol | verdict |\n";
+  out << "|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n";
   for (const auto& r : results) {
     if (r.skipped) {
       out << "| " << r.name << " | " << (r.must_be_zero ? "yes" : "no")
-          << " | | skipped: " << r.skip_reason << " | | | | | | | | | | | | | | skipped |\n";
+          << " | | skipped: " << r.skip_reason << " | | | | | | | | | | | | | | | skipped |\n";
       continue;
     }
     std::string faults;
@@ -151,7 +161,10 @@ void print_table(std::ostream& out, const std::vector<MixResult>& results) {
         << r.skipped_low_validity << " | " << r.overlaps << " | "
         << fmt("%.1f", r.longest_overlap_ms) << " | " << r.lost_increments << " | "
         << r.stale_writes_accepted << " | " << r.fence_regressions << " | " << r.stale_rejected
-        << " | " << r.late_exits << " | " << verdict << " |\n";
+        << " | " << r.late_exits << " | "
+        << (!r.fair ? std::string("-")
+                    : std::to_string(r.fifo_violations) + (r.fifo_checked ? "" : " (reported)"))
+        << " | " << verdict << " |\n";
   }
 }
 

@@ -8,7 +8,9 @@
 // (c) fence regressions (an ENTER whose fence is not above every earlier ENTER's on the resource:
 //     fences accepted out of order) and stale fences the oracle rejected;
 // (d) exits after the holder's own deadline (the worker's remaining() at LEAVE was negative);
-// (e) availability (acquired / attempts) and acquire latency p50/p99.
+// (e) availability (acquired / attempts) and acquire latency p50/p99;
+// (f) fair locks, where the mix checks it: holders served out of FIFO order (a holder whose ticket
+//     is below the previous holder's on the resource).
 
 #include <map>
 #include <ostream>
@@ -39,10 +41,14 @@ struct MixResult {
   long long stale_rejected = 0;
   long long late_exits = 0;
   long long paused_inside = 0;
-  long long increments = 0;                 // accepted writes
-  long long wall_skew_s = 0;                // largest wall-clock offset the workers showed
+  bool fair = false;          // fair locks: (f) is counted
+  bool fifo_checked = false;  // ... and must be zero (otherwise only reported)
+  long long fifo_violations = 0;
+  long long ticket_ties = 0;  // successive holders with the same ticket (allowed: waiter-id order)
+  long long increments = 0;   // accepted writes
+  long long wall_skew_s = 0;  // largest wall-clock offset the workers showed
   std::map<std::string, long long> errors;  // failed acquisitions by reason
-  std::vector<std::string> violations;      // (a)-(d) in a must-be-zero mix
+  std::vector<std::string> violations;      // (a)-(d), and (f) where checked, in a must-be-zero mix
   std::vector<std::string> harness_errors;  // protocol errors, worker crashes, nemesis errors
   std::vector<std::string> details;         // a few overlaps etc., for the log
   std::vector<std::string> nemesis_log;

@@ -121,6 +121,20 @@ bool Oracle::fence_ok(ResourceState& r, const std::string& fence) {
   return true;
 }
 
+void Oracle::note_ticket(const Conn& c, int ri, ResourceState& r, std::uint64_t ticket) {
+  if (r.last_ticket && ticket < *r.last_ticket) {
+    ++r.fifo_violations;
+    if (rec_.fifo_breaks.size() < 10) {
+      rec_.fifo_breaks.push_back("worker " + std::to_string(c.slot) + " got r" +
+                                 std::to_string(ri) + " with ticket " + std::to_string(ticket) +
+                                 " after a holder with ticket " + std::to_string(*r.last_ticket));
+    }
+  } else if (r.last_ticket && ticket == *r.last_ticket) {
+    ++r.ticket_ties;
+  }
+  r.last_ticket = ticket;
+}
+
 void Oracle::close_open(Conn& c, Interval::End end, std::int64_t now) {
   auto it = open_.find(&c);
   if (it == open_.end()) return;
@@ -166,11 +180,13 @@ std::string Oracle::handle(Conn& c, const std::vector<std::string>& w,
       }
       return "OK";
     }
-    if (op == "GOT" && w.size() == 5) {
+    // GOT res 1 latency_us fence|- ticket|-   or   GOT res 0 latency_us why
+    if (op == "GOT" && (w.size() == 5 || (w.size() == 6 && w[2] == "1"))) {
       ++rec_.acq.attempts;
       if (w[2] == "1") {
         ++rec_.acq.acquired;
         rec_.acq.latency_us.push_back(std::stoll(w[3]));
+        if (w.size() == 6 && w[5] != "-") note_ticket(c, ri, r, std::stoull(w[5]));
         if (armed_ == Trigger::at_acquired && (armed_slot_ == -1 || armed_slot_ == c.slot)) {
           armed_ = Trigger::none;
           pausing_[c.slot] = true;

@@ -5,7 +5,10 @@
 //
 // It records each critical section (enter .. leave) and keeps, per resource, the counter the
 // holders increment (read, sleep, write) and, with fencing, the highest fence it has accepted
-// (a read or write with a lower fence is rejected, as a fenced resource would).
+// (a read or write with a lower fence is rejected, as a fenced resource would). With fair locks
+// it also follows the tickets of successive holders of each resource (in the order of their GOT
+// messages, which is the order in which they got the lock: a holder reports GOT before it
+// releases), so the checker can tell whether they were served in ticket (FIFO) order.
 //
 // It also lets the nemesis catch a worker at the right moment: arm(slot, at_acquire) tells it
 // when that worker sends ACQ (and from then on answers RECHECK to its ENTER until end_pause(), so
@@ -49,6 +52,12 @@ struct ResourceState {
   long long rejected_writes = 0;    // stale fence
   long long clobbered_writes = 0;   // accepted, but based on a value someone else had replaced
   long long fence_regressions = 0;  // an ENTER whose fence is not above every earlier ENTER's
+  // Fair locks: the ticket of the latest holder, holders whose ticket was below it (served out of
+  // FIFO order), and holders whose ticket equalled it (two waiters whose ticket rounds overlapped
+  // may get the same ticket, and are then served in waiter-id order: README, "Safety").
+  std::optional<std::uint64_t> last_ticket;
+  long long fifo_violations = 0;
+  long long ticket_ties = 0;
 };
 
 struct AcquireStats {
@@ -69,6 +78,7 @@ struct OracleRecord {
   AcquireStats acq;
   std::vector<std::string> protocol_errors;  // malformed messages, ENTER while inside, ...
   std::vector<std::string> stale_writes;     // the first few stale writes accepted, described
+  std::vector<std::string> fifo_breaks;      // the first few holders served out of ticket order
 };
 
 class Oracle {
@@ -111,6 +121,7 @@ class Oracle {
   void close_open(Conn& c, Interval::End end, std::int64_t now);
   int res_index(const std::string& name);
   bool fence_ok(ResourceState& r, const std::string& fence);
+  void note_ticket(const Conn& c, int ri, ResourceState& r, std::uint64_t ticket);
 
   std::string path_;
   int listen_fd_ = -1;

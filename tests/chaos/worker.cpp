@@ -5,6 +5,10 @@
 // (with the lock's fence when fencing is on), leave, then try_release. Every step is reported to
 // the oracle over a unix socket and waits for its reply.
 //
+// With --fair 1 the locks are fair (FIFO; fair locks are unfenced, so --fence is ignored) and the
+// GOT line carries the lock's ticket, which the oracle checks for FIFO order. Wake-ups stay on
+// (the library's default): waiters are woken over pub/sub.
+//
 // The validity check uses the library's own deadline (CLOCK_BOOTTIME), right before ENTER. If the
 // oracle answers RECHECK (the nemesis paused this process around the ENTER), the check is made
 // again.
@@ -47,6 +51,8 @@ struct Config {
   long wait_ms = 750;    // AcquireOptions::wait
   long think_max_ms = 10;
   bool fence = true;
+  bool fair = false;           // fair (FIFO) locks: unfenced, the ticket goes to the oracle
+  long heartbeat_ttl_ms = -1;  // fair waiters' AcquireOptions::heartbeat_ttl; -1: library default
   bool durable = false;
   long min_node_uptime_ms = 0;
   long restart_quarantine_ms = -1;  // -1: library default
@@ -87,6 +93,10 @@ Config parse(int argc, char** argv) {
       c.think_max_ms = num();
     else if (k == "--fence")
       c.fence = num() != 0;
+    else if (k == "--fair")
+      c.fair = num() != 0;
+    else if (k == "--heartbeat-ttl-ms")
+      c.heartbeat_ttl_ms = num();
     else if (k == "--durable")
       c.durable = num() != 0;
     else if (k == "--min-node-uptime-ms")
@@ -141,7 +151,9 @@ class Worker {
     redlock::AcquireOptions ao;
     ao.ttl = redlock::Millis{cfg_.ttl_ms};
     ao.wait = redlock::Millis{cfg_.wait_ms};
-    ao.fence = cfg_.fence;
+    ao.fence = cfg_.fence && !cfg_.fair;  // fair locks exclude fencing
+    ao.fair = cfg_.fair;
+    if (cfg_.heartbeat_ttl_ms >= 0) ao.heartbeat_ttl = redlock::Millis{cfg_.heartbeat_ttl_ms};
 
     while (!g_stop.load()) {
       const std::string& res = cfg_.resources[pick_res(rng_)];
@@ -162,7 +174,8 @@ class Worker {
       }
       const redlock::Lock& lock = r.lock;
       const std::string fence = lock.fence() ? std::to_string(*lock.fence()) : "-";
-      ask("GOT " + res + " 1 " + std::to_string(lat.count()) + " " + fence);
+      const std::string ticket = lock.ticket() ? std::to_string(*lock.ticket()) : "-";
+      ask("GOT " + res + " 1 " + std::to_string(lat.count()) + " " + fence + " " + ticket);
 
       const long planned_us = pick_cs(rng_);
       const long long need_us = planned_us + cfg_.margin_ms * 1000;

@@ -24,6 +24,8 @@ struct WorkerSettings {
   long wait_ms = 750;
   bool fence = true;
   bool fence_even_slots_only = false;  // odd slots take plain (unfenced) locks
+  bool fair = false;                   // fair (FIFO) locks, unfenced
+  long heartbeat_ttl_ms = -1;          // fair waiters' heartbeat ttl; -1: library default
   bool durable = false;
   long min_node_uptime_ms = 0;
   long restart_quarantine_ms = -1;  // -1: library default
