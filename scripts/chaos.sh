@@ -4,7 +4,7 @@
 # section; a checker prints one table row per fault mix. Non-zero exit on any violation in a
 # "must be zero" mix (or a harness error). The seed is printed; pass it back to replay a schedule.
 #
-#   scripts/chaos.sh                                  short run (~2 min; also `meson test --suite chaos`)
+#   scripts/chaos.sh                                  short run (~1.5 min; also `meson test --suite chaos`)
 #   scripts/chaos.sh --minutes N [--seed S]           soak: N minutes over all mixes
 #   scripts/chaos.sh --minutes N --report FILE        ... and append the table to FILE (markdown)
 #   scripts/chaos.sh --list                           the fault mixes

@@ -70,6 +70,6 @@ if [[ ${REDLOCK_SANITIZERS:-1} != 0 ]]; then
 fi
 
 if [[ ${REDLOCK_FUZZ:-1} != 0 ]]; then
-  scripts/fuzz.sh --seconds 10
+  scripts/fuzz.sh --seconds 6
   phase_done "fuzzing"
 fi

@@ -5,7 +5,7 @@
 // run for a while; heal; stop the workers; check what the oracle saw. Prints one table row per
 // mix and exits non-zero if a "must be zero" mix shows a violation or the harness misbehaved.
 //
-//   chaos-driver --short [--seed S]            the run of `meson test --suite chaos` (~2 min)
+//   chaos-driver --short [--seed S]            the run of `meson test --suite chaos` (~1.5 min)
 //   chaos-driver --minutes N [--seed S]        soak: N minutes split over the mixes
 //   chaos-driver --mix a,b --seconds 20        some mixes, each for 20 s
 // Other options: --workers W (4) --nodes N (5) --resources R (2) --ttl-ms T (1500)
@@ -73,7 +73,7 @@ struct Mix {
   bool faketime = false;
   bool partition = false;
   long cs_min_ms = 5, cs_max_ms = 50;
-  double short_seconds = 8;
+  double short_seconds = 6;
   double weight = 3;  // share of a --minutes run
   std::string about;
 };
@@ -85,7 +85,7 @@ std::vector<Mix> all_mixes() {
       {.name = "baseline", .faults = {}, .short_seconds = 4, .weight = 1, .about = "no faults"});
   m.push_back({.name = "node-kill-delayed",
                .faults = {F::node_kill_delayed},
-               .short_seconds = 10,
+               .short_seconds = 8,
                .about = "kill -9 of up to N-Q nodes, restarted empty after more than one ttl"});
   m.push_back({.name = "node-kill-aof",
                .faults = {F::node_kill_aof},
@@ -117,7 +117,7 @@ std::vector<Mix> all_mixes() {
                           F::client_kill, F::clock_jump, F::partition},
                .faketime = true,
                .partition = true,
-               .short_seconds = 10,
+               .short_seconds = 8,
                .weight = 4,
                .about = "every must-be-zero fault together"});
   m.push_back({.name = "holder-pause",
