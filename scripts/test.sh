@@ -52,7 +52,7 @@ if [[ ${REDLOCK_SANITIZERS:-1} != 0 ]]; then
   sanitizer_tests=(unit integration capi-c)
   targets=(tests/unit-tests tests/integration/integration-tests tests/capi/capi-test)
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp
   for san in asan tsan; do
     dir=build-$san
     case $san in
