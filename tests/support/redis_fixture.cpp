@@ -23,8 +23,7 @@
 #include <utility>
 
 #include "nodes/launcher.hpp"
-
-extern char** environ;
+#include "nodes/process.hpp"
 
 namespace redlock::test {
 namespace {
@@ -63,29 +62,6 @@ std::string find_redis_server() {
   return nodes::find_redis_server({.override_variable = "REDLOCK_TEST_REDIS_SERVER",
                                    .extra_dirs = {"/usr/bin", "/usr/sbin"}})
       .value_or("");
-}
-
-// The child's environment: ours minus libfaketime / LD_PRELOAD (redis + jemalloc + faketime
-// crash, and the server's clock must stay real).
-std::vector<std::string> child_environment() {
-  std::vector<std::string> out;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string_view v(*e);
-    if (v.starts_with("LD_PRELOAD=") || v.starts_with("FAKETIME") ||
-        v.starts_with("DONT_FAKE_MONOTONIC=")) {
-      continue;
-    }
-    out.emplace_back(v);
-  }
-  return out;
-}
-
-pid_t waitpid_eintr(pid_t pid, int* status, int options) {
-  pid_t r;
-  do {
-    r = ::waitpid(pid, status, options);
-  } while (r < 0 && errno == EINTR);
-  return r;
 }
 
 // `in_memory`: the directory of a server that fsyncs every write (appendfsync always) goes on a
@@ -263,7 +239,7 @@ pid_t RedisServer::pid() const { return running() ? pid_ : -1; }
 bool RedisServer::running() const {
   if (pid_ <= 0) return false;
   int st = 0;
-  const pid_t r = waitpid_eintr(pid_, &st, WNOHANG);
+  const pid_t r = nodes::waitpid_eintr(pid_, &st, WNOHANG);
   if (r == 0) return true;
   // r == pid_: it died on its own and is now reaped; -1 (ECHILD): not ours to wait for any more.
   pid_ = -1;
@@ -308,7 +284,7 @@ void RedisServer::spawn() {
                         .args = std::move(args),
                         .output = dir_ + "/redis.out",
                         .lifetime = nodes::Launch::Lifetime::child,
-                        .environment = child_environment()});
+                        .environment = nodes::environment_without_preload()});
   stopped_ = false;
 }
 
@@ -316,7 +292,7 @@ void RedisServer::wait_ready() {
   const auto deadline = steady_clock::now() + cfg_.startup_timeout;
   for (;;) {
     int st = 0;
-    const pid_t r = pid_ > 0 ? waitpid_eintr(pid_, &st, WNOHANG) : -1;
+    const pid_t r = pid_ > 0 ? nodes::waitpid_eintr(pid_, &st, WNOHANG) : -1;
     if (r != 0) {
       pid_ = -1;
       const std::string recent = read_tail(log_path(), log_offset_, 4000);
@@ -363,7 +339,7 @@ std::string RedisServer::failure_message(const std::string& why) const {
 void RedisServer::reap_blocking() {
   if (pid_ > 0) {
     int st = 0;
-    waitpid_eintr(pid_, &st, 0);
+    nodes::waitpid_eintr(pid_, &st, 0);
   }
   pid_ = -1;
   stopped_ = false;
@@ -380,7 +356,7 @@ void RedisServer::stop() {
   if (stopped_) return;
   ::kill(pid_, SIGSTOP);
   int st = 0;
-  const pid_t r = waitpid_eintr(pid_, &st, WUNTRACED);
+  const pid_t r = nodes::waitpid_eintr(pid_, &st, WUNTRACED);
   if (r == pid_ && (WIFEXITED(st) || WIFSIGNALED(st))) {
     pid_ = -1;
     throw std::runtime_error("RedisServer::stop(): " + address() + " died (" + describe_status(st) +

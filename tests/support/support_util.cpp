@@ -22,7 +22,7 @@
 #include <system_error>
 #include <thread>
 
-extern char** environ;
+#include "nodes/process.hpp"
 
 namespace redlock::test {
 namespace {
@@ -35,29 +35,8 @@ bool is_executable(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
 }
 
-std::vector<std::string> scrubbed_environment() {
-  std::vector<std::string> out;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string_view v(*e);
-    if (v.starts_with("LD_PRELOAD=") || v.starts_with("FAKETIME") ||
-        v.starts_with("DONT_FAKE_MONOTONIC=")) {
-      continue;
-    }
-    out.emplace_back(v);
-  }
-  return out;
-}
-
 void close_quietly(int fd) {
   if (fd >= 0) ::close(fd);
-}
-
-pid_t waitpid_eintr(pid_t pid, int* status, int options) {
-  pid_t r;
-  do {
-    r = ::waitpid(pid, status, options);
-  } while (r < 0 && errno == EINTR);
-  return r;
 }
 
 // Runs in the forked child: async-signal-safe calls only.
@@ -130,7 +109,7 @@ ProcessResult run_process(const std::vector<std::string>& args, std::chrono::mil
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::vector<std::string> env = scrubbed_environment();
+  const std::vector<std::string> env = nodes::environment_without_preload();
   std::vector<char*> envp;
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
@@ -168,7 +147,7 @@ ProcessResult run_process(const std::vector<std::string>& args, std::chrono::mil
   if (n == static_cast<ssize_t>(sizeof child_errno)) {
     close_quietly(outpipe[0]);
     int st = 0;
-    waitpid_eintr(pid, &st, 0);
+    nodes::waitpid_eintr(pid, &st, 0);
     throw std::system_error(child_errno, std::generic_category(), "run_process: exec " + exe);
   }
 
@@ -194,7 +173,7 @@ ProcessResult run_process(const std::vector<std::string>& args, std::chrono::mil
   }
   close_quietly(outpipe[0]);
   int st = 0;
-  waitpid_eintr(pid, &st, 0);
+  nodes::waitpid_eintr(pid, &st, 0);
   if (WIFEXITED(st)) result.exit_code = WEXITSTATUS(st);
   if (WIFSIGNALED(st)) result.term_signal = WTERMSIG(st);
   return result;

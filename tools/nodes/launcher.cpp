@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "process.hpp"
+
 extern char** environ;
 
 namespace redlock::nodes {
@@ -36,14 +38,6 @@ int raise_fd(int fd) {
   const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
   ::close(fd);
   return moved;
-}
-
-pid_t waitpid_eintr(pid_t pid, int* status, int options) {
-  pid_t r;
-  do {
-    r = ::waitpid(pid, status, options);
-  } while (r < 0 && errno == EINTR);
-  return r;
 }
 
 // Reads exactly one int; false on EOF (the writer closed its end, e.g. by a successful exec).

@@ -2,13 +2,17 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <system_error>
+
+extern char** environ;
 
 namespace redlock::nodes {
 namespace {
@@ -72,6 +76,27 @@ std::string port_busy(int port) {
   }
   ::close(fd);
   return why;
+}
+
+pid_t waitpid_eintr(pid_t pid, int* status, int options) {
+  pid_t r;
+  do {
+    r = ::waitpid(pid, status, options);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+
+std::vector<std::string> environment_without_preload() {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view v(*e);
+    if (v.starts_with("LD_PRELOAD=") || v.starts_with("FAKETIME") ||
+        v.starts_with("DONT_FAKE_MONOTONIC=")) {
+      continue;
+    }
+    out.emplace_back(v);
+  }
+  return out;
 }
 
 }  // namespace redlock::nodes

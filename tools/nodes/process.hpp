@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace redlock::nodes {
 
@@ -29,5 +30,12 @@ namespace redlock::nodes {
 // a connect would miss a socket that is bound but not listening yet. SO_REUSEADDR, as redis uses,
 // so the TIME_WAIT left by a just-killed node does not count as taken.
 [[nodiscard]] std::string port_busy(int port);
+
+// waitpid(), retried on EINTR.
+pid_t waitpid_eintr(pid_t pid, int* status, int options);
+
+// This process's environment without libfaketime and LD_PRELOAD (redis-server with jemalloc and
+// faketime crashes, and a server's clock must stay real): what children we start get.
+[[nodiscard]] std::vector<std::string> environment_without_preload();
 
 }  // namespace redlock::nodes
