@@ -50,7 +50,9 @@ struct Globals {
   std::optional<double> drift_factor;
   std::optional<int> retry_count;
   std::string retry_delay;
-  std::string min_uptime;  // also REDLOCK_MIN_UPTIME
+  std::string min_uptime;           // also REDLOCK_MIN_UPTIME
+  std::optional<int> min_replicas;  // replicated votes (WAIT)
+  std::string replica_timeout;
   std::string key_prefix;  // --key-prefix: Options::key_prefix
   // TLS (redis-cli's names), each also from the environment (REDLOCK_TLS=1, REDLOCK_CACERT, ...).
   bool tls = false;  // --tls: TLS to every host:port address too (rediss:// always is)

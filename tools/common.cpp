@@ -255,6 +255,19 @@ Options make_options(const Globals& g) {
   } else if (const char* v = env("REDLOCK_MIN_UPTIME")) {
     o.min_node_uptime = duration_arg("REDLOCK_MIN_UPTIME", v);
   }
+  if (g.min_replicas) {
+    if (*g.min_replicas < 0 || *g.min_replicas > 100) {
+      throw UsageError("--min-replicas: " + std::to_string(*g.min_replicas) + " is outside 0-100");
+    }
+    o.min_replicas = *g.min_replicas;
+  }
+  if (!g.replica_timeout.empty()) {
+    o.replica_timeout = duration_arg("--replica-timeout", g.replica_timeout);
+    if (*o.replica_timeout <= Millis{0} || *o.replica_timeout >= o.node_timeout) {
+      throw UsageError("--replica-timeout: " + g.replica_timeout + " must be above 0 and below " +
+                       "--node-timeout (" + std::to_string(o.node_timeout.count()) + " ms)");
+    }
+  }
   warn_insecure(o, g.quiet);
   log_sink().configure(g.verbose, g.quiet, o.nodes.size());
   o.logger = [](LogLevel level, std::string_view msg) { log_sink().log(level, msg); };

@@ -119,8 +119,9 @@ int main(int argc, char** argv) {
   const std::vector<Option> globals = {
       {"-n,--nodes", &g.nodes,
        "Comma-separated node addresses (redis://[user:pass@]host:port[/db], "
-       "unix:///path[?db=N], host:port). Default: $REDLOCK_NODES, else "
-       "127.0.0.1:7001..7005"},
+       "unix:///path[?db=N], host:port, a Sentinel-managed master as "
+       "redis+sentinel://[user:pass@]host:port/master-name[?sentinel=host:port...]; rediss:// "
+       "and rediss+sentinel:// for TLS). Default: $REDLOCK_NODES, else 127.0.0.1:7001..7005"},
       {"--json", &g.json, "Print one JSON object on stdout"},
       {"-v,--verbose", &g.verbose, "Per-node outcomes and connection events on stderr"},
       {"-q,--quiet", &g.quiet,
@@ -136,6 +137,12 @@ int main(int argc, char** argv) {
       {"--min-uptime", &g.min_uptime,
        "Restart guard: a node whose Redis uptime is below this gives no vote "
        "(default $REDLOCK_MIN_UPTIME, else 0)"},
+      {"--min-replicas", &g.min_replicas,
+       "Replicated votes: a vote counts only when this many replicas of its node acknowledged "
+       "the write (WAIT after each acquire and extend), so a failover promotes a replica that "
+       "has the key (default 0: off)"},
+      {"--replica-timeout", &g.replica_timeout,
+       "How long WAIT waits for the replicas; below --node-timeout (default half of it)"},
       {"--key-prefix", &g.key_prefix,
        "Prepended to every resource to form its keys, as a service's Options::key_prefix "
        "(default none)"},

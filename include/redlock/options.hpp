@@ -17,14 +17,27 @@ namespace redlock {
 
 using Millis = std::chrono::milliseconds;
 
-// One independent Redis master.
+// One vote: an independent Redis master, or a master that Sentinel manages.
 // Accepted forms (see the man page, "Addresses"): `redis://[[user]:password@]host[:port][/db]`,
 // `rediss://...` (the same over TLS, with optional `?sni=NAME&cacert=FILE&cert=FILE&key=FILE&
 // insecure` for this node only), `unix:///path/to/socket[?db=N]`, `host:port`, `host`, and IPv6 as
 // `redis://[::1]:7001`. In a user or password, '/', '@', '?' and ':' (user) are written %2F, %40,
 // %3F, %3A.
+// A Sentinel-managed master: `redis+sentinel://[[user]:password@]host[:port]/master-name` (port
+// 26379 by default; `redis-sentinel://` is the same), more sentinels as `?sentinel=host:port`
+// repeated, a database as `?db=N`, `rediss+sentinel://` for TLS to the sentinels and the master.
+// The credentials are the master's; the sentinels are asked without AUTH.
 struct REDLOCK_API NodeAddress {
   enum class Transport { tcp, unix_socket };
+  enum class Kind {
+    server,    // host/port (or path) is the master itself
+    sentinel,  // host/port and more_sentinels are sentinels that name the master `master_name`
+  };
+  struct Host {
+    std::string host;
+    std::uint16_t port = 0;
+    friend bool operator==(const Host&, const Host&) = default;
+  };
 
   // What a rediss:// address sets for its node only; empty fields fall back to Options::tls.
   struct TlsOverride {
@@ -45,6 +58,9 @@ struct REDLOCK_API NodeAddress {
   int db = 0;                      // SELECTed on connect when not 0
   bool tls = false;                // rediss://: TLS to this node (Options::tls can ask it for all)
   TlsOverride tls_override;        // rediss:// query parameters
+  Kind kind = Kind::server;
+  std::string master_name;           // sentinel: the name the sentinels monitor the master by
+  std::vector<Host> more_sentinels;  // sentinel: ?sentinel=host:port, after host/port
 
   // Display form for logs and reports; never contains the password.
   [[nodiscard]] std::string to_string() const;
@@ -120,6 +136,15 @@ struct Options {
   Millis min_node_uptime{0};
   std::optional<Millis> restart_quarantine;  // default: the longest ttl used so far plus drift
   bool durable_nodes = false;
+
+  // Replicated votes (opt-in): every write that gives a vote (acquire, extend) is followed on its
+  // node by `WAIT min_replicas replica_timeout`, and the vote counts only when that many replicas
+  // acknowledged the write. A failover (Sentinel, Cluster) then promotes a replica that has the
+  // key, where the replica with the highest offset is preferred (a preference, not a guarantee:
+  // see the README, "Failover"). WAIT holds the node's connection until it answers, so
+  // replica_timeout must be below node_timeout (default: half of it). 0: off.
+  int min_replicas = 0;
+  std::optional<Millis> replica_timeout;
 
   Logger logger;  // silent when empty
 };

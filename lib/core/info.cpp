@@ -30,4 +30,56 @@ std::optional<ServerInfo> parse_server_info(std::string_view info) {
   return s;
 }
 
+namespace {
+
+bool to_integer(std::string_view s, long long& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+std::optional<bool> parse_promoted(std::string_view info) {
+  if (info_field(info, "role") != "master") return std::nullopt;
+  const auto id = info_field(info, "master_replid2");
+  if (id.empty()) return std::nullopt;
+  return id.find_first_not_of('0') != std::string_view::npos;
+}
+
+std::optional<SentinelMaster> parse_sentinel_master(const Reply& r, std::string& error) {
+  if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) {
+    error = "SENTINEL MASTER answered " + r.describe() + ", not field/value pairs";
+    return std::nullopt;
+  }
+  SentinelMaster m;
+  bool have_port = false;
+  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+    const auto& k = r.elements[i];
+    const auto& v = r.elements[i + 1];
+    if (k.type != Reply::Type::string || v.type != Reply::Type::string) continue;
+    long long n = 0;
+    if (k.str == "ip") {
+      m.ip = v.str;
+    } else if (k.str == "port") {
+      if (!to_integer(v.str, n) || n < 1 || n > 65535) {
+        error = "SENTINEL MASTER: bad port";
+        return std::nullopt;
+      }
+      m.port = static_cast<int>(n);
+      have_port = true;
+    } else if (k.str == "flags") {
+      m.flags = v.str;
+    } else if (k.str == "role-reported-time") {
+      if (to_integer(v.str, n) && n >= 0) m.role_reported_ms = n;
+    } else if (k.str == "config-epoch") {
+      if (to_integer(v.str, n) && n >= 0) m.config_epoch = n;
+    }
+  }
+  if (m.ip.empty() || !have_port || m.role_reported_ms < 0) {
+    error = "SENTINEL MASTER: no ip, port or role-reported-time in the answer";
+    return std::nullopt;
+  }
+  return m;
+}
+
 }  // namespace redlock::detail

@@ -1,9 +1,12 @@
 #pragma once
-// What the restart guard reads from a server's INFO reply. Pure parsing, no I/O.
+// What the restart guard reads from a server's INFO reply, and what a Sentinel vote reads from
+// Sentinel. Pure parsing, no I/O.
 
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "core/reply.hpp"
 
 namespace redlock::detail {
 
@@ -18,5 +21,26 @@ struct ServerInfo {
 
 // nullopt when the text has no run_id (not an INFO server reply).
 [[nodiscard]] std::optional<ServerInfo> parse_server_info(std::string_view info);
+
+// From `INFO replication`: this server was promoted from replica to master since its process
+// started (`master_replid2` is the replication id it had as a replica; all zeros when it never
+// was one). nullopt when the text has no such field or says role:slave.
+[[nodiscard]] std::optional<bool> parse_promoted(std::string_view info);
+
+// What `SENTINEL MASTER <name>` answers (a flat array of field, value pairs), in part.
+struct SentinelMaster {
+  std::string ip;
+  int port = 0;
+  std::string flags;  // "master", "master,s_down", "master,o_down,failover_in_progress", ...
+  // How long ago this sentinel saw the master take its role. A failover resets it, and so does
+  // the sentinel's own start; a sentinel learns of a failover when it happens or later. So a
+  // promotion, if there was one, happened at least this long ago.
+  long long role_reported_ms = -1;
+  long long config_epoch = 0;  // grows with every failover of this master name
+};
+// nullopt (with `error` set) when the reply is not such an array or lacks ip, port or
+// role-reported-time.
+[[nodiscard]] std::optional<SentinelMaster> parse_sentinel_master(const Reply& reply,
+                                                                  std::string& error);
 
 }  // namespace redlock::detail

@@ -3,10 +3,12 @@
 
 #include "redlock/options.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "core/validate.hpp"
 
@@ -67,6 +69,14 @@ bool valid_host(std::string_view h) {
     if (!ok) return false;
   }
   return true;
+}
+
+bool valid_master_name(std::string_view n) {
+  if (n.empty() || n.size() > 200) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == '_';
+  });
 }
 
 bool valid_ipv6(std::string_view h) {
@@ -150,8 +160,10 @@ bool parse_db(std::string_view s, NodeAddress& a, std::string& why) {
   return true;
 }
 
-// The query of a redis:// or rediss:// address: TLS settings for this node only (rediss://).
+// The query of a redis:// or rediss:// address: TLS settings for this node only (rediss://); of a
+// sentinel address also `sentinel=host:port` (repeated) and `db=N`.
 bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
+  const bool sentinel = a.kind == NodeAddress::Kind::sentinel;
   std::set<std::string, std::less<>> seen;
   while (!query.empty()) {
     const auto amp = query.find('&');
@@ -163,6 +175,16 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
     if (eq != std::string_view::npos && !percent_decode(item.substr(eq + 1), value)) {
       why = "bad %-escape in the value of '" + std::string(name) + "'";
       return false;
+    }
+    if (sentinel && name == "sentinel") {
+      NodeAddress other;
+      other.port = 26379;
+      if (!parse_host_port(value, other, why)) {
+        why = "sentinel " + quoted(value) + ": " + why;
+        return false;
+      }
+      a.more_sentinels.push_back({other.host, other.port});
+      continue;
     }
     if (!seen.insert(std::string(name)).second) {
       why = "parameter '" + std::string(name) + "' given twice";
@@ -192,9 +214,14 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
        : name == "cacert" ? t.ca_file
        : name == "cert"   ? t.cert_file
                           : t.key_file) = std::move(value);
+    } else if (sentinel && name == "db") {
+      if (!parse_db(value, a, why)) return false;
     } else {
-      why = "unknown parameter '" + std::string(name) +
-            "' (rediss:// takes sni, cacert, cert, key, insecure)";
+      why =
+          "unknown parameter '" + std::string(name) +
+          (sentinel ? "' (a sentinel address takes sentinel, db, and with rediss+sentinel:// sni, "
+                      "cacert, cert, key, insecure)"
+                    : "' (rediss:// takes sni, cacert, cert, key, insecure)");
       return false;
     }
   }
@@ -240,13 +267,23 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
     return true;
   }
   std::string_view rest;
-  if (text.starts_with(redis_scheme)) {
-    rest = text.substr(redis_scheme.size());
-  } else if (text.starts_with(rediss_scheme)) {
-    rest = text.substr(rediss_scheme.size());
-    a.tls = true;
+  bool url = false;
+  for (auto [scheme, tls, sentinel] :
+       {std::tuple{redis_scheme, false, false}, std::tuple{rediss_scheme, true, false},
+        std::tuple{std::string_view("redis+sentinel://"), false, true},
+        std::tuple{std::string_view("redis-sentinel://"), false, true},
+        std::tuple{std::string_view("rediss+sentinel://"), true, true}}) {
+    if (!text.starts_with(scheme)) continue;
+    url = true;
+    rest = text.substr(scheme.size());
+    a.tls = tls;
+    if (sentinel) {
+      a.kind = NodeAddress::Kind::sentinel;
+      a.port = 26379;
+    }
+    break;
   }
-  if (!rest.empty() || text == redis_scheme || text == rediss_scheme) {
+  if (url) {
     // The credentials end at the last '@': a '/' or '?' before it can only be part of them.
     const auto last_at = rest.rfind('@');
     const auto after_userinfo = last_at == std::string_view::npos ? 0 : last_at + 1;
@@ -264,9 +301,17 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
     }
     auto slash = rest.find('/', after_userinfo);
     auto authority = rest.substr(0, slash);
-    if (slash != std::string_view::npos) {
-      auto db = rest.substr(slash + 1);
-      if (!db.empty() && !parse_db(db, a, why)) return false;
+    const auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    if (a.kind == NodeAddress::Kind::sentinel) {
+      if (!valid_master_name(path)) {
+        why = path.empty() ? "a sentinel address needs the master's name: "
+                             "redis+sentinel://host:port/master-name"
+                           : "bad master name (letters, digits, '.', '-', '_', at most 200)";
+        return false;
+      }
+      a.master_name = std::string(path);
+    } else if (!path.empty() && !parse_db(path, a, why)) {
+      return false;
     }
     auto at = authority.rfind('@');
     if (at != std::string_view::npos) {
@@ -297,7 +342,9 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
     return parse_host_port(authority, a, why);
   }
   if (text.find("://") != std::string_view::npos) {
-    why = "unknown scheme (use redis://, rediss:// or unix://)";
+    why =
+        "unknown scheme (use redis://, rediss://, unix://, redis+sentinel:// or "
+        "rediss+sentinel://)";
     return false;
   }
   return parse_host_port(text, a, why);
@@ -330,9 +377,39 @@ std::string redacted(std::string_view text) {
 
 }  // namespace
 
+namespace {
+
+std::string host_port(const std::string& host, std::uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
+// Two addresses with one identity are one server (or one Sentinel-managed master): it would vote
+// twice. The database is not part of it: two databases of one server share one process, so they
+// are one failure domain.
+std::string identity(const NodeAddress& a) {
+  if (a.transport == NodeAddress::Transport::unix_socket) return a.path;
+  if (a.kind == NodeAddress::Kind::sentinel)
+    return "sentinel " + a.master_name + "@" + host_port(a.host, a.port);
+  return a.host + "|" + std::to_string(a.port);
+}
+
+}  // namespace
+
 std::string NodeAddress::to_string() const {
   if (transport == Transport::unix_socket) {
     return "unix://" + path + (db != 0 ? "?db=" + std::to_string(db) : "");
+  }
+  if (kind == Kind::sentinel) {
+    std::string out = (tls ? "rediss+sentinel://" : "redis+sentinel://") + host_port(host, port) +
+                      "/" + master_name;
+    char sep = '?';
+    for (const auto& s : more_sentinels) {
+      out += sep + std::string("sentinel=") + host_port(s.host, s.port);
+      sep = '&';
+    }
+    if (db != 0) out += sep + std::string("db=") + std::to_string(db);
+    return out;
   }
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   // With a database or TLS only the URL form parses back (host:port/db is not an address).
@@ -363,12 +440,7 @@ std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text, s
     auto item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
     auto a = NodeAddress::parse(item, error);
     if (!a) return std::nullopt;
-    // db is part of the identity: two dbs of one server still share one process, so they are
-    // the same failure domain; refuse them too.
-    std::string id = a->transport == NodeAddress::Transport::unix_socket
-                         ? a->path
-                         : a->host + "|" + std::to_string(a->port);
-    if (!seen.insert(id).second) {
+    if (!seen.insert(identity(*a)).second) {
       error = "node " + quoted(redacted(item)) +
               " appears twice in the node list (it would vote twice)";
       return std::nullopt;
@@ -460,12 +532,18 @@ std::optional<std::string> check_options(const Options& o) {
   if (o.min_node_uptime < Millis{0}) return "min_node_uptime must be >= 0";
   if (o.restart_quarantine && *o.restart_quarantine < Millis{0})
     return "restart_quarantine must be >= 0";
+  if (o.min_replicas < 0 || o.min_replicas > 100)
+    return "min_replicas must be 0-100, got " + std::to_string(o.min_replicas);
+  if (o.replica_timeout &&
+      (*o.replica_timeout <= Millis{0} || *o.replica_timeout >= o.node_timeout)) {
+    // WAIT 0 waits forever; a WAIT as long as the node's deadline makes every vote late.
+    return "replica_timeout must be positive and below node_timeout (" +
+           std::to_string(o.node_timeout.count()) + " ms), got " +
+           std::to_string(o.replica_timeout->count()) + " ms";
+  }
   std::set<std::string> seen;
   for (const auto& n : o.nodes) {
-    std::string id = n.transport == NodeAddress::Transport::unix_socket
-                         ? n.path
-                         : n.host + "|" + std::to_string(n.port);
-    if (!seen.insert(id).second)
+    if (!seen.insert(identity(n)).second)
       return "node " + n.to_string() + " appears twice (it would vote twice)";
   }
   return std::nullopt;

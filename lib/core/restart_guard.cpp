@@ -7,12 +7,6 @@ std::optional<std::string> RestartGuard::observe(const ServerInfo& info, BootClo
   std::optional<std::string> warning;
   // uptime is rounded down: the server came back at most `uptime` seconds ago.
   const auto came_up = now - std::chrono::seconds(info.uptime_seconds);
-  auto extend_to = [&](BootClock::time_point until, std::string why) {
-    if (!until_ || until > *until_) {
-      until_ = until;
-      reason_ = std::move(why);
-    }
-  };
   if (!policy.durable) {
     if (!run_id_.empty() && info.run_id != run_id_) {
       extend_to(came_up + policy.quarantine, "restart guard: server restarted (run_id changed)");
@@ -31,10 +25,34 @@ std::optional<std::string> RestartGuard::observe(const ServerInfo& info, BootClo
   return warning;
 }
 
-std::optional<std::string> RestartGuard::exclusion(BootClock::time_point now, bool durable) const {
+void RestartGuard::extend_to(BootClock::time_point until, std::string why) {
+  if (!until_ || until > *until_) {
+    until_ = until;
+    reason_ = std::move(why);
+  }
+}
+
+void RestartGuard::promoted(BootClock::time_point at, std::string why) {
+  if (promoted_at_ && *promoted_at_ > at) return;
+  promoted_at_ = at;
+  promoted_why_ = std::move(why);
+}
+
+namespace {
+
+std::string with_time_left(const std::string& why, BootClock::duration left) {
+  return why + " (" + std::to_string(std::chrono::ceil<Millis>(left).count()) + " ms left)";
+}
+
+}  // namespace
+
+std::optional<std::string> RestartGuard::exclusion(BootClock::time_point now, bool durable,
+                                                   Millis quarantine) const {
+  if (promoted_at_ && now < *promoted_at_ + quarantine) {
+    return with_time_left("restart guard: " + promoted_why_, *promoted_at_ + quarantine - now);
+  }
   if (durable || !until_ || now >= *until_) return std::nullopt;
-  const auto left = std::chrono::duration_cast<Millis>(*until_ - now).count();
-  return reason_ + " (" + std::to_string(left) + " ms left)";
+  return with_time_left(reason_, *until_ - now);
 }
 
 }  // namespace redlock::detail

@@ -24,15 +24,27 @@ class RestartGuard {
   std::optional<std::string> observe(const ServerInfo& info, BootClock::time_point now,
                                      const Policy& policy);
 
-  // Why a vote from this server must not count at `now`, or nullopt.
-  [[nodiscard]] std::optional<std::string> exclusion(BootClock::time_point now, bool durable) const;
+  // The server was promoted from replica to master at `at` or later (a failover): asynchronous
+  // replication may have lost lock keys it never received, so its votes wait out the quarantine
+  // from then, as after a restart. `durable` does not turn this off: a replica that never got the
+  // key has nothing to replay. `why` says how it was learned. The latest promotion counts.
+  void promoted(BootClock::time_point at, std::string why);
+
+  // Why a vote from this server must not count at `now`, or nullopt. `durable` turns off the
+  // restart part only; `quarantine` is the one in force now (it grows with the ttls in use).
+  [[nodiscard]] std::optional<std::string> exclusion(BootClock::time_point now, bool durable,
+                                                     Millis quarantine) const;
 
   [[nodiscard]] const std::string& run_id() const noexcept { return run_id_; }
 
  private:
+  void extend_to(BootClock::time_point until, std::string why);
+
   std::string run_id_;
-  std::optional<BootClock::time_point> until_;
+  std::optional<BootClock::time_point> until_;  // restarts: computed when seen
   std::string reason_;
+  std::optional<BootClock::time_point> promoted_at_;
+  std::string promoted_why_;
 };
 
 }  // namespace redlock::detail

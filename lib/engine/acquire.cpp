@@ -82,7 +82,7 @@ void AcquireOp::start_round(Phase phase, Round& round, detail::Command cmd) {
   ++round_id_;
   round.reset(&e_.names());
   round.begin_dispatch();
-  const auto c = net::Request::make(std::move(cmd));
+  const auto c = net::Request::make(std::move(cmd), phase == Phase::attempt);
   stamp();
   // An attempt's validity counts from here: read before its first command goes out.
   if (phase == Phase::attempt) t1_ = sent_;

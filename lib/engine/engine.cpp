@@ -24,17 +24,15 @@ Options checked(Options o) {
   return o;
 }
 
-// Two per node: the command connection's, then (with wake-ups) the pub/sub connection's.
-std::vector<std::unique_ptr<net::TransportFactory>> transports_for(const Options& o) {
+// One per node: how it makes the transports of its connections.
+std::vector<net::TransportMaker> transports_for(const Options& o) {
   net::TlsContexts contexts;
-  std::vector<std::unique_ptr<net::TransportFactory>> out;
+  std::vector<net::TransportMaker> out;
   for (const auto& a : o.nodes) {
-    for (int i = 0; i < 2; ++i) {
-      std::string error;
-      auto t = i == 1 && !o.wake_ups ? nullptr : net::transport_for(a, o, contexts, error);
-      if (!t && !error.empty()) throw std::invalid_argument(error);
-      out.push_back(std::move(t));
-    }
+    std::string error;
+    auto t = net::transport_for(a, o, contexts, error);
+    if (!t) throw std::invalid_argument(error);
+    out.push_back(std::move(t));
   }
   return out;
 }
@@ -60,9 +58,8 @@ Engine::Impl::Impl(uv_loop_t* loop, Options options)
   metrics_.nodes.resize(options_.nodes.size());  // never resized again: nodes keep pointers into it
   nodes_.reserve(options_.nodes.size());
   for (std::size_t i = 0; i < options_.nodes.size(); ++i) {
-    nodes_.push_back(net::make_node(
-        loop_, *this, static_cast<int>(i), std::move(transports_[2 * i]),
-        std::move(transports_[2 * i + 1]), options_.nodes[i], options_, &metrics_.nodes[i]));
+    nodes_.push_back(net::make_node(loop_, *this, static_cast<int>(i), std::move(transports_[i]),
+                                    options_.nodes[i], options_, &metrics_.nodes[i]));
     names_.push_back(nodes_.back()->name());
     metrics_.nodes[i].node = names_.back();
     ++open_;

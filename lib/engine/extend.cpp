@@ -26,7 +26,8 @@ class ExtendOp final : public Operation {
     std::vector<std::string> keys;
     for (const auto& r : lock_.resources()) keys.push_back(e_.options_.key_prefix + r);
     const auto& kind = detail::kind_for_lock(lock_.mode(), keys.size());
-    const auto cmd = net::Request::make(kind.extend(keys, lock_.token(), ttl_));
+    const auto cmd =
+        net::Request::make(kind.extend(keys, lock_.token(), ttl_), /*gives_vote=*/true);
     round_.reset(&e_.names());
     round_.begin_dispatch();
     stamp();

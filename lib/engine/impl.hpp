@@ -92,7 +92,7 @@ class Engine::Impl final : public net::NodeHost {
   Options options_;
   // How each node moves its bytes (plain or TLS); made before any handle touches the loop, since
   // an unusable certificate file throws. Moved into the nodes when they are made.
-  std::vector<std::unique_ptr<net::TransportFactory>> transports_;
+  std::vector<net::TransportMaker> transports_;
   std::vector<std::unique_ptr<net::Node>> nodes_;
   std::vector<std::string> names_;  // display addresses, by node
   Metrics metrics_;

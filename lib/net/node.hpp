@@ -1,12 +1,14 @@
 #pragma once
-// A node: one of the N votes. Today a standalone Redis master over one connection; a Redis
-// Cluster or a Sentinel-managed master are other kinds of node behind the same interface.
+// A node: one of the N votes. A standalone Redis master over one connection (standalone.cpp), or a
+// Sentinel-managed master (sentinel.cpp); a Redis Cluster is another kind of node behind the same
+// interface.
 //
 // Callback contract: that of net::Connection (connection.hpp): every command send() accepted
 // gets exactly one on_result() and then exactly one on_done().
 
 #include <uv.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,20 +73,50 @@ class Node {
   bool fence_warned = false;  // the engine has warned about fencing on this node
 };
 
-// How the node at `address` moves its bytes: plain, or TLS when the address (rediss://) or the
-// options (Options::tls.enabled, tcp addresses only) ask for it. nullptr with `error` set (naming
-// the file) when a TLS file cannot be used.
-[[nodiscard]] std::unique_ptr<TransportFactory> transport_for(const NodeAddress& address,
-                                                              const Options& options,
-                                                              TlsContexts& contexts,
-                                                              std::string& error);
+// Makes the transport of one more connection to `host` (TLS checks the certificate against it,
+// unless a server name is set). A standalone node needs two (commands, wake-ups); a Sentinel vote
+// connects to sentinels and to whichever server is master, so it makes them as it goes.
+using TransportMaker = std::function<std::unique_ptr<TransportFactory>(const std::string& host)>;
 
-// The node for `address` (the index is its place in Options::nodes). `wake_transport` moves the
-// bytes of its pub/sub connection (wake-ups); nullptr: no wake-ups.
+// How the node at `address` moves its bytes: plain, or TLS when the address (rediss://,
+// rediss+sentinel://) or the options (Options::tls.enabled, tcp addresses only) ask for it. Empty
+// with `error` set (naming the file) when a TLS file cannot be used.
+[[nodiscard]] TransportMaker transport_for(const NodeAddress& address, const Options& options,
+                                           TlsContexts& contexts, std::string& error);
+
+// The node for `address` (the index is its place in Options::nodes): a standalone master, or a
+// Sentinel-managed one (sentinel.cpp).
 [[nodiscard]] std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
-                                              std::unique_ptr<TransportFactory> transport,
-                                              std::unique_ptr<TransportFactory> wake_transport,
-                                              const NodeAddress& address, const Options& options,
-                                              NodeMetrics* metrics);
+                                              TransportMaker transport, const NodeAddress& address,
+                                              const Options& options, NodeMetrics* metrics);
+
+// What a node that wraps a standalone one (a Sentinel vote's current master) learns from the
+// master's handshake beyond what the standalone node keeps.
+class MasterWatcher {
+ public:
+  // INFO replication at a (re)connect: `promoted` says whether the server was promoted from
+  // replica since its process started (core/info.hpp, parse_promoted), nullopt when it says it is
+  // not a master (or the answer could not be read).
+  virtual void on_replication(std::optional<bool> promoted) = 0;
+
+ protected:
+  ~MasterWatcher() = default;
+};
+
+// A standalone master node. With a `watcher`, its handshake also reads INFO replication, before
+// any command of a vote on the same connection, so a vote's answer always comes after it.
+[[nodiscard]] std::unique_ptr<Node> make_standalone_node(uv_loop_t* loop, NodeHost& host, int index,
+                                                         TransportMaker transport,
+                                                         const NodeAddress& address,
+                                                         const Options& options,
+                                                         NodeMetrics* metrics,
+                                                         MasterWatcher* watcher = nullptr);
+
+// A Sentinel-managed master (sentinel.cpp).
+[[nodiscard]] std::unique_ptr<Node> make_sentinel_node(uv_loop_t* loop, NodeHost& host, int index,
+                                                       TransportMaker transport,
+                                                       const NodeAddress& address,
+                                                       const Options& options,
+                                                       NodeMetrics* metrics);
 
 }  // namespace redlock::net

@@ -35,10 +35,15 @@ namespace redlock::net {
 struct Request {
   detail::Command command;
   std::string wire;  // RESP; a script call in its EVALSHA form
+  // A write whose answer is a vote (acquire, extend): with replicated votes on, the node makes
+  // sure replicas have it before the vote counts (replicated.hpp).
+  bool gives_vote = false;
 
-  [[nodiscard]] static std::shared_ptr<const Request> make(detail::Command c) {
+  [[nodiscard]] static std::shared_ptr<const Request> make(detail::Command c,
+                                                           bool gives_vote = false) {
     auto r = std::make_shared<Request>();
     r->command = std::move(c);
+    r->gives_vote = gives_vote;
     resp::append_command(r->wire, r->command);
     return r;
   }

@@ -1,5 +1,6 @@
 // A standalone Redis master as a node: one connection, and what it learns in its handshake
 // (the restart guard's INFO, the eviction policy, whether fence counters are durable).
+// Also the master of a Sentinel vote (sentinel.cpp), which then watches INFO replication too.
 
 #include <algorithm>
 #include <array>
@@ -7,6 +8,7 @@
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
 #include "net/node.hpp"
+#include "net/replicated.hpp"
 
 namespace redlock::net {
 namespace {
@@ -22,7 +24,8 @@ enum : std::uint32_t {
   hs_info,
   hs_config,
   hs_appendonly,
-  hs_appendfsync
+  hs_appendfsync,
+  hs_replication
 };
 
 std::shared_ptr<const Request> shared(Command c) { return Request::make(std::move(c)); }
@@ -38,6 +41,7 @@ struct CommonHandshake {
       shared(Command::plain({"CONFIG", "GET", "appendonly"}));
   std::shared_ptr<const Request> appendfsync =
       shared(Command::plain({"CONFIG", "GET", "appendfsync"}));
+  std::shared_ptr<const Request> replication = shared(Command::plain({"INFO", "replication"}));
   CommonHandshake() {
     for (std::size_t i = 0; i < detail::script_count(); ++i) {
       script_loads.push_back(shared(Command::plain(
@@ -58,6 +62,10 @@ std::optional<std::string> config_value(const Reply& r) {
     return r.elements[1].str;
   }
   return std::nullopt;
+}
+
+ReplicaPolicy replica_policy(const Options& o) {
+  return {o.min_replicas, o.replica_timeout.value_or(std::max(Millis{1}, o.node_timeout / 2))};
 }
 
 ConnectionSettings settings_for(const Options& o) {
@@ -83,18 +91,19 @@ Endpoint endpoint_for(const NodeAddress& a) {
 
 class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandler {
  public:
-  StandaloneNode(uv_loop_t* loop, NodeHost& host, int index,
-                 std::unique_ptr<TransportFactory> transport,
-                 std::unique_ptr<TransportFactory> wake_transport, const NodeAddress& address,
-                 const Options& options, NodeMetrics* metrics)
+  StandaloneNode(uv_loop_t* loop, NodeHost& host, int index, TransportMaker transport,
+                 const NodeAddress& address, const Options& options, NodeMetrics* metrics,
+                 MasterWatcher* watcher)
       : loop_(loop),
-        wake_transport_(std::move(wake_transport)),
+        transport_(std::move(transport)),
+        watcher_(watcher),
         host_(host),
         index_(index),
         address_(address),
         name_(address.to_string()),
         options_(options),
-        conn_(loop, *this, index, endpoint_for(address), std::move(transport),
+        replicas_(replica_policy(options)),
+        conn_(loop, *this, index, endpoint_for(address), transport_(address.host),
               settings_for(options)) {
     conn_.set_metrics(metrics);
     if (!address_.password.empty()) {
@@ -116,9 +125,9 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   void subscribe(const std::string& lock_key) override {
     if (closing_) return;
     if (!sub_) {
-      if (!wake_transport_) return;  // wake-ups are off
+      if (!options_.wake_ups) return;
       sub_.emplace(loop_, static_cast<WakeHandler&>(*this), index_, endpoint_for(address_),
-                   std::move(wake_transport_), settings_for(options_), auth_, address_.db, name_);
+                   transport_(address_.host), settings_for(options_), auth_, address_.db, name_);
     }
     sub_->subscribe(lock_key);
   }
@@ -127,14 +136,15 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   }
   bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override {
-    return conn_.send(req, timeout, sink, tag, sent);
+    if (!req->gives_vote) return conn_.send(req, timeout, sink, tag, sent);
+    return send_replicated(conn_, req, timeout, sink, tag, sent, replicas_);
   }
   const std::string& name() const override { return name_; }
   std::string last_error() const override { return conn_.last_error(); }
   bool refused() const override { return conn_.last_failure() == Connection::Failure::refused; }
   std::string server_id() const override { return guard_.run_id(); }
   std::optional<std::string> vote_exclusion(BootClock::time_point now) const override {
-    return guard_.exclusion(now, options_.durable_nodes);
+    return guard_.exclusion(now, options_.durable_nodes, host_.restart_quarantine());
   }
   std::optional<std::string> fence_durability_problem() const override {
     if (appendonly_.empty() || appendfsync_.empty()) return std::nullopt;  // unknown: say nothing
@@ -157,6 +167,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     c.send(common().eviction, t, *this, hs_config, now);
     c.send(common().appendonly, t, *this, hs_appendonly, now);
     c.send(common().appendfsync, t, *this, hs_appendfsync, now);
+    if (watcher_) c.send(common().replication, t, *this, hs_replication, now);
   }
   void on_ready(Connection&, const std::string& established) override {
     if (!established.empty()) host_.log(LogLevel::debug, name_ + ": connected over " + established);
@@ -185,6 +196,12 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
 
   // Sink: the handshake's answers.
   void on_result(int, std::uint32_t tag, const Result& r) override {
+    if (tag == hs_replication && watcher_) {
+      watcher_->on_replication(r.kind == Result::Kind::reply && r.reply->type == Reply::Type::string
+                                   ? detail::parse_promoted(r.reply->str)
+                                   : std::nullopt);
+      return;
+    }
     if (r.kind != Result::Kind::reply) return;
     const Reply& rep = *r.reply;
     if (rep.is_error()) {
@@ -236,7 +253,8 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   void on_done() override {}
 
   uv_loop_t* loop_;
-  std::unique_ptr<TransportFactory> wake_transport_;  // until the subscriber is made
+  TransportMaker transport_;
+  MasterWatcher* watcher_;
   bool closing_ = false;
   bool conn_closed_ = false;
   bool sub_closed_ = false;
@@ -245,6 +263,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   NodeAddress address_;
   std::string name_;
   const Options& options_;
+  ReplicaPolicy replicas_;
   std::shared_ptr<const Request> auth_, select_;
   std::string appendonly_, appendfsync_;  // CONFIG GET at the last connect; empty if unknown
   detail::RestartGuard guard_;
@@ -254,11 +273,13 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
 
 }  // namespace
 
-std::unique_ptr<TransportFactory> transport_for(const NodeAddress& a, const Options& o,
-                                                TlsContexts& contexts, std::string& error) {
+TransportMaker transport_for(const NodeAddress& a, const Options& o, TlsContexts& contexts,
+                             std::string& error) {
   const bool unix_socket = a.transport == NodeAddress::Transport::unix_socket;
   // Redis serves TLS on TCP ports only: a unix socket stays plain (it is local) with --tls too.
-  if (unix_socket || !(a.tls || o.tls.enabled)) return plain_transport(unix_socket);
+  if (unix_socket || !(a.tls || o.tls.enabled)) {
+    return [unix_socket](const std::string&) { return plain_transport(unix_socket); };
+  }
   const auto& over = a.tls_override;
   TlsSettings s;
   if (!over.ca_file.empty()) {
@@ -276,18 +297,26 @@ std::unique_ptr<TransportFactory> transport_for(const NodeAddress& a, const Opti
   }
   s.verify = !(over.insecure || o.tls.insecure_skip_verify);
   auto context = contexts.get(s, error);
-  if (!context) return nullptr;
-  const std::string& name = !over.server_name.empty() ? over.server_name : o.tls.server_name;
-  return tls_transport(std::move(context), a.host, name);
+  if (!context) return {};
+  const std::string name = !over.server_name.empty() ? over.server_name : o.tls.server_name;
+  return [context, name](const std::string& host) { return tls_transport(context, host, name); };
+}
+
+std::unique_ptr<Node> make_standalone_node(uv_loop_t* loop, NodeHost& host, int index,
+                                           TransportMaker transport, const NodeAddress& address,
+                                           const Options& options, NodeMetrics* metrics,
+                                           MasterWatcher* watcher) {
+  return std::make_unique<StandaloneNode>(loop, host, index, std::move(transport), address, options,
+                                          metrics, watcher);
 }
 
 std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
-                                std::unique_ptr<TransportFactory> transport,
-                                std::unique_ptr<TransportFactory> wake_transport,
-                                const NodeAddress& address, const Options& options,
-                                NodeMetrics* metrics) {
-  return std::make_unique<StandaloneNode>(loop, host, index, std::move(transport),
-                                          std::move(wake_transport), address, options, metrics);
+                                TransportMaker transport, const NodeAddress& address,
+                                const Options& options, NodeMetrics* metrics) {
+  if (address.kind == NodeAddress::Kind::sentinel) {
+    return make_sentinel_node(loop, host, index, std::move(transport), address, options, metrics);
+  }
+  return make_standalone_node(loop, host, index, std::move(transport), address, options, metrics);
 }
 
 }  // namespace redlock::net

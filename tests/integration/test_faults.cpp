@@ -264,8 +264,15 @@ TEST_CASE("a loop held up past node_timeout: answers already received still coun
     Engine engine(&loop, o);
     std::optional<AcquireResult> warm, held_up;
     engine.acquire({"warm"}, ttl_opts(5s), [&](AcquireResult r) { warm = std::move(r); });
-    while (!warm) uv_run(&loop, UV_RUN_ONCE);  // connections established
+    while (!warm) uv_run(&loop, UV_RUN_ONCE);
     REQUIRE_MESSAGE(*warm, warm->message);
+    // `warm` was decided at quorum: a node may still be in its handshake, and then its SET would
+    // wait behind it and never leave while the loop is held up below. `status` waits for every
+    // node; with every row up, every connection is ready.
+    std::optional<StatusResult> st;
+    engine.status("warm", [&](StatusResult r) { st = std::move(r); });
+    while (!st) uv_run(&loop, UV_RUN_ONCE);
+    for (const auto& n : st->nodes) REQUIRE_MESSAGE(n.up, n.node << ": " << n.detail);
 
     for (int round = 0; round < 5; ++round) {
       held_up.reset();

@@ -190,6 +190,57 @@ TEST_CASE("address: malformed ones are refused with the bad value named") {
   CHECK(err.find("\\x01") != std::string::npos);
 }
 
+TEST_CASE("address: a Sentinel-managed master") {
+  auto a = ok("redis+sentinel://s1.local/mymaster");
+  CHECK(a.kind == NodeAddress::Kind::sentinel);
+  CHECK(a.host == "s1.local");
+  CHECK(a.port == 26379);  // Sentinel's port by default
+  CHECK(a.master_name == "mymaster");
+  CHECK(a.more_sentinels.empty());
+  CHECK_FALSE(a.tls);
+  auto b =
+      ok("redis+sentinel://alice:pw@10.0.0.1:5000/orders-1?sentinel=10.0.0.2:5001&"
+         "sentinel=10.0.0.3&db=2");
+  CHECK(b.user == "alice");
+  CHECK(b.password == "pw");
+  CHECK(b.port == 5000);
+  CHECK(b.master_name == "orders-1");
+  REQUIRE(b.more_sentinels.size() == 2);
+  CHECK(b.more_sentinels[0] == NodeAddress::Host{"10.0.0.2", 5001});
+  CHECK(b.more_sentinels[1] == NodeAddress::Host{"10.0.0.3", 26379});
+  CHECK(b.db == 2);
+  CHECK(b.to_string() ==
+        "redis+sentinel://10.0.0.1:5000/orders-1?sentinel=10.0.0.2:5001&sentinel=10.0.0.3:26379&"
+        "db=2");  // no password
+  CHECK(ok(b.to_string()).more_sentinels == b.more_sentinels);
+  CHECK(ok("redis-sentinel://h/m").kind == NodeAddress::Kind::sentinel);  // Lettuce's form
+  auto t = ok("rediss+sentinel://h:7/m?sni=redis.local");
+  CHECK(t.tls);
+  CHECK(t.tls_override.server_name == "redis.local");
+  CHECK(t.to_string().starts_with("rediss+sentinel://h:7/m"));
+  CHECK(bad("redis+sentinel://h:1").find("master's name") != std::string::npos);
+  CHECK(bad("redis+sentinel://h:1/").find("master's name") != std::string::npos);
+  CHECK(bad("redis+sentinel://h:1/a b").find("control") != std::string::npos);
+  CHECK(bad("redis+sentinel://h:1/a*b").find("bad master name") != std::string::npos);
+  CHECK(bad("redis+sentinel://h:1/m?sentinel=h:0").find("'h:0'") != std::string::npos);
+  CHECK(bad("redis+sentinel://h:1/m?sni=x").find("TLS setting") != std::string::npos);
+  CHECK(bad("redis+sentinel://h:1/m?color=red").find("'color'") != std::string::npos);
+  CHECK(bad("redis://h:1/m?sentinel=h:2").find("'sentinel'") != std::string::npos);
+  const std::string err = bad("redis+sentinel://u:s3cret@h:1/a*b");
+  CHECK(err.find("s3cret") == std::string::npos);
+}
+
+TEST_CASE("node list: Sentinel votes mix with others; one master named twice is refused") {
+  std::string err;
+  auto l = parse_node_list("redis+sentinel://s:1/m1,redis+sentinel://s:1/m2,h:7001", err);
+  REQUIRE_MESSAGE(l, err);
+  CHECK(l->size() == 3);
+  CHECK_FALSE(parse_node_list("redis+sentinel://s:1/m1,redis+sentinel://s:1/m1?db=3", err));
+  CHECK(err.find("twice") != std::string::npos);
+  // The sentinel's own host:port is not a data node: a standalone vote there is another vote.
+  CHECK(parse_node_list("redis+sentinel://s:1/m1,s:1", err));
+}
+
 TEST_CASE("node list: commas, empties and duplicates") {
   std::string err;
   auto l = parse_node_list("a:1,b:2,redis://c:3", err);

@@ -69,25 +69,84 @@ TEST_CASE(
   const auto t0 = BootClock::now();
   RestartGuard::Policy p{10s, 0ms, false};
   CHECK_FALSE(g.observe({"one", 1000}, t0, p));  // first sight: nothing to compare with
-  CHECK_FALSE(g.exclusion(t0, false));
+  CHECK_FALSE(g.exclusion(t0, false, 0ms));
   auto warn = g.observe({"two", 3}, t0 + 1s, p);  // restarted 3 s ago
   REQUIRE(warn);
-  auto why = g.exclusion(t0 + 2s, false);
+  auto why = g.exclusion(t0 + 2s, false, 0ms);
   REQUIRE(why);
   CHECK(why->find("run_id changed") != std::string::npos);
-  CHECK_FALSE(g.exclusion(t0 + 2s, true));     // durable nodes: off
-  CHECK(g.exclusion(t0 + 7s + 900ms, false));  // came up at t0-2s: excluded until t0+8s
-  CHECK_FALSE(g.exclusion(t0 + 8s, false));
+  CHECK_FALSE(g.exclusion(t0 + 2s, true, 0ms));     // durable nodes: off
+  CHECK(g.exclusion(t0 + 7s + 900ms, false, 0ms));  // came up at t0-2s: excluded until t0+8s
+  CHECK_FALSE(g.exclusion(t0 + 8s, false, 0ms));
+}
+
+TEST_CASE(
+    "RestartGuard: a promotion excludes the server for the quarantine in force, durable "
+    "or not") {
+  RestartGuard g;
+  const auto t0 = BootClock::now();
+  g.observe({"r", 100000}, t0, RestartGuard::Policy{10s, 0ms, false});
+  g.promoted(t0 - 1s, "promoted by a failover");
+  auto why = g.exclusion(t0, true, 3s);  // durable nodes do not lift it
+  REQUIRE(why);
+  CHECK(why->find("promoted by a failover") != std::string::npos);
+  CHECK(why->find("2000 ms left") != std::string::npos);
+  CHECK(g.exclusion(t0 + 1s + 999ms, false, 3s));
+  CHECK_FALSE(g.exclusion(t0 + 2s, false, 3s));
+  CHECK(g.exclusion(t0 + 2s, false, 10s));  // the quarantine grew (a longer ttl came in use)
+  g.promoted(t0 - 5s, "an older one");      // the latest promotion counts
+  CHECK(g.exclusion(t0 + 1s, false, 3s)->find("promoted by a failover") != std::string::npos);
+}
+
+TEST_CASE("INFO replication: promoted from replica or not; SENTINEL MASTER's fields") {
+  CHECK(parse_promoted(
+            "role:master\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n") == false);
+  CHECK(parse_promoted("# Replication\r\nrole:master\r\nconnected_slaves:1\r\n"
+                       "master_replid2:03b4b72aad2e4fe6bbe7af33a5c2f957c222202e\r\n") == true);
+  CHECK_FALSE(parse_promoted("role:slave\r\nmaster_replid2:0000\r\n").has_value());
+  CHECK_FALSE(parse_promoted("role:master\r\n").has_value());  // cannot tell: not trusted
+
+  auto pairs = [](std::vector<std::string> kv) {
+    Reply r;
+    r.type = Reply::Type::array;
+    for (auto& s : kv) {
+      Reply e;
+      e.type = Reply::Type::string;
+      e.str = std::move(s);
+      r.elements.push_back(std::move(e));
+    }
+    return r;
+  };
+  std::string err;
+  auto m = parse_sentinel_master(
+      pairs({"name", "m", "ip", "10.0.0.5", "port", "6380", "runid", "", "flags", "master",
+             "role-reported-time", "3359", "config-epoch", "4"}),
+      err);
+  REQUIRE_MESSAGE(m, err);
+  CHECK(m->ip == "10.0.0.5");
+  CHECK(m->port == 6380);
+  CHECK(m->flags == "master");
+  CHECK(m->role_reported_ms == 3359);
+  CHECK(m->config_epoch == 4);
+  CHECK_FALSE(
+      parse_sentinel_master(pairs({"ip", "h", "port", "70000", "role-reported-time", "1"}), err));
+  CHECK_FALSE(parse_sentinel_master(pairs({"ip", "h", "port", "1"}), err));  // no role time
+  CHECK_FALSE(parse_sentinel_master(pairs({"ip", "h", "port"}), err));       // odd
+  Reply e;
+  e.type = Reply::Type::error;
+  e.str = "ERR No such master with that name";
+  CHECK_FALSE(parse_sentinel_master(e, err));
+  CHECK(err.find("(error) ERR No such master") != std::string::npos);
 }
 
 TEST_CASE("RestartGuard: min_uptime refuses a young server; durable turns the guard off") {
   RestartGuard g;
   const auto t0 = BootClock::now();
   g.observe({"x", 5}, t0, RestartGuard::Policy{0ms, 60s, false});
-  auto why = g.exclusion(t0, false);
+  auto why = g.exclusion(t0, false, 0ms);
   REQUIRE(why);
   CHECK(why->find("uptime 5 s") != std::string::npos);
   RestartGuard d;
   d.observe({"x", 5}, t0, RestartGuard::Policy{0ms, 60s, true});
-  CHECK_FALSE(d.exclusion(t0, false));
+  CHECK_FALSE(d.exclusion(t0, false, 0ms));
 }

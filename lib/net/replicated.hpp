@@ -1,0 +1,25 @@
+#pragma once
+// Replicated votes (Options::min_replicas): a write that gives a vote goes out followed, on the
+// same connection, by `WAIT <replicas> <timeout>`. Its caller hears one result, once WAIT has
+// answered: the write's own reply, or, when the write may have granted (an `OK`, a positive
+// integer) but fewer replicas acknowledged it, an error reply that says so, which every lock kind
+// counts as no vote. A refusal passes through unchanged: WAIT only matters for a yes.
+
+#include <memory>
+
+#include "net/connection.hpp"
+
+namespace redlock::net {
+
+struct ReplicaPolicy {
+  int replicas = 0;  // 0: off
+  Millis timeout{1};
+};
+
+// As Connection::send (the same callback contract towards `sink`), with the WAIT added when
+// `policy.replicas` > 0.
+bool send_replicated(Connection& c, const std::shared_ptr<const Request>& req, Millis timeout,
+                     Sink& sink, std::uint32_t tag, BootClock::time_point sent,
+                     const ReplicaPolicy& policy);
+
+}  // namespace redlock::net
