@@ -149,7 +149,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     std::string address;  // "ip:port" as Sentinel named it
     BootClock::time_point resolved_at;
     long long role_reported_ms = 0;  // what Sentinel said when this master was named
-    bool switched = false;  // this node saw the switch to it: promoted then (or later)
+    bool switched = false;           // this node saw the switch to it: promoted then (or later)
     bool retired = false;
     bool closed = false;
     bool replication_read = false;
@@ -215,9 +215,10 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
       w.sink->on_done();
     }
     if (waiting_.empty()) return;
-    next_expiry_ = std::min_element(waiting_.begin(), waiting_.end(), [](const auto& a, const auto& b) {
-                     return a.deadline < b.deadline;
-                   })->deadline;
+    next_expiry_ =
+        std::min_element(waiting_.begin(), waiting_.end(), [](const auto& a, const auto& b) {
+          return a.deadline < b.deadline;
+        })->deadline;
     waiting_timer_.start(static_cast<std::uint64_t>(
         std::max<long long>(1, std::chrono::ceil<Millis>(next_expiry_ - now).count())));
   }
@@ -308,14 +309,13 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
       switches_this_interval_ = 0;
       poll_.start(static_cast<std::uint64_t>(poll_interval.count()));
       if (question_ != nullptr && !question_->ready() && !asked_) {
-        next_sentinel(question_->last_error().empty() ? "not connected"
-                                                      : question_->last_error());
+        next_sentinel(question_->last_error().empty() ? "not connected" : question_->last_error());
         return;
       }
     }
     if (question_ == nullptr || asked_ || !question_->ready()) return;
-    asked_ = question_->send(ask_master_, options_.connect_timeout, *this, tag_master,
-                             BootClock::now());
+    asked_ =
+        question_->send(ask_master_, options_.connect_timeout, *this, tag_master, BootClock::now());
   }
 
   // Connection::Listener (the sentinel connections)
@@ -389,9 +389,10 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
       return;
     }
     if (cur != nullptr) {
-      host_.log(LogLevel::warning, name_ + ": Sentinel failover: master is now " + addr +
-                                       " (was " + old + "); its votes wait out the restart "
-                                                        "quarantine");
+      host_.log(LogLevel::warning, name_ + ": Sentinel failover: master is now " + addr + " (was " +
+                                       old +
+                                       "); its votes wait out the restart "
+                                       "quarantine");
       retire(*cur);
     } else {
       host_.log(LogLevel::debug, name_ + ": master is " + addr);
@@ -407,8 +408,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     a.port = static_cast<std::uint16_t>(m.port);
     a.more_sentinels.clear();
     a.master_name.clear();
-    next->node = make_standalone_node(loop_, *next, index_, transport_, a, options_, metrics_,
-                                      next.get());
+    next->node =
+        make_standalone_node(loop_, *next, index_, transport_, a, options_, metrics_, next.get());
     masters_.push_back(std::move(next));
     Master& nm = *masters_.back();
     if (nm.switched) promoted(nm, "Sentinel failover to " + addr + " (was " + old + ")");
@@ -422,8 +423,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     m.replication_read = true;
     m.not_master = !promoted_since_start.has_value();
     if (m.not_master) {
-      host_.log(LogLevel::warning, name_ + ": " + m.address +
-                                       ", named master by Sentinel, does not say role:master");
+      host_.log(LogLevel::warning,
+                name_ + ": " + m.address + ", named master by Sentinel, does not say role:master");
       return;  // asked again with the next answer from Sentinel (check_role())
     }
     if (*promoted_since_start && !m.switched) {
@@ -477,19 +478,19 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   NodeMetrics* metrics_;
   std::shared_ptr<const Request> ask_master_, subscribe_;
   std::vector<NodeAddress::Host> sentinels_;
-  std::size_t sentinel_ = 0;             // the one in use (modulo the count)
-  Connection* question_ = nullptr;       // its question connection
-  bool asked_ = false;                   // a SENTINEL MASTER is out
+  std::size_t sentinel_ = 0;        // the one in use (modulo the count)
+  Connection* question_ = nullptr;  // its question connection
+  bool asked_ = false;              // a SENTINEL MASTER is out
   std::size_t switches_this_interval_ = 0;
-  long long config_epoch_ = -1;          // as last answered; -1: never
+  long long config_epoch_ = -1;  // as last answered; -1: never
   std::string resolve_error_;
-  detail::RestartGuard guard_;           // promotions only
+  detail::RestartGuard guard_;  // promotions only
   std::map<std::string, int> subscriptions_;
   bool closing_ = false;
   bool finished_ = false;
-  std::vector<SentinelLink> sentinel_links_;        // closed ones stay until the node goes
-  std::vector<std::unique_ptr<Master>> masters_;    // the current one last
-  std::vector<Waiting> waiting_;  // commands sent before the first master was known
+  std::vector<SentinelLink> sentinel_links_;      // closed ones stay until the node goes
+  std::vector<std::unique_ptr<Master>> masters_;  // the current one last
+  std::vector<Waiting> waiting_;                  // commands sent before the first master was known
   BootClock::time_point next_expiry_{};
   Timer poll_;
   Timer waiting_timer_;

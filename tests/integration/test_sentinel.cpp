@@ -41,16 +41,15 @@ Options sentinel_options(const std::string& csv) {
 
 bool all_up(Client& client, const std::string& resource) {
   auto st = client.status(resource);
-  return std::all_of(st.nodes.begin(), st.nodes.end(),
-                     [](const NodeKeyState& n) { return n.up; });
+  return std::all_of(st.nodes.begin(), st.nodes.end(), [](const NodeKeyState& n) { return n.up; });
 }
 
 }  // namespace
 
 TEST_CASE("Sentinel votes: acquire, extend and release through three Sentinel-managed masters") {
   SentinelFixture f(config({"m1", "m2", "m3"}));
-  const std::string csv = sentinel_address(f, "m1") + "," + sentinel_address(f, "m2") + "," +
-                          sentinel_address(f, "m3");
+  const std::string csv =
+      sentinel_address(f, "m1") + "," + sentinel_address(f, "m2") + "," + sentinel_address(f, "m3");
   Client client(sentinel_options(csv));
   auto r = client.try_acquire({"sentinel-res"}, ttl_opts(10s));
   REQUIRE_MESSAGE(r, r.message);
@@ -61,8 +60,9 @@ TEST_CASE("Sentinel votes: acquire, extend and release through three Sentinel-ma
   }
   // The key is on each master Sentinel names, with the token as its value.
   for (const auto* name : {"m1", "m2", "m3"}) {
-    CHECK(eventually(
-        [&] { return f.current_master(name).command({"GET", "sentinel-res"}).str == r.lock.token(); }));
+    CHECK(eventually([&] {
+      return f.current_master(name).command({"GET", "sentinel-res"}).str == r.lock.token();
+    }));
   }
   auto e = client.try_extend(r.lock, 20s);
   REQUIRE_MESSAGE(e, e.message);
@@ -73,7 +73,8 @@ TEST_CASE("Sentinel votes: acquire, extend and release through three Sentinel-ma
   }
 }
 
-TEST_CASE("Sentinel votes: a bad master name or unreachable sentinels are no vote, with the reason") {
+TEST_CASE(
+    "Sentinel votes: a bad master name or unreachable sentinels are no vote, with the reason") {
   SentinelFixture f(config({"m1"}, 0));
   RedisCluster plain(2);
   const auto sentinels = f.sentinel_addresses();
@@ -95,8 +96,9 @@ TEST_CASE("Sentinel votes: a bad master name or unreachable sentinels are no vot
   CHECK_MESSAGE(st2.nodes[0].detail.find("127.0.0.1:1") != std::string::npos, st2.nodes[0].detail);
 }
 
-TEST_CASE("Sentinel failover while a lock is held: the promoted replica's vote waits out the "
-          "quarantine, for a long-lived client and for a fresh one") {
+TEST_CASE(
+    "Sentinel failover while a lock is held: the promoted replica's vote waits out the "
+    "quarantine, for a long-lived client and for a fresh one") {
   // Votes: m1 (a Sentinel-managed master with one replica) and two standalone servers. A takes
   // the lock while standalone s3 is down, so A holds it on m1 and s2 only (a quorum). Then s3 comes
   // back empty (it never had the key) and m1 fails over to a replica that never got the key (the
@@ -162,10 +164,11 @@ TEST_CASE("Sentinel failover while a lock is held: the promoted replica's vote w
   CHECK(a.try_release(held.lock));
 }
 
-TEST_CASE("replicated votes: a vote counts once a replica has the key, so the promoted one has it") {
+TEST_CASE(
+    "replicated votes: a vote counts once a replica has the key, so the promoted one has it") {
   SentinelFixture f(config({"m1", "m2", "m3"}));
-  const std::string csv = sentinel_address(f, "m1") + "," + sentinel_address(f, "m2") + "," +
-                          sentinel_address(f, "m3");
+  const std::string csv =
+      sentinel_address(f, "m1") + "," + sentinel_address(f, "m2") + "," + sentinel_address(f, "m3");
   auto opts = sentinel_options(csv);
   opts.min_replicas = 1;
   opts.replica_timeout = 100ms;
