@@ -17,6 +17,14 @@ class ReplicatedWrite final : public Sink {
       : outer_(outer), tag_(tag), policy_(p) {}
 
   void on_result(int node, std::uint32_t which, const Result& r) override {
+    if (delivered_) return;
+    // A write that cannot have granted is told at once: WAIT changes nothing for it (and on a
+    // node without enough replicas it would only wait out its timeout).
+    if (which == 0 && !(r.kind == Result::Kind::reply && may_grant(*r.reply))) {
+      delivered_ = true;
+      outer_.on_result(node, tag_, r);
+      return;
+    }
     Stored& s = which == 0 ? write_ : wait_;
     s.kind = r.kind;
     s.error = std::string(r.error);
@@ -55,18 +63,12 @@ class ReplicatedWrite final : public Sink {
   }
 
   void deliver(int node) {
+    delivered_ = true;
     Result out;
     // The vote's answer is complete when the later of the two is.
     const Stored& last = wait_.at > write_.at ? wait_ : write_;
     out.latency = last.latency;
     out.at = last.at;
-    if (write_.kind != Result::Kind::reply || !may_grant(*write_.reply)) {
-      out.kind = write_.kind;  // a refusal, an error, a timeout: WAIT changes nothing
-      out.reply = write_.reply ? &*write_.reply : nullptr;
-      out.error = write_.error;
-      outer_.on_result(node, tag_, out);
-      return;
-    }
     if (wait_.kind != Result::Kind::reply) {
       out.kind = wait_.kind;  // the acknowledgement did not come: no vote
       out.error = wait_.error;
@@ -96,6 +98,7 @@ class ReplicatedWrite final : public Sink {
   std::uint32_t tag_;
   ReplicaPolicy policy_;
   Stored write_, wait_;
+  bool delivered_ = false;
   int done_ = 0;
 };
 

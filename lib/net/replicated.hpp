@@ -1,9 +1,10 @@
 #pragma once
 // Replicated votes (Options::min_replicas): a write that gives a vote goes out followed, on the
-// same connection, by `WAIT <replicas> <timeout>`. Its caller hears one result, once WAIT has
-// answered: the write's own reply, or, when the write may have granted (an `OK`, a positive
-// integer) but fewer replicas acknowledged it, an error reply that says so, which every lock kind
-// counts as no vote. A refusal passes through unchanged: WAIT only matters for a yes.
+// same connection, by `WAIT <replicas> <timeout>`. Its caller hears one result. A write that may
+// have granted (an `OK`, a positive integer) is answered once WAIT has: with its own reply, or,
+// when fewer replicas acknowledged it, an error reply that says so, which every lock kind counts
+// as no vote. Anything else (a refusal, an error, a timeout) is passed on at once, unchanged:
+// WAIT only matters for a yes.
 
 #include <memory>
 

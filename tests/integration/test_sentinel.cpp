@@ -8,6 +8,7 @@
 
 #include "common.hpp"
 #include "sentinel_fixture.hpp"
+#include "tls_fixture.hpp"
 
 using namespace itest;
 using namespace redlock;
@@ -212,6 +213,7 @@ TEST_CASE(
 TEST_CASE("replicated votes on standalone masters without replicas: no vote, with the reason") {
   RedisCluster c(3);
   auto opts = options_for(c);
+  opts.node_timeout = 200ms;  // a loaded machine; the WAITs below time out after 20 ms
   opts.min_replicas = 1;
   opts.replica_timeout = 20ms;
   Client client(opts);
@@ -234,4 +236,34 @@ TEST_CASE("replicated votes on standalone masters without replicas: no vote, wit
   auto other = client.try_acquire({"no-replicas"}, ttl_opts(5s));
   CHECK(other.error == Errc::contended);
   CHECK(plain.try_release(held.lock));
+}
+
+TEST_CASE("rediss+sentinel://: TLS to the sentinels and to the master they name") {
+  redlock::test::TlsFixture certs;
+  auto sc = config({"m1"});
+  auto tls = certs.server_options("no");
+  tls.tls_only = true;     // no plaintext port anywhere
+  tls.replication = true;  // replicas and sentinels reach the master over TLS
+  sc.server.tls = tls;
+  SentinelFixture f(sc);
+  RedisCluster plain(2);
+  const std::string csv =
+      "rediss+sentinel://" + f.sentinel_addresses().at(0) + "/m1," + plain.nodes_csv();
+  auto opts = sentinel_options(csv);
+  opts.tls.ca_file = certs.ca_cert();
+  Client client(opts);
+  auto r = client.try_acquire({"tls-sentinel"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  auto st = client.status("tls-sentinel");
+  REQUIRE(st.nodes.size() == 3);
+  CHECK_MESSAGE(st.nodes[0].up, st.nodes[0].detail);
+  CHECK(st.nodes[0].value == r.lock.token());
+  CHECK(f.current_master("m1").command({"GET", "tls-sentinel"}).str == r.lock.token());
+  CHECK(client.try_release(r.lock));
+
+  // The same sentinel over plaintext: no vote (the port speaks TLS only).
+  Client wrong(sentinel_options("redis+sentinel://" + f.sentinel_addresses().at(0) + "/m1," +
+                                plain.nodes_csv()));
+  auto st2 = wrong.status("tls-sentinel");
+  CHECK_FALSE(st2.nodes[0].up);
 }

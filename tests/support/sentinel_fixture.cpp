@@ -135,6 +135,9 @@ SentinelFixture::SentinelFixture(SentinelConfig cfg)
       sc.config_file = path;
       sc.extra_args = {"--sentinel"};
       sc.startup_timeout = cfg_.server.startup_timeout;
+      if (cfg_.server.tls && cfg_.server.tls->tls_only && cfg_.server.tls->replication) {
+        sc.tls = cfg_.server.tls;  // TLS-only, and tls-replication for its outgoing links
+      }
       for (int attempt = 1;; ++attempt) {
         try {
           sentinels_.push_back(std::make_unique<RedisServer>(sc));

@@ -12,7 +12,9 @@
 // its replicas. After a failover, ask current_master(name). Each data node has a config file of
 // its own in dir() (empty at first), which Sentinel's CONFIG REWRITE updates: a node restarted
 // with node(...).start() comes back with the role Sentinel last gave it, like a real deployment;
-// restart_node() decides explicitly. Sentinels talk plaintext to the data nodes.
+// restart_node() decides explicitly. Sentinels talk plaintext to the data nodes, unless
+// `server.tls` is TLS-only with replication over TLS: then the sentinels too listen on TLS only
+// and reach the data nodes and each other over TLS (tls-replication), as in a TLS deployment.
 //
 // Threading and PR_SET_PDEATHSIG: as for RedisServer (construct on a thread that outlives it).
 #pragma once
