@@ -98,6 +98,10 @@ void AcquireOp::start_round(Phase phase, Round& round, detail::Command cmd) {
 }
 
 void AcquireOp::start_attempt() {
+  if (kind_.queued() && refreshed_ && BootClock::now() >= *refreshed_ + opts_.heartbeat_ttl) {
+    rejoin_queue();
+    return;
+  }
   ++attempts_made_;
   // Fresh for every attempt, never reused; a multi-resource lock's says how many it has.
   token_ = detail::token_for(detail::make_token(), keys_.size());
@@ -105,6 +109,20 @@ void AcquireOp::start_attempt() {
   detail::AttemptArgs args{
       keys_, token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl()};
   start_round(Phase::attempt, attempt_, kind_.acquire(args));
+}
+
+// A fair waiter that no quorum has heard from for heartbeat_ttl (its process stalled, or its
+// rounds timed out) may have been dropped from the queues, and waiters behind it served. With its
+// old ticket it would cut in ahead of them; it leaves instead (as a new waiter) and takes a new
+// ticket at the back.
+void AcquireOp::rejoin_queue() {
+  if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
+  e_.log(LogLevel::debug, "fair waiter not refreshed for " +
+                              std::to_string(opts_.heartbeat_ttl.count()) +
+                              " ms: it may have lost its place; joining the queue again");
+  waiter_ = detail::make_token();
+  refreshed_.reset();
+  start_ticket();
 }
 
 void AcquireOp::start_ticket() {
@@ -216,6 +234,8 @@ void AcquireOp::attempt_decided(Decision d) {
   }
   const auto& t = attempt_.tally();
   if (t.refused > 0) saw_contention_ = true;
+  // A queued attempt that a quorum ran refreshed our heartbeat there.
+  if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(n)) refreshed_ = t1_;
   const Errc why = detail::failure_reason(t, Errc::contended);
   fail_attempt(why, why == Errc::contended
                         ? "held by someone else on " + std::to_string(t.refused) + " of " +
@@ -256,6 +276,7 @@ void AcquireOp::ticket_decided(Decision d) {
     fail_ticket("no quorum for a queue ticket");
     return;
   }
+  refreshed_ = sent_;  // the ticket round set our heartbeat on a quorum
   start_writeback(Phase::ticket_writeback, detail::keys::ticket(keys_[0]), ticket_);
 }
 

@@ -49,6 +49,7 @@ class AcquireOp final : public Operation {
  private:
   void start_round(Phase phase, detail::Round& round, detail::Command cmd);
   void start_ticket();
+  void rejoin_queue();
   void start_attempt();
   void start_writeback(Phase phase, std::string counter_key, std::uint64_t value);
   void evaluate();
@@ -104,8 +105,11 @@ class AcquireOp final : public Operation {
   std::string waiter_;        // write and fair: kept across attempts
   std::uint64_t ticket_ = 0;  // fair: max over the quorum
   bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
-  Millis poll_{5};            // fair: backoff between polls
-  AcquireResult result_;      // what deliver() hands over
+  // fair: when the last round that a quorum of nodes ran (and so refreshed our heartbeat on) was
+  // sent; a waiter not refreshed for heartbeat_ttl may have lost its place (rejoin_queue()).
+  std::optional<BootClock::time_point> refreshed_;
+  Millis poll_{5};        // fair: backoff between polls
+  AcquireResult result_;  // what deliver() hands over
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;
 };

@@ -1,4 +1,6 @@
 // Fair (FIFO) locks and read-write locks over the quorum.
+#include <uv.h>
+
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -130,6 +132,63 @@ TEST_CASE(
     CHECK(c[i].pttl(derived_key("mixed", KeyRole::queue)) > 10000);
     CHECK(c[i].pttl(derived_key("mixed", KeyRole::heartbeats)) > 10000);
   }
+}
+
+TEST_CASE(
+    "fair lock: a waiter whose heartbeat lapsed (its process stalled) takes a new ticket "
+    "instead of cutting in with its old one") {
+  RedisCluster c(3);
+  Client holder(options_for(c));
+  auto h = holder.try_acquire({"lapse"}, fair_opts(10s, 1s));
+  REQUIRE_MESSAGE(h, h.message);
+
+  // W1 waits on an engine whose loop this thread runs: when it stops running it, W1 stalls.
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    Engine engine(&loop, options_for(c));
+    auto o1 = fair_opts(10s, 20s);
+    o1.heartbeat_ttl = 300ms;
+    std::optional<AcquireResult> w1;
+    engine.acquire({"lapse"}, o1, [&](AcquireResult r) { w1 = std::move(r); });
+    auto queued = [&] {
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        if (c[i].command({"ZCARD", derived_key("lapse", KeyRole::queue)}).integer != 1)
+          return false;
+      }
+      return true;
+    };
+    const auto until = Clock::now() + 5s;
+    while (!queued() && Clock::now() < until)
+      uv_run(&loop, UV_RUN_NOWAIT), std::this_thread::sleep_for(5ms);
+    REQUIRE(queued());
+    for (int i = 0; i < 10; ++i) uv_run(&loop, UV_RUN_NOWAIT);
+
+    // W1 stalls for well over its heartbeat ttl; W2 queues meanwhile and is served after the
+    // holder.
+    std::this_thread::sleep_for(800ms);
+    auto w2f = std::async(std::launch::async, [&] {
+      Client w2(options_for(c));
+      auto r = w2.try_acquire({"lapse"}, fair_opts(10s, 5s));
+      if (r) (void)w2.try_release(r.lock);
+      return r;
+    });
+    std::this_thread::sleep_for(200ms);
+    CHECK(holder.try_release(h.lock));
+    auto w2 = w2f.get();
+    REQUIRE_MESSAGE(w2, w2.message);
+    REQUIRE(w2.lock.ticket());
+
+    // W1 comes back: its old ticket is below W2's; it must queue again with a new one.
+    while (!w1) uv_run(&loop, UV_RUN_ONCE);
+    REQUIRE_MESSAGE(*w1, w1->message);
+    REQUIRE(w1->lock.ticket());
+    CHECK(*w1->lock.ticket() > *w2.lock.ticket());
+    engine.release(w1->lock, [&](ReleaseResult) { engine.close({}); });
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK(uv_loop_close(&loop) == 0);
 }
 
 TEST_CASE("fair lock: a ticket round without a quorum is retried while the wait allows") {
