@@ -34,6 +34,9 @@ using detail::Command;
 using detail::Reply;
 
 constexpr Millis poll_interval{1000};  // SENTINEL MASTER, between +switch-master messages
+// How long after Sentinel's switch another client of the same sentinels may still use the old
+// master: its question every poll interval, and one more if that one failed.
+constexpr Millis follow_window = 2 * poll_interval;
 
 enum : std::uint32_t { tag_master, tag_subscribe };
 
@@ -441,9 +444,13 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     (void)m.node->send(info, options_.connect_timeout, m, 0, BootClock::now());
   }
 
-  // The promotion was `role_reported_ms` before Sentinel answered, or later.
+  // Sentinel switched to this master `role_reported_ms` before it answered, or later. Until a
+  // client learns of the switch (at once from +switch-master, else at its next question: up to
+  // two poll intervals) it may still take locks on the old master, whose writes are lost when it
+  // is demoted: the quarantine counts from the end of that window, so a lock taken there has
+  // expired before this master's votes count.
   void promoted(Master& m, std::string why) {
-    guard_.promoted(m.resolved_at - Millis{m.role_reported_ms}, std::move(why));
+    guard_.promoted(m.resolved_at - Millis{m.role_reported_ms} + follow_window, std::move(why));
   }
 
   void retire(Master& m) {
