@@ -534,12 +534,25 @@ std::vector<NodeReport> ClusterManager::up() {
     }
   }
   std::vector<std::pair<int, pid_t>> started;
-  for (int i : to_start) {
-    remove_file(node_file(i, ".pid"));  // stale: its process is gone or is not ours
-    pid_t pid = spawn(i, redis_server);
-    started.emplace_back(i, pid);
-    reports.push_back({i, port_of(i), pid, NodeReport::Outcome::started});
+  auto start = [&](bool sentinels) {
+    for (int i : to_start) {
+      if (is_sentinel(i) != sentinels) continue;
+      remove_file(node_file(i, ".pid"));  // stale: its process is gone or is not ours
+      pid_t pid = spawn(i, redis_server);
+      started.emplace_back(i, pid);
+      reports.push_back({i, port_of(i), pid, NodeReport::Outcome::started});
+    }
+  };
+  start(/*sentinels=*/false);
+  if (std::any_of(to_start.begin(), to_start.end(), [&](int i) { return is_sentinel(i); })) {
+    // A sentinel learns the replicas from the master's INFO, which it reads when it connects
+    // and then only every 10 s: the replicas must be attached before the sentinels start.
+    std::vector<std::pair<int, pid_t>> data = running;
+    data.insert(data.end(), started.begin(), started.end());
+    wait_ready(data);
+    wait_replicas_attached(startup_deadline);
   }
+  start(/*sentinels=*/true);
   std::sort(reports.begin(), reports.end(), [](auto& a, auto& b) { return a.index < b.index; });
   running.insert(running.end(), started.begin(), started.end());
   wait_ready(running);

@@ -265,7 +265,10 @@ class ClusterManager {
   [[nodiscard]] std::string data_node_conf(int index) const;
   [[nodiscard]] std::string sentinel_conf(int index);
   [[nodiscard]] std::string sentinel_id(int index);  // from its config, else made up once
-  [[nodiscard]] bool live(int index) const;          // our process runs, not paused (it may answer)
+  // Waits (at most `limit`, then returns anyway) until every running replica says its link to
+  // its master is up.
+  void wait_replicas_attached(std::chrono::milliseconds limit) const;
+  [[nodiscard]] bool live(int index) const;  // our process runs, not paused (it may answer)
 
   ClusterSettings settings_;
   std::map<int, std::string> sentinel_ids_;  // sentinel ids made up in this process

@@ -273,6 +273,25 @@ std::string ClusterManager::sentinel_problem() const {
   return {};
 }
 
+void ClusterManager::wait_replicas_attached(std::chrono::milliseconds limit) const {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto attached = [&] {
+    for (int i = 1; i <= 2 * settings_.count; ++i) {
+      if (!live(i)) continue;
+      auto r = ask(endpoint(i), {"INFO", "replication"});
+      if (!r || r->type != Reply::Type::string) return false;
+      if (info_field(r->str, "role") == "slave" &&
+          info_field(r->str, "master_link_status") != "up") {
+        return false;
+      }
+    }
+    return true;
+  };
+  while (!attached() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
 void ClusterManager::wait_sentinels_agree(std::chrono::milliseconds limit) const {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::string why;
@@ -351,9 +370,12 @@ std::vector<ClusterManager::Failover> ClusterManager::failover(
         bool all = true;
         for (int s = 2 * settings_.count + 1; s <= process_count(); ++s) {
           if (!live(s)) continue;
-          auto r = ask(endpoint(s), {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", master_name(p.f.vote)});
-          all = all && r && r->elements.size() == 2 &&
-                r->elements[1].str == std::to_string(port_of(p.f.new_master));
+          // SENTINEL MASTER, as clients ask it: it names the old master until the switch
+          // (GET-MASTER-ADDR-BY-NAME names the promoted one a little earlier), and the flags say
+          // whether the failover is over.
+          auto r = ask(endpoint(s), {"SENTINEL", "MASTER", master_name(p.f.vote)});
+          all = all && r && field(*r, "port") == std::to_string(port_of(p.f.new_master)) &&
+                field(*r, "flags") == "master";
         }
         p.switched = all;
         // The sentinels may have told the old master something else meanwhile: say it again.
