@@ -69,9 +69,13 @@ class SentinelTopology(unittest.TestCase):
         line = next(l for l in out.splitlines() if l.startswith("export REDLOCK_NODES="))
         return clean_env(REDLOCK_NODES=line.split("=", 1)[1].strip("'"))
 
-    def master_port(self, name, sentinel=None):
-        addr = redis(sentinel or self.sentinels[0], "SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)
-        return int(addr[1])
+    def switched(self, name, port):
+        """Every sentinel's SENTINEL MASTER (what clients ask) names `port`, failover over."""
+        for s in self.sentinels:
+            m = pairs(redis(s, "SENTINEL", "MASTER", name))
+            if m["port"] != str(port) or m["flags"] != "master":
+                return False
+        return True
 
     # -- tests ---------------------------------------------------------------------------------
 
@@ -141,7 +145,7 @@ class SentinelTopology(unittest.TestCase):
         env = self.nodes_env()
         self.ok(self.cluster("kill", "1"))
         # Sentinel's own failover: down after 2 s, then elected and promoted.
-        self.assertTrue(wait_until(lambda: self.master_port("m1") == self.base + COUNT, timeout=30),
+        self.assertTrue(wait_until(lambda: self.switched("m1", self.base + COUNT), timeout=30),
                         self.status())
         # A fresh redlock-cli after the failover: m1's new master was a replica, so its vote waits
         # out the restart quarantine (the library's default, the longest ttl in use but at least
@@ -164,12 +168,31 @@ class SentinelTopology(unittest.TestCase):
             names = [pairs(e)["name"] for e in redis(s, "SENTINEL", "REPLICAS", "m1")]
             self.assertIn("127.0.0.1:%d" % self.base, names)
 
+    def test_tls(self):
+        # --tls: TLS-only data nodes and sentinels (tls-replication between them), the votes are
+        # rediss+sentinel:// addresses verified against the cluster's own CA.
+        r = self.ok(self.cluster("up", "--topology", "sentinel", "--tls", "--count", "1",
+                                 "--base-port", str(self.base)))
+        self.assertEqual(r.stdout.count("started"), 5, r.stdout)
+        env_text = self.ok(self.cluster("env")).stdout
+        nodes = "rediss+sentinel://127.0.0.1:%d/m1?sentinel=127.0.0.1:%d&sentinel=127.0.0.1:%d" % (
+            self.base + 2, self.base + 3, self.base + 4)
+        self.assertIn("export REDLOCK_NODES='%s'" % nodes, env_text)
+        self.assertIn("export REDLOCK_CACERT='%s'" % os.path.join(self.dir, "tls", "ca.crt"), env_text)
+        env = clean_env(REDLOCK_NODES=nodes, REDLOCK_CACERT=os.path.join(self.dir, "tls", "ca.crt"))
+        a = self.run_cli("acquire", "tls-job", env=env)
+        self.assertEqual(a.returncode, 0, a.stdout + a.stderr)
+        st = json.loads(self.ok(self.run_cli("status", "tls-job", "--json", env=env)).stdout)
+        self.assertEqual(st["per_node"][0]["value"], a.stdout.strip())
+        # No plaintext anywhere: the same sentinel without TLS gives no vote.
+        plain = self.run_cli("acquire", "tls-job-2", "--retry-count", "0",
+                             env=clean_env(REDLOCK_NODES=nodes.replace("rediss+", "redis+")))
+        self.assertEqual(plain.returncode, 3, plain.stdout + plain.stderr)
+        for port in self.ports[:5]:
+            self.assertFalse(pings(port, timeout=0.3), port)
+        self.ok(self.run_cli("release", "tls-job", a.stdout.strip(), env=env))
+
     def test_refusals(self):
-        # TLS is not supported with the sentinel topology: a usage error, nothing started.
-        r = self.cluster("up", "--topology", "sentinel", "--tls", "--count", "1", "--base-port", str(self.base))
-        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        self.assertIn("--topology sentinel", r.stderr)
-        self.assertIn("--tls", r.stderr)
         r = self.cluster("up", "--topology", "cluster", "--count", "1", "--base-port", str(self.base))
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("cluster", r.stderr.split("--topology", 1)[1])

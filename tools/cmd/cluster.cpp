@@ -256,11 +256,13 @@ std::vector<Option> settings_flags(ClusterFlags& f) {
        .type_name = "none|aof"},
       {.names = "--topology",
        .target = &f.topology,
-       .help = "standalone (COUNT independent masters) or sentinel (COUNT Sentinel-managed "
-               "masters m1..mCOUNT, one replica each, and 3 sentinels: 2*COUNT+3 processes on "
-               "consecutive ports, nodes 1..COUNT the first masters, then the replicas, then the "
-               "sentinels; the votes are redis+sentinel:// addresses, see `cluster env`; no TLS) "
-               "(default standalone, or what `up` saved)",
+       .help =
+           "standalone (COUNT independent masters) or sentinel (COUNT Sentinel-managed "
+           "masters m1..mCOUNT, one replica each, and 3 sentinels: 2*COUNT+3 processes on "
+           "consecutive ports, nodes 1..COUNT the first masters, then the replicas, then the "
+           "sentinels; the votes are redis+sentinel:// addresses, rediss+sentinel:// with --tls, "
+           "see `cluster env`) "
+           "(default standalone, or what `up` saved)",
        .type_name = "standalone|sentinel"},
   };
 }

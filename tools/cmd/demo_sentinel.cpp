@@ -40,7 +40,8 @@ void Demo::intro_sentinel() {
   line(p_.paint("redlock demo", bold) + ": " + std::to_string(n_) + " Sentinel-managed masters (" +
        votes_text(1, n_) + ", one replica each) and " + std::to_string(nodes::sentinel_count) +
        " sentinels on 127.0.0.1:" + std::to_string(m_.port_of(1)) + "-" +
-       std::to_string(m_.port_of(last)) + " (cluster dir " + m_.settings().dir.string() + ")");
+       std::to_string(m_.port_of(last)) + (m_.settings().tls ? ", TLS only" : "") +
+       " (cluster dir " + m_.settings().dir.string() + ")");
   line("A vote is whichever node Sentinel names as the master now. A lock needs Q = " +
        std::to_string(q_) + " of " + std::to_string(n_) + " votes.");
   line(

@@ -177,11 +177,6 @@ ClusterManager::ClusterManager(ClusterSettings settings, bool create_dir)
                        " would put node " + std::to_string(process_count()) + " on port " +
                        std::to_string(settings_.base_port + process_count() - 1) + ", above 65535");
   }
-  if (settings_.topology == Topology::sentinel && settings_.tls) {
-    fail(K::usage,
-         "--topology sentinel with --tls (or REDLOCK_TLS=1) is not supported yet: the local "
-         "Sentinel topology is plaintext only");
-  }
   if (settings_.dir.empty()) settings_.dir = default_dir();
   std::error_code ec;
   settings_.dir = fs::absolute(settings_.dir, ec);
@@ -270,8 +265,8 @@ std::string ClusterManager::node_list() const {
     for (int v = 1; v <= settings_.count; ++v) {
       if (v > 1) out += ',';
       const auto q = sentinels.find('?');
-      out += "redis+sentinel://" + sentinels.substr(0, q) + "/" + master_name(v) +
-             (q == std::string::npos ? "" : sentinels.substr(q));
+      out += (settings_.tls ? "rediss+sentinel://" : "redis+sentinel://") + sentinels.substr(0, q) +
+             "/" + master_name(v) + (q == std::string::npos ? "" : sentinels.substr(q));
     }
     return out;
   }
@@ -363,6 +358,17 @@ ClusterManager::Proc ClusterManager::inspect(int index) const {
   return p;
 }
 
+std::string ClusterManager::listen_conf(int port) const {
+  if (!settings_.tls) return "port " + std::to_string(port) + "\n";
+  // TLS only (see ClusterSettings::tls). "port 0" comes first: read_node_conf() takes the
+  // tls-port as the node's port then.
+  const fs::path d = settings_.dir / tls_dir;
+  return "port 0\ntls-port " + std::to_string(port) + "\ntls-cert-file " +
+         conf_quote((d / "server.crt").string()) + "\ntls-key-file " +
+         conf_quote((d / "server.key").string()) + "\ntls-ca-cert-file " +
+         conf_quote((d / "ca.crt").string()) + "\ntls-auth-clients optional\n";
+}
+
 bool ClusterManager::live(int index) const {
   const Proc p = inspect(index);
   return p.ours && p.state != 'T';
@@ -380,17 +386,7 @@ pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
 
   std::string text =
       "# written by redlock-cli cluster at every start of node " + std::to_string(index) + "\n";
-  if (settings_.tls) {
-    // TLS only (see ClusterSettings::tls). "port 0" comes first: read_node_conf() takes the
-    // tls-port as the node's port then.
-    const fs::path d = settings_.dir / tls_dir;
-    text += "port 0\ntls-port " + std::to_string(port) + "\ntls-cert-file " +
-            conf_quote((d / "server.crt").string()) + "\ntls-key-file " +
-            conf_quote((d / "server.key").string()) + "\ntls-ca-cert-file " +
-            conf_quote((d / "ca.crt").string()) + "\ntls-auth-clients optional\n";
-  } else {
-    text += "port " + std::to_string(port) + "\n";
-  }
+  text += listen_conf(port);
   text +=
       "bind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
       "dir " +

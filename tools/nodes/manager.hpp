@@ -87,7 +87,9 @@ struct ClusterSettings {
   // optional): one the CA did not sign is refused.
   bool tls = false;
   // With sentinel, `count` is the number of votes (masters); the processes take the ports
-  // base_port .. base_port + 2*count + 2. TLS is refused with it (not supported yet).
+  // base_port .. base_port + 2*count + 2. With TLS the sentinels are TLS-only too, and replicas
+  // and sentinels reach the masters (and each other) over TLS (tls-replication yes); the votes
+  // are rediss+sentinel:// addresses.
   Topology topology = Topology::standalone;
 };
 
@@ -268,6 +270,8 @@ class ClusterManager {
   // Waits (at most `limit`, then returns anyway) until every running replica says its link to
   // its master is up.
   void wait_replicas_attached(std::chrono::milliseconds limit) const;
+  // The listener lines of a redis.conf: `port P`, or with TLS `port 0` + tls-port and the files.
+  [[nodiscard]] std::string listen_conf(int port) const;
   [[nodiscard]] bool live(int index) const;  // our process runs, not paused (it may answer)
 
   ClusterSettings settings_;

@@ -124,6 +124,7 @@ std::optional<int> ClusterManager::replica_of_on_start(int index) const {
 std::string ClusterManager::data_node_conf(int index) const {
   // Full syncs start at once (the default waits 5 s for more replicas to join).
   std::string text = "repl-diskless-sync-delay 0\n";
+  if (settings_.tls) text += "tls-replication yes\n";  // a replica reaches its master over TLS
   if (auto port = replica_of_on_start(index)) {
     text += "replicaof 127.0.0.1 " + std::to_string(*port) + "\n";
   }
@@ -154,10 +155,11 @@ std::string ClusterManager::sentinel_conf(int index) {
   const int first = 2 * settings_.count + 1;
   const int quorum = sentinel_count / 2 + 1;
   std::string text = "# written by redlock-cli cluster for sentinel node " + std::to_string(index) +
-                     "; Sentinel rewrites it with what it learns (kept across its restarts)\n"
-                     "port " +
-                     std::to_string(port_of(index)) +
-                     "\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
+                     "; Sentinel rewrites it with what it learns (kept across its restarts)\n" +
+                     listen_conf(port_of(index)) +
+                     // TLS to the data nodes and the other sentinels too
+                     (settings_.tls ? "tls-replication yes\n" : "") +
+                     "bind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
                      "dir " +
                      conf_quote(data.string()) + "\nlogfile " +
                      conf_quote(node_file(index, ".log").string()) + "\n" + "sentinel myid " +
