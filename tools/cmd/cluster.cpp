@@ -325,7 +325,9 @@ Command cluster_command(const Globals& g) {
     if (spec.takes_node) {
       sub.options.push_back({.names = "I",
                              .target = &flags->node,
-                             .help = "Node number, 1..count",
+                             .help = "Node number, 1..count (with --topology sentinel "
+                                     "1..2*count+3: the first masters, their replicas, then "
+                                     "the sentinels)",
                              .type_name = "N",
                              .required = true});
     }
