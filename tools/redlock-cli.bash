@@ -4,30 +4,30 @@
 # or source it from ~/.bashrc. Needs nothing from the bash-completion package.
 #
 # Completes subcommands, `cluster` subcommands, the flags of each (global flags are accepted after
-# the subcommand too), --persistence values, --dir and --cacertdir directories, the files of
+# the subcommand too), --persistence and --topology values, --dir and --cacertdir directories, the files of
 # --cacert, --cert and --key, and after `run ... --` the command to run. Resources, tokens and durations are the user's to type.
 #
 # Keep in sync with `redlock-cli [COMMAND] --help` (tests/packaging/test_docs.py checks it).
 
 _redlock_cli_global_flags='-h --help --version -n --nodes --json -v --verbose -q --quiet
   --node-timeout --connect-timeout --drift-factor --retry-count --retry-delay --min-uptime
-  --key-prefix --no-wake-ups --tls --cacert --cacertdir --cert --key --sni --insecure'
+  --min-replicas --replica-timeout --key-prefix --no-wake-ups --tls --cacert --cacertdir --cert --key --sni --insecure'
 
 # Flags followed by a value: the word after them is never a subcommand.
 _redlock_cli_takes_value() {
   case $1 in
     -n | --nodes | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
-      --retry-delay | --min-uptime | --key-prefix | --cacert | --cacertdir | --cert | --key | \
+      --retry-delay | --min-uptime | --min-replicas | --replica-timeout | --key-prefix | --cacert | --cacertdir | --cert | --key | \
       --sni | --ttl | --wait | --grace | -E | \
       --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --handoff | --count | --base-port | \
-      --dir | --persistence | --delay)
+      --dir | --persistence | --topology | --delay)
       return 0 ;;
   esac
   return 1
 }
 
 _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
-  local cluster_flags='--count --base-port --dir --persistence'
+  local cluster_flags='--count --base-port --dir --persistence --topology'
   case $1 in
     acquire) echo '--ttl --wait --fair --read --write --fence' ;;
     release) echo '--read' ;;
@@ -37,7 +37,7 @@ _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
     cluster)
       if [[ $2 == start ]]; then echo "$cluster_flags --delay"; else echo "$cluster_flags"; fi ;;
     bench) echo '--seconds --concurrency --ttl --hold --soak --handoff' ;;
-    demo) echo '--count --base-port --dir' ;;
+    demo) echo '--count --base-port --dir --topology' ;;
   esac
 }
 
@@ -97,6 +97,9 @@ _redlock_cli() {
   case $prev in
     --persistence)
       mapfile -t COMPREPLY < <(compgen -W 'none aof' -- "$cur")
+      return 0 ;;
+    --topology)
+      mapfile -t COMPREPLY < <(compgen -W 'standalone sentinel' -- "$cur")
       return 0 ;;
     --dir | --cacertdir)
       mapfile -t COMPREPLY < <(compgen -d -- "$cur")

@@ -41,6 +41,7 @@
 #include "oracle.hpp"
 #include "partition.hpp"
 #include "redis_fixture.hpp"
+#include "sentinel_fixture.hpp"
 #include "tls_fixture.hpp"
 #include "workers.hpp"
 
@@ -57,10 +58,12 @@ struct Mix {
   std::string name;
   bool must_be_zero = true;
   std::vector<Fault> faults;
-  bool aof = false;                 // nodes: appendonly yes + appendfsync always
-  bool durable = false;             // clients: durable_nodes = true
-  long min_node_uptime_ms = 0;      // clients' restart guard
-  long restart_quarantine_ms = -2;  // -1: library default; -2: 2 x ttl
+  bool aof = false;             // nodes: appendonly yes + appendfsync always
+  bool durable = false;         // clients: durable_nodes = true
+  long min_node_uptime_ms = 0;  // clients' restart guard
+  // -1: library default; -2: 2 x ttl; -3: ttl + drift (the library's rule, the longest ttl in use
+  // plus drift, without its 30 s floor)
+  long restart_quarantine_ms = -2;
   Fencing fence = Fencing::mixed;
   // Fair (FIFO) locks for every worker (unfenced: fair locks exclude fencing), wake-ups on. The
   // checker then also wants the holders of a resource in ticket order, which only holds while no
@@ -72,6 +75,12 @@ struct Mix {
   bool in_short = true;  // part of --short (the fair mixes are the chaos-fair test instead)
   bool faketime = false;
   bool partition = false;
+  // The votes are Sentinel-managed masters (SentinelFixture: one replica each, 3 sentinels)
+  // instead of standalone nodes; the sentinel faults delete the lock keys on a promoted replica
+  // this often (percent), as if replication had lost them.
+  bool sentinel = false;
+  int delete_key_percent = 0;
+  long ttl_ms = 0;  // 0: the run's --ttl-ms
   long cs_min_ms = 5, cs_max_ms = 50;
   double short_seconds = 6;
   double weight = 3;  // share of a --minutes run
@@ -184,6 +193,43 @@ std::vector<Mix> all_mixes() {
                .short_seconds = 6,
                .weight = 2,
                .about = "fair locks; SIGSTOP of 1..N-Q+1 nodes for 50 ms .. 2 ttl"});
+  // Sentinel votes (issue 18): failovers, forced and after a kill -9 of a master, with the lock
+  // keys lost on the promoted replica 3 times in 4. The promoted replica's votes wait out the
+  // restart quarantine, the library's rule: ttl + drift (a held key lost at the promotion expires
+  // by then). Clients follow a failover only when Sentinel announces it, about
+  // a second after the promotion, so a lost key matters only to a holder still inside then:
+  // ttl 3 s and critical sections of 0.5-2.5 s (half the forced failovers come right after an
+  // ENTER). Unfenced: a failover may lose fence counters too, which fencing does not promise to
+  // survive (README.md here).
+  m.push_back({.name = "sentinel-failover",
+               .faults = {F::sentinel_failover, F::sentinel_failover, F::sentinel_kill_master},
+               .restart_quarantine_ms = -3,
+               .fence = Fencing::off,
+               .in_short = false,
+               .sentinel = true,
+               .delete_key_percent = 75,
+               .ttl_ms = 3000,
+               .cs_min_ms = 500,
+               .cs_max_ms = 2500,
+               .short_seconds = 10,
+               .weight = 2,
+               .about = "Sentinel votes: SENTINEL FAILOVER of 1..Q votes, kill -9 of a master; "
+                        "keys lost on the promoted replica; ttl 3 s"});
+  m.push_back({.name = "sentinel-failover-unguarded",
+               .must_be_zero = false,
+               .faults = {F::sentinel_failover},
+               .restart_quarantine_ms = 0,
+               .fence = Fencing::off,
+               .in_short = false,
+               .sentinel = true,
+               .delete_key_percent = 100,
+               .ttl_ms = 3000,
+               .cs_min_ms = 500,
+               .cs_max_ms = 2500,
+               .short_seconds = 10,
+               .weight = 1,
+               .about = "the same failovers, keys always lost, restart quarantine 0 (no guard); "
+                        "ttl 3 s"});
   return m;
 }
 
@@ -353,6 +399,11 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
     r.skip_reason = "no partitions: " + *env.no_partition;
     return r;
   }
+  if (mix.sentinel && env.tls != nullptr) {
+    r.skipped = true;
+    r.skip_reason = "the Sentinel mixes run without --tls";
+    return r;
+  }
 
   std::mt19937_64 rng(r.seed);
   char tmpl[] = "/tmp/redlock-chaos-XXXXXX";
@@ -373,11 +424,25 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
   cfg.aof_always = mix.aof;
   cfg.port = pick_base_port(s.nodes, rng);
   {
-    redlock::test::RedisCluster cluster(s.nodes, cfg);
+    // Sentinel mixes: the votes are the fixture's master names, and there are no standalone
+    // nodes (the nemesis' node faults are not part of these mixes).
+    std::unique_ptr<redlock::test::SentinelFixture> sentinels;
+    std::vector<std::string> master_names;
+    if (mix.sentinel) {
+      redlock::test::SentinelConfig sc;
+      for (int i = 1; i <= s.nodes; ++i) master_names.push_back("m" + std::to_string(i));
+      sc.master_names = master_names;
+      sc.replicas = 1;
+      sc.sentinels = 3;
+      sc.server = cfg;
+      sentinels = std::make_unique<redlock::test::SentinelFixture>(sc);
+    }
+    std::unique_ptr<redlock::test::RedisCluster> cluster;
+    if (!mix.sentinel) cluster = std::make_unique<redlock::test::RedisCluster>(s.nodes, cfg);
     // The ports the workers use: the TLS ones with --tls (the fixture keeps its plaintext ports).
     std::vector<std::uint16_t> ports;
-    for (std::size_t i = 0; i < cluster.size(); ++i)
-      ports.push_back(env.tls != nullptr ? cluster[i].tls_port() : cluster[i].port());
+    for (std::size_t i = 0; cluster && i < cluster->size(); ++i)
+      ports.push_back(env.tls != nullptr ? (*cluster)[i].tls_port() : (*cluster)[i].port());
 
     std::unique_ptr<Partitioner> partitioner;
     if (use_partition) {
@@ -412,11 +477,20 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
       std::filesystem::copy_file(env.tls->ca_cert(), ws.tls_ca_file,
                                  std::filesystem::copy_options::overwrite_existing);
       ::chmod(ws.tls_ca_file.c_str(), 0644);
+    } else if (sentinels) {
+      const auto addrs = sentinels->sentinel_addresses();
+      for (std::size_t i = 0; i < master_names.size(); ++i) {
+        ws.nodes_csv +=
+            (i ? "," : "") + std::string("redis+sentinel://") + addrs.at(0) + "/" + master_names[i];
+        for (std::size_t j = 1; j < addrs.size(); ++j)
+          ws.nodes_csv += (j == 1 ? "?sentinel=" : "&sentinel=") + addrs[j];
+      }
     } else {
-      ws.nodes_csv = cluster.nodes_csv();
+      ws.nodes_csv = cluster->nodes_csv();
     }
     for (int i = 0; i < s.resources; ++i) ws.resources.push_back("chaos:r" + std::to_string(i));
-    ws.ttl_ms = s.ttl_ms;
+    const long ttl_ms = mix.ttl_ms > 0 ? mix.ttl_ms : s.ttl_ms;
+    ws.ttl_ms = ttl_ms;
     ws.cs_min_ms = mix.cs_min_ms;
     ws.cs_max_ms = mix.cs_max_ms;
     ws.fence = mix.fence != Fencing::off;
@@ -426,11 +500,12 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
     // ttl drops every waiter when it resumes, and whoever polls it first is then first in line
     // there, whatever its ticket (with a majority paused, that is a quorum: FIFO breaks, as when
     // a waiter is paused). The fair mixes keep the heartbeat above the longest node pause (2 ttl).
-    if (mix.fair) ws.heartbeat_ttl_ms = 2 * s.ttl_ms + 1000;
+    if (mix.fair) ws.heartbeat_ttl_ms = 2 * ttl_ms + 1000;
     ws.durable = mix.durable;
     ws.min_node_uptime_ms = mix.min_node_uptime_ms;
-    ws.restart_quarantine_ms =
-        mix.restart_quarantine_ms == -2 ? 2 * s.ttl_ms : mix.restart_quarantine_ms;
+    ws.restart_quarantine_ms = mix.restart_quarantine_ms == -2   ? 2 * ttl_ms
+                               : mix.restart_quarantine_ms == -3 ? ttl_ms + ttl_ms / 100 + 2
+                                                                 : mix.restart_quarantine_ms;
     if (use_faketime) {
       ws.faketime_lib = env.faketime_lib;
       ws.faketime_file = dir + "/faketime";
@@ -455,11 +530,15 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
 
       NemesisSettings ns;
       ns.faults = faults;
-      ns.ttl_ms = s.ttl_ms;
+      ns.ttl_ms = ttl_ms;
       ns.faketime_file = ws.faketime_file;
       ns.partitioner = partitioner.get();
+      ns.sentinels = sentinels.get();
+      ns.master_names = master_names;
+      ns.lock_keys = ws.resources;
+      ns.delete_key_percent = mix.delete_key_percent;
       ns.verbose = s.verbose;
-      Nemesis nemesis(ns, cluster, pool, oracle, r.seed);
+      Nemesis nemesis(ns, cluster.get(), pool, oracle, r.seed);
       nemesis.run(static_cast<long>(seconds * 1000));
       pool.terminate_all(5000);
 

@@ -16,6 +16,10 @@
 
 #include "redis_fixture.hpp"
 
+namespace redlock::test {
+class SentinelFixture;
+}
+
 namespace chaos {
 
 class Oracle;
@@ -32,6 +36,10 @@ enum class Fault {
   holder_pause,          // SIGSTOP of a worker inside its critical section for longer than the ttl
   restart_empty,         // kill -9 of a majority, restarted at once without data (no restart guard)
   partition,             // nftables drop rules cut some workers off from some nodes
+  // Sentinel votes (NemesisSettings::sentinels): the lock keys may be deleted on the promoted
+  // replica at once (NemesisSettings::delete_key_percent), as if replication had lost them.
+  sentinel_failover,     // SENTINEL FAILOVER of 1..Q votes at once; old masters demoted at once
+  sentinel_kill_master,  // kill -9 of a vote's master, Sentinel's own failover, restarted later
 };
 
 [[nodiscard]] const char* to_string(Fault f);
@@ -43,12 +51,19 @@ struct NemesisSettings {
   long gap_max_ms = 1500;
   std::string faketime_file;           // for clock_jump
   Partitioner* partitioner = nullptr;  // for partition
+  // For the sentinel faults: the votes' master names, the keys to delete on a promoted replica,
+  // and how often (percent of the promotions).
+  redlock::test::SentinelFixture* sentinels = nullptr;
+  std::vector<std::string> master_names;
+  std::vector<std::string> lock_keys;
+  int delete_key_percent = 0;
   bool verbose = false;
 };
 
 class Nemesis {
  public:
-  Nemesis(NemesisSettings s, redlock::test::RedisCluster& cluster, WorkerPool& workers,
+  // `cluster`: the standalone nodes of the node faults; null in the Sentinel mixes.
+  Nemesis(NemesisSettings s, redlock::test::RedisCluster* cluster, WorkerPool& workers,
           Oracle& oracle, std::uint64_t seed);
 
   // Injects faults until `duration_ms` has passed, then heals everything.
@@ -76,13 +91,17 @@ class Nemesis {
   void holder_pause();
   void restart_empty();
   void partition();
+  void sentinel_failover();
+  void sentinel_kill_master();
+  // After a promotion of vote `g`'s node `promoted`: deletes the lock keys there (sometimes).
+  void lose_replication(std::size_t g, std::size_t promoted);
   void write_faketime(const std::string& spec);
 
   int pick_idle_slot();
   void start_node(int i);
 
   NemesisSettings s_;
-  redlock::test::RedisCluster& cluster_;
+  redlock::test::RedisCluster* cluster_;
   WorkerPool& workers_;
   Oracle& oracle_;
   std::mt19937_64 rng_;
@@ -91,6 +110,7 @@ class Nemesis {
   std::vector<bool> node_down_;
   std::vector<bool> node_paused_;
   std::vector<bool> slot_busy_;
+  std::vector<bool> vote_busy_;  // sentinel: a killed master of the vote waits for its restart
   std::map<std::string, long long> counts_;
   std::vector<std::string> log_;
   std::vector<std::string> errors_;

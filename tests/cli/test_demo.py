@@ -135,6 +135,28 @@ class Demo(unittest.TestCase):
         self.assertIn(b"already running", out)
         self.assertEqual(self.cluster_states(), ["up"] * 3)
 
+    def test_sentinel_chapter(self):
+        # --topology sentinel: the chapter where a majority of Sentinel votes fails over while a
+        # lock is held. Its checks fail if the promoted replicas' votes count before the
+        # quarantine ends (B or G would get the lock, or B before A's lock expired), or if
+        # replicated votes do not keep the key across a failover.
+        base = free_base(9)
+        r = subprocess.run([CLI, "demo", "--topology", "sentinel", "--count", "3", "--base-port", str(base),
+                            "--dir", self.dir], capture_output=True, timeout=120, env=clean_env())
+        out = r.stdout.decode()
+        self.assertEqual(r.returncode, 0, out[-4000:] + r.stderr.decode())
+        lines = out.rstrip("\n").splitlines()
+        self.assertIn("3 Sentinel-managed masters (m1..m3, one replica each) and 3 sentinels", lines[0])
+        self.assertRegex(lines[-1], r"^verdict: PASS: all \d+ checks passed")
+        for step in ("2. A lock through Sentinel", "3a. Without the guard", "3b. With the guard",
+                     "4. Replicated votes", "5. Restore", "every promoted replica has R's key"):
+            self.assertIn(step, out)
+        self.assertIn("excluded", out)
+        self.assertIn("promoted", out)
+        # It started the 9 processes, so it stopped them.
+        self.assertEqual(self.cluster_states(), ["down"] * 9)
+        self.assertFalse(any(f.endswith(".pid") for f in os.listdir(self.dir)))
+
     def node_command(self, port, *args):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from redisfix import command

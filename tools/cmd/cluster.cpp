@@ -20,7 +20,7 @@ using namespace redlock::nodes;
 namespace {
 
 struct ClusterFlags {
-  std::string count, base_port, dir, persistence, delay, node;
+  std::string count, base_port, dir, persistence, topology, delay, node;
 };
 
 int int_flag(const char* flag, const std::string& text, int lo, int hi) {
@@ -48,12 +48,22 @@ ClusterSettings resolve(const ClusterFlags& f, bool up, const Globals& g) {
     else
       throw UsageError("--persistence " + f.persistence + ": expected none or aof");
   }
+  std::optional<Topology> topology;
+  if (!f.topology.empty()) {
+    if (f.topology == "standalone")
+      topology = Topology::standalone;
+    else if (f.topology == "sentinel")
+      topology = Topology::sentinel;
+    else
+      throw UsageError("--topology " + f.topology + ": expected standalone or sentinel");
+  }
   fs::path dir = f.dir.empty() ? ClusterManager::default_dir() : fs::path(f.dir);
   ClusterSettings s = ClusterManager::load_saved(dir).value_or(ClusterSettings{});
   s.dir = dir;
   if (count) s.count = *count;
   if (base) s.base_port = *base;
   if (pers) s.persistence = *pers;
+  if (topology) s.topology = *topology;
   if (up) s.tls = tls_wanted(g);
   return s;
 }
@@ -94,7 +104,7 @@ std::string human_uptime(long long s) {
   return buf;
 }
 
-void print_status(const std::vector<NodeStatus>& nodes, bool json) {
+void print_status(const std::vector<NodeStatus>& nodes, bool json, bool roles) {
   auto opt = [](const auto& o, const char* none) {
     return o ? std::to_string(*o) : std::string(none);
   };
@@ -108,17 +118,26 @@ void print_status(const std::vector<NodeStatus>& nodes, bool json) {
                    {"state", to_string(n.state)},
                    {"uptime_s", opt(n.uptime_s)},
                    {"keys", opt(n.keys)},
-                   {"persistence", n.persistence}});  // a fixed label
+                   {"persistence", n.persistence},  // a fixed label
+                   {"role", n.role.empty() ? Json(nullptr) : Json(n.role)},
+                   {"master_name", n.master_name.empty() ? Json(nullptr) : Json(n.master_name)}});
     }
     print_json({{"nodes", std::move(a)}});
     return;
   }
   std::vector<std::vector<std::string>> rows{
       {"NODE", "PORT", "PID", "STATE", "UPTIME", "KEYS", "PERSISTENCE"}};
+  if (roles) rows[0].push_back("ROLE");
   for (const auto& n : nodes) {
     rows.push_back({std::to_string(n.index), std::to_string(n.port), opt(n.pid, "-"),
                     to_string(n.state), n.uptime_s ? human_uptime(*n.uptime_s) : "-",
                     opt(n.keys, "-"), n.persistence});
+    if (roles) {
+      // "master m1", "replica m1", "sentinel"; "- m1" when a data node does not answer.
+      std::string role = n.role.empty() ? "-" : n.role;
+      if (!n.master_name.empty()) role += " " + n.master_name;
+      rows.back().push_back(role);
+    }
   }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (auto& r : rows)
@@ -153,6 +172,17 @@ int run(Verb verb, const std::string& name, const ClusterFlags& flags, const Glo
     switch (verb) {
       case Verb::up:
         for (auto& r : m.up()) say(describe(r));
+        if (m.settings().topology == Topology::sentinel) {
+          // The votes: one address per master name, through the sentinels, for -n or
+          // REDLOCK_NODES (the default node list does not follow a failover).
+          say(std::to_string(m.settings().count) + " Sentinel-managed masters (m1..m" +
+              std::to_string(m.settings().count) + ", one replica each, " +
+              std::to_string(sentinel_count) + " sentinels); the votes, for -n or REDLOCK_NODES " +
+              "(eval \"$(redlock-cli cluster env" +
+              (flags.dir.empty() ? std::string() : " --dir " + shell_quote(flags.dir)) +
+              ")\" sets it):");
+          say(m.node_list());
+        }
         if (m.settings().tls) {
           say("TLS only; CA certificate " + m.ca_file().string() +
               " (eval \"$(redlock-cli cluster env" +
@@ -170,7 +200,7 @@ int run(Verb verb, const std::string& name, const ClusterFlags& flags, const Glo
         break;
       }
       case Verb::status:
-        print_status(m.status(), g.json);
+        print_status(m.status(), g.json, m.settings().topology == Topology::sentinel);
         break;
       case Verb::kill:
         say(describe(m.kill(*index)));
@@ -206,7 +236,8 @@ std::vector<Option> settings_flags(ClusterFlags& f) {
   return {
       {.names = "--count",
        .target = &f.count,
-       .help = "Number of nodes, 1..64 (default 5, or what `up` saved)",
+       .help = "Number of nodes (with --topology sentinel: of masters, the votes), 1..64 "
+               "(default 5, or what `up` saved)",
        .type_name = "N"},
       {.names = "--base-port",
        .target = &f.base_port,
@@ -223,6 +254,16 @@ std::vector<Option> settings_flags(ClusterFlags& f) {
        .help = "none (no RDB, no AOF: a killed node comes back empty) or aof (appendonly yes, "
                "appendfsync always) (default none, or what `up` saved)",
        .type_name = "none|aof"},
+      {.names = "--topology",
+       .target = &f.topology,
+       .help =
+           "standalone (COUNT independent masters) or sentinel (COUNT Sentinel-managed "
+           "masters m1..mCOUNT, one replica each, and 3 sentinels: 2*COUNT+3 processes on "
+           "consecutive ports, nodes 1..COUNT the first masters, then the replicas, then the "
+           "sentinels; the votes are redis+sentinel:// addresses, rediss+sentinel:// with --tls, "
+           "see `cluster env`) "
+           "(default standalone, or what `up` saved)",
+       .type_name = "standalone|sentinel"},
   };
 }
 
@@ -257,13 +298,16 @@ Command cluster_command(const Globals& g) {
   };
   const Spec specs[] = {
       {"up", Verb::up,
-       "Start every node that is not running and wait until all answer PING; with --tls (or "
+       "Start every node that is not running and wait until all answer PING (with --topology "
+       "sentinel also until every sentinel lists every replica); with --tls (or "
        "REDLOCK_TLS=1) TLS only, with a throwaway CA made in the directory",
        false},
       {"down", Verb::down, "Stop the nodes started from this directory (SIGTERM, then SIGKILL)",
        false},
       {"status", Verb::status,
-       "One row per node: port, pid, up/paused/down, uptime, keys, persistence", false},
+       "One row per node: port, pid, up/paused/down, uptime, keys, persistence (and with "
+       "--topology sentinel its role: master/replica of mI, or sentinel)",
+       false},
       {"env", Verb::env,
        "Print the shell commands that point redlock-cli at these nodes: eval \"$(redlock-cli "
        "cluster env)\" (REDLOCK_NODES, and with TLS REDLOCK_CACERT)",
@@ -281,7 +325,9 @@ Command cluster_command(const Globals& g) {
     if (spec.takes_node) {
       sub.options.push_back({.names = "I",
                              .target = &flags->node,
-                             .help = "Node number, 1..count",
+                             .help = "Node number, 1..count (with --topology sentinel "
+                                     "1..2*count+3: the first masters, their replicas, then "
+                                     "the sentinels)",
                              .type_name = "N",
                              .required = true});
     }

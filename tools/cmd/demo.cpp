@@ -93,7 +93,34 @@ Options Demo::options(Millis min_uptime) const {
   o.retry_delay = 50ms;
   o.retry_jitter = 25ms;
   o.min_node_uptime = min_uptime;
+  if (sentinel_) {
+    // A Sentinel vote's first answer waits for the sentinel's and then the master's handshake.
+    o.node_timeout = 200ms;
+    o.connect_timeout = 500ms;
+    o.reconnect_max = 200ms;
+    o.restart_quarantine = sentinel_ttl;  // every client of the chapter uses this one ttl
+  }
   return o;
+}
+
+std::string Demo::shown_address(const std::string& node) const {
+  constexpr std::string_view scheme = "redis+sentinel://";
+  if (!std::string_view(node).starts_with(scheme)) return node;
+  const auto slash = node.find('/', scheme.size());
+  const auto q = node.find('?');
+  if (slash == std::string::npos) return node;
+  return node.substr(slash + 1, q == std::string::npos ? std::string::npos : q - slash - 1) +
+         " via Sentinel";
+}
+
+void Demo::warm_up(Client& c, const std::string& resource) {
+  const auto deadline = SteadyClock::now() + 3s;
+  while (SteadyClock::now() < deadline) {
+    auto st = c.status(resource);
+    if (std::all_of(st.nodes.begin(), st.nodes.end(), [](const NodeKeyState& s) { return s.up; }))
+      return;
+    nap(50ms);
+  }
 }
 
 std::string Demo::token_label(const std::string& token) const {
@@ -110,13 +137,13 @@ int Demo::count_state(const std::vector<NodeOutcome>& nodes, Vote s) {
 
 void Demo::print_outcomes(const std::vector<NodeOutcome>& nodes) {
   std::size_t w = 0;
-  for (const auto& o : nodes) w = std::max(w, o.node.size());
+  for (const auto& o : nodes) w = std::max(w, shown_address(o.node).size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const auto& o = nodes[i];
     std::string lat = o.state == Vote::pending ? "-" : fmt_ms(o.latency);
-    std::string text = "      " + node_name(static_cast<int>(i) + 1) + "  " + pad(o.node, w) +
-                       "  " + p_.paint(pad(to_string(o.state), 13), colour_of(o.state)) + " " +
-                       lpad(lat, 9);
+    std::string text =
+        "      " + vote_name(static_cast<int>(i) + 1) + "  " + pad(shown_address(o.node), w) +
+        "  " + p_.paint(pad(to_string(o.state), 13), colour_of(o.state)) + " " + lpad(lat, 9);
     if (!o.detail.empty()) text += "  " + p_.paint(o.detail, dim);
     line(text);
   }
@@ -179,16 +206,18 @@ StatusResult Demo::settle(const std::string& resource,
 }
 
 void Demo::print_state(const std::string& resource, const StatusResult& st) {
-  say("what each node stores for " + resource + ":");
+  say(std::string(sentinel_ ? "what the master of each vote stores for "
+                            : "what each node stores for ") +
+      resource + ":");
   std::size_t w = 0;
-  for (const auto& s : st.nodes) w = std::max(w, s.node.size());
+  for (const auto& s : st.nodes) w = std::max(w, shown_address(s.node).size());
   for (std::size_t i = 0; i < st.nodes.size(); ++i) {
     const auto& s = st.nodes[i];
     std::string value = !s.up ? "" : s.value ? token_label(*s.value) : "-";
     std::string ttl = s.up && s.pttl ? "ttl " + fmt_s(*s.pttl) : "";
-    line("      " + node_name(static_cast<int>(i) + 1) + "  " + pad(s.node, w) + "  " +
-         p_.paint(pad(s.up ? "up" : "down", 5), s.up ? green : red) + "  " + pad(value, 14) + "  " +
-         ttl);
+    line("      " + vote_name(static_cast<int>(i) + 1) + "  " + pad(shown_address(s.node), w) +
+         "  " + p_.paint(pad(s.up ? "up" : "down", 5), s.up ? green : red) + "  " + pad(value, 14) +
+         "  " + ttl);
   }
 }
 
@@ -385,14 +414,23 @@ int Demo::run() {
   const auto t0 = SteadyClock::now();
   bool was_interrupted = false;
   std::string refused;
-  intro();
+  if (sentinel_)
+    intro_sentinel();
+  else
+    intro();
   try {
     step_nodes();
-    step_lock();
-    step_kills();
-    step_restart_at_once();
-    step_restart_delayed();
-    step_restart_guarded();
+    if (sentinel_) {
+      step_sentinel_lock();
+      step_sentinel_failover();
+      step_sentinel_replicated();
+    } else {
+      step_lock();
+      step_kills();
+      step_restart_at_once();
+      step_restart_delayed();
+      step_restart_guarded();
+    }
   } catch (const Interrupted&) {
     was_interrupted = true;
     line();
@@ -460,7 +498,7 @@ using nodes::ClusterSettings;
 // ---- the `demo` subcommand ---------------------------------------------------------------------
 
 struct DemoFlags {
-  std::string count, base_port, dir;
+  std::string count, base_port, dir, topology;
 };
 
 int int_flag(const char* flag, const std::string& text) {
@@ -485,6 +523,13 @@ int run_demo(const DemoFlags& f, const Globals& g) {
   }
   if (!f.count.empty()) s.count = int_flag("--count", f.count);
   if (!f.base_port.empty()) s.base_port = int_flag("--base-port", f.base_port);
+  if (f.topology == "standalone") {
+    s.topology = nodes::Topology::standalone;
+  } else if (f.topology == "sentinel") {
+    s.topology = nodes::Topology::sentinel;
+  } else if (!f.topology.empty()) {
+    throw UsageError("demo: --topology " + f.topology + ": expected standalone or sentinel");
+  }
   // --tls (or REDLOCK_TLS=1) starts the nodes with TLS; a cluster `up --tls` made stays TLS.
   s.tls = s.tls || tls_wanted(g);
   std::unique_ptr<ClusterManager> m;
@@ -515,6 +560,11 @@ Command demo_command(const Globals& g) {
           "master it would kill holds keys it did not write and would lose them (persistence "
           "not aof).\n"
           "Any -n/--nodes is ignored: the demo only ever acts on the local masters of DIR.\n"
+          "With --topology sentinel (or on a cluster `cluster up --topology sentinel` made) it "
+          "runs the\nSentinel chapter instead (~15 s): a lock through Sentinel-managed masters, a "
+          "failover of a\nmajority whose promoted replicas lost the key (refused until the "
+          "restart quarantine ends),\nthen replicated votes (--min-replicas 1), with which the "
+          "promoted replicas have it.\n"
           "With --tls (or REDLOCK_TLS=1, or a cluster `cluster up --tls` made) every step runs "
           "over TLS,\nverified against the cluster's own CA.\n"
           "Colour when stdout is a terminal and NO_COLOR is unset. Exit status: 0 every check "
@@ -539,6 +589,13 @@ Command demo_command(const Globals& g) {
                .help = "Cluster directory, as for `redlock-cli cluster` (default "
                        "$XDG_RUNTIME_DIR/redlock-cluster, else /tmp/redlock-cluster-$UID)",
                .type_name = "DIR"},
+              {.names = "--topology",
+               .target = &f->topology,
+               .help = "standalone (the failover demonstration on independent masters) or "
+                       "sentinel (the Sentinel chapter: COUNT Sentinel-managed masters with a "
+                       "replica each, 3 sentinels) (default standalone, or what `cluster up` "
+                       "saved)",
+               .type_name = "standalone|sentinel"},
           },
       .run = [f, &g] { return run_demo(*f, g); },
       .storage = f,

@@ -37,6 +37,11 @@ inline constexpr Millis lock_ttl{10000};
 inline constexpr Millis restart_ttl{3000};
 // --min-uptime of the guarded client: above the age of a node restarted a moment ago.
 inline constexpr Millis guard_min_uptime{10000};
+// The Sentinel chapter (--topology sentinel): the ttl of every lock, and the restart quarantine of
+// every client (Options::restart_quarantine; the library's default is the longest ttl in use, at
+// least 30 s). Long enough that A's lock outlives a failover on a busy machine, short enough that
+// waiting out the quarantine keeps the chapter near 15 s.
+inline constexpr Millis sentinel_ttl{6000};
 
 // Set from SIGINT/SIGTERM/SIGHUP; the demo checks it between operations so that it can still
 // restore the nodes before exiting (an abandoned half-killed cluster is worse than a late exit).
@@ -145,7 +150,9 @@ class Demo {
         p_(colour),
         n_(m.settings().count),
         q_(n_ / 2 + 1),
-        started_(static_cast<std::size_t>(n_) + 1, false) {}
+        sentinel_(m.settings().topology == nodes::Topology::sentinel),
+        procs_(m.process_count()),
+        started_(static_cast<std::size_t>(procs_) + 1, false) {}
 
   int run();
 
@@ -176,6 +183,13 @@ class Demo {
   void step_restart_delayed();
   void step_restart_guarded();
   void step_restore(bool interrupted);
+  // The Sentinel chapter (demo_sentinel.cpp), instead of steps 2-4 on a sentinel topology.
+  void intro_sentinel();
+  void step_sentinel_lock();
+  void step_sentinel_failover();
+  void step_sentinel_replicated();
+  // Votes 1..Q (those the chapter fails over) that said yes.
+  [[nodiscard]] int promoted_votes_ok(const std::vector<NodeOutcome>& nodes) const;
 
   // Data on the nodes (demo.cpp).
   // Reads every key (but the demo's own) of every running master, with its expiry.
@@ -189,7 +203,21 @@ class Demo {
   // Helpers.
   [[nodiscard]] Options options(Millis min_uptime = Millis{0}) const;
   std::string node_name(int i) const {
-    return "node " + lpad(std::to_string(i), std::to_string(n_).size());
+    return "node " + lpad(std::to_string(i), std::to_string(procs_).size());
+  }
+  // The I-th vote of an operation: "node I", or "vote I" when it is a Sentinel-managed master.
+  std::string vote_name(int i) const {
+    return (sentinel_ ? "vote " : "node ") + lpad(std::to_string(i), std::to_string(n_).size());
+  }
+  // A vote's address as shown: "m1 via Sentinel" for a redis+sentinel:// one (too long a line).
+  [[nodiscard]] std::string shown_address(const std::string& node) const;
+  // Sentinel votes of a fresh client are resolved (SENTINEL MASTER, the master's INFO) on its
+  // first use: asks the status until every vote answers (at most 3 s), so that its first
+  // acquisition shows the votes rather than that start-up.
+  void warm_up(Client& c, const std::string& resource);
+  // "all 5 masters are up", or "all 13 processes are up" with Sentinel.
+  [[nodiscard]] std::string all_up_text() const {
+    return "all " + std::to_string(procs_) + (sentinel_ ? " processes are up" : " masters are up");
   }
   std::string token_label(const std::string& token) const;
   Attempt acquire(Client& c, const std::string& who, const std::string& resource, Millis ttl);
@@ -207,8 +235,10 @@ class Demo {
 
   ClusterManager& m_;
   Palette p_;
-  const int n_;
-  const int q_;
+  const int n_;                    // votes
+  const int q_;                    // quorum
+  const bool sentinel_;            // the votes are Sentinel-managed masters (--topology sentinel)
+  const int procs_;                // processes: n_, or 2 n_ + 3 with Sentinel
   bool durable_ = false;           // killed nodes come back with their keys (AOF, fsync always)
   bool ready_ = false;             // step 1 brought every node up
   std::vector<ProcState> before_;  // by index - 1: each node's state before the demo
@@ -218,6 +248,7 @@ class Demo {
   std::map<std::string, std::string> labels_;  // token -> "A", "B", ...
   std::set<std::string> resources_;            // every resource used, checked empty at the end
   std::unique_ptr<Client> client_;             // client A of steps 2-3 (a long-lived service)
+  Lock held_;                                  // the Sentinel chapter: A's lock of steps 2-3
   int checks_ = 0;
   std::vector<std::string> failures_;
   std::vector<KeptKey> kept_keys_;  // what the masters held before the demo (snapshot_keys)

@@ -44,28 +44,42 @@ void Demo::step_nodes() {
     std::string hint = e.kind() == ClusterError::Kind::refused
                            ? " (--base-port and --dir choose other nodes)"
                            : "";
-    check(false, "all " + std::to_string(n_) + " masters are up", e.what() + hint);
+    check(false, all_up_text(), e.what() + hint);
     throw Abort{};
   }
   checkpoint();
   durable_ = m_.settings().persistence == Persistence::aof;
   auto status = m_.status();
   line("      " + pad("", node_name(1).size()) + "  " + pad("ADDRESS", 15) + "  " + pad("PID", 8) +
-       "  " + pad("STATE", 6) + "  " + pad("UPTIME", 7) + "  " + pad("PERSISTENCE", 11) + "  ");
+       "  " + pad("STATE", 6) + "  " + pad("UPTIME", 7) + "  " + pad("PERSISTENCE", 11) + "  " +
+       (sentinel_ ? pad("ROLE", 10) + "  " : ""));
   for (const auto& s : status) {
     std::string how = started_[static_cast<std::size_t>(s.index)] ? "started by the demo"
                       : resumed_.count(s.index)                   ? "was paused: resumed"
                                                                   : "already running";
+    std::string role;
+    if (sentinel_) {
+      role = (s.role.empty() ? std::string("-") : s.role) +
+             (s.master_name.empty() ? "" : " " + s.master_name);
+      role = pad(role, 10) + "  ";
+    }
     line("      " + node_name(s.index) + "  " + pad("127.0.0.1:" + std::to_string(s.port), 15) +
          "  " + pad(s.pid ? std::to_string(*s.pid) : "-", 8) + "  " +
          p_.paint(pad(to_string(s.state), 6), s.state == ProcState::up ? green : red) + "  " +
          pad(s.uptime_s ? std::to_string(*s.uptime_s) + " s" : "-", 7) + "  " +
-         pad(s.persistence, 11) + "  " + p_.paint(how, dim));
+         pad(s.persistence, 11) + "  " + role + p_.paint(how, dim));
   }
   ready_ = check(std::all_of(status.begin(), status.end(),
                              [](const NodeStatus& s) { return s.state == ProcState::up; }),
-                 "all " + std::to_string(n_) + " masters are up");
+                 all_up_text());
   if (!ready_) throw Abort{};
+  if (sentinel_) {
+    // up() returned once every sentinel listed every replica; failovers keep the data (the demo
+    // deletes only its own demo:* keys), so nothing of others is at stake.
+    say("every sentinel lists every replica and knows the other sentinels (cluster up waits for "
+        "that)");
+    return;
+  }
   // Before anything is killed: the data of masters that were running already is someone's.
   snapshot_keys();
   try {
@@ -288,7 +302,7 @@ void Demo::step_restore(bool interrupted) {
   if (ready_) {
     check(std::all_of(status.begin(), status.end(),
                       [](const NodeStatus& s) { return s.state == ProcState::up; }),
-          "all " + std::to_string(n_) + " masters are up again");
+          all_up_text() + " again");
   }
 
   const bool all_ours = std::all_of(started_.begin() + 1, started_.end(), [](bool b) { return b; });
@@ -298,9 +312,10 @@ void Demo::step_restore(bool interrupted) {
     say("nothing was started or changed");
   } else if (all_ours) {
     m_.down();
-    say("stopped the " + std::to_string(n_) + " masters the demo started");
+    say("stopped the " + std::to_string(procs_) +
+        (sentinel_ ? " processes the demo started" : " masters the demo started"));
   } else {
-    for (int i = 1; i <= n_; ++i) {
+    for (int i = 1; i <= procs_; ++i) {
       if (started_[static_cast<std::size_t>(i)]) {
         m_.kill(i);
         say("stopped " + node_name(i) + ": it was not running before the demo");
@@ -311,6 +326,9 @@ void Demo::step_restore(bool interrupted) {
       say("paused " + node_name(i) + " again, as it was before the demo");
     }
     if (ready_) say("left the other masters running, as they were before the demo");
+    if (ready_ && sentinel_) {
+      say("(the failovers changed which node of each vote is the master: Sentinel keeps it so)");
+    }
   }
   check_keys_kept();
   status = m_.status();

@@ -32,6 +32,7 @@ using namespace dir;
 namespace {
 
 constexpr auto startup_deadline = 5s;
+constexpr auto sentinel_agree_deadline = 20s;
 constexpr auto term_grace = 3s;
 constexpr auto ping_timeout = 200ms;
 constexpr auto query_timeout = 500ms;
@@ -101,6 +102,10 @@ std::optional<long long> parse_int(std::string_view s) {
 
 const char* to_string(Persistence p) noexcept { return p == Persistence::aof ? "aof" : "none"; }
 
+const char* to_string(Topology t) noexcept {
+  return t == Topology::sentinel ? "sentinel" : "standalone";
+}
+
 const char* to_string(ProcessState s) noexcept {
   switch (s) {
     case ProcessState::up:
@@ -114,7 +119,9 @@ const char* to_string(ProcessState s) noexcept {
 }
 
 std::string describe(const NodeReport& r) {
-  std::string n = node_name(r.index, r.port) + ": ";
+  std::string n = node_name(r.index, r.port);
+  if (!r.role.empty()) n.insert(n.size() - 1, ", " + r.role);
+  n += ": ";
   std::string pid = "pid " + std::to_string(r.pid);
   switch (r.outcome) {
     case NodeReport::Outcome::started:
@@ -163,11 +170,12 @@ ClusterManager::ClusterManager(ClusterSettings settings, bool create_dir)
     fail(K::usage, "base port " + std::to_string(settings_.base_port) + " is out of range (" +
                        std::to_string(min_port) + ".." + std::to_string(max_port) + ")");
   }
-  if (settings_.base_port + settings_.count - 1 > max_port) {
+  if (settings_.base_port + process_count() - 1 > max_port) {
     fail(K::usage, "base port " + std::to_string(settings_.base_port) + " with " +
-                       std::to_string(settings_.count) + " nodes would put node " +
-                       std::to_string(settings_.count) + " on port " +
-                       std::to_string(settings_.base_port + settings_.count - 1) + ", above 65535");
+                       std::to_string(process_count()) +
+                       (settings_.topology == Topology::sentinel ? " processes" : " nodes") +
+                       " would put node " + std::to_string(process_count()) + " on port " +
+                       std::to_string(settings_.base_port + process_count() - 1) + ", above 65535");
   }
   if (settings_.dir.empty()) settings_.dir = default_dir();
   std::error_code ec;
@@ -233,12 +241,35 @@ std::optional<ClusterSettings> ClusterManager::load_saved(const fs::path& dir) {
     } else if (key == "tls") {
       if (value != "yes" && value != "no") bad();
       s.tls = value == "yes";
+    } else if (key == "topology") {
+      if (value == "standalone")
+        s.topology = Topology::standalone;
+      else if (value == "sentinel")
+        s.topology = Topology::sentinel;
+      else
+        bad();
     }
   }
   return s;
 }
 
 std::string ClusterManager::node_list() const {
+  if (settings_.topology == Topology::sentinel) {
+    const int first = 2 * settings_.count + 1;  // the sentinels' numbers
+    std::string sentinels = "127.0.0.1:" + std::to_string(port_of(first));
+    for (int k = 1; k < sentinel_count; ++k) {
+      sentinels += std::string(k == 1 ? "?" : "&") +
+                   "sentinel=127.0.0.1:" + std::to_string(port_of(first + k));
+    }
+    std::string out;
+    for (int v = 1; v <= settings_.count; ++v) {
+      if (v > 1) out += ',';
+      const auto q = sentinels.find('?');
+      out += (settings_.tls ? "rediss+sentinel://" : "redis+sentinel://") + sentinels.substr(0, q) +
+             "/" + master_name(v) + (q == std::string::npos ? "" : sentinels.substr(q));
+    }
+    return out;
+  }
   std::string out;
   for (int i = 1; i <= settings_.count; ++i) {
     if (i > 1) out += ',';
@@ -290,10 +321,10 @@ fs::path ClusterManager::node_file(int index, const char* suffix) const {
 }
 
 void ClusterManager::check_index(int index) const {
-  if (index < 1 || index > settings_.count) {
+  if (index < 1 || index > process_count()) {
     fail(ClusterError::Kind::usage, "node " + std::to_string(index) +
                                         ": no such node (this cluster has nodes 1.." +
-                                        std::to_string(settings_.count) + ")");
+                                        std::to_string(process_count()) + ")");
   }
 }
 
@@ -304,7 +335,8 @@ void ClusterManager::save_settings() const {
                         std::to_string(settings_.count) + "\n" +
                         "base_port=" + std::to_string(settings_.base_port) + "\n" +
                         "persistence=" + to_string(settings_.persistence) + "\n" +
-                        "tls=" + (settings_.tls ? "yes" : "no") + "\n");
+                        "tls=" + (settings_.tls ? "yes" : "no") + "\n" +
+                        "topology=" + to_string(settings_.topology) + "\n");
 }
 
 ClusterManager::Proc ClusterManager::inspect(int index) const {
@@ -326,6 +358,22 @@ ClusterManager::Proc ClusterManager::inspect(int index) const {
   return p;
 }
 
+std::string ClusterManager::listen_conf(int port) const {
+  if (!settings_.tls) return "port " + std::to_string(port) + "\n";
+  // TLS only (see ClusterSettings::tls). "port 0" comes first: read_node_conf() takes the
+  // tls-port as the node's port then.
+  const fs::path d = settings_.dir / tls_dir;
+  return "port 0\ntls-port " + std::to_string(port) + "\ntls-cert-file " +
+         conf_quote((d / "server.crt").string()) + "\ntls-key-file " +
+         conf_quote((d / "server.key").string()) + "\ntls-ca-cert-file " +
+         conf_quote((d / "ca.crt").string()) + "\ntls-auth-clients optional\n";
+}
+
+bool ClusterManager::live(int index) const {
+  const Proc p = inspect(index);
+  return p.ours && p.state != 'T';
+}
+
 pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
   using K = ClusterError::Kind;
   const int port = port_of(index);
@@ -338,17 +386,7 @@ pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
 
   std::string text =
       "# written by redlock-cli cluster at every start of node " + std::to_string(index) + "\n";
-  if (settings_.tls) {
-    // TLS only (see ClusterSettings::tls). "port 0" comes first: read_node_conf() takes the
-    // tls-port as the node's port then.
-    const fs::path d = settings_.dir / tls_dir;
-    text += "port 0\ntls-port " + std::to_string(port) + "\ntls-cert-file " +
-            conf_quote((d / "server.crt").string()) + "\ntls-key-file " +
-            conf_quote((d / "server.key").string()) + "\ntls-ca-cert-file " +
-            conf_quote((d / "ca.crt").string()) + "\ntls-auth-clients optional\n";
-  } else {
-    text += "port " + std::to_string(port) + "\n";
-  }
+  text += listen_conf(port);
   text +=
       "bind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
       "dir " +
@@ -356,12 +394,22 @@ pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
   // RDB snapshots stay off in both modes: with aof, the log alone is the durable state.
   text += settings_.persistence == Persistence::aof ? "appendonly yes\nappendfsync always\n"
                                                     : "appendonly no\n";
-  write_file_atomic(conf, text);
+  const bool sentinel = is_sentinel(index);
+  if (sentinel) {
+    // Sentinel keeps its state (masters, replicas, other sentinels, epochs) in its config file:
+    // one that exists is used as it is.
+    if (!fs::exists(conf, ec)) write_file_atomic(conf, sentinel_conf(index));
+  } else {
+    if (settings_.topology == Topology::sentinel) text += data_node_conf(index);
+    write_file_atomic(conf, text);
+  }
 
+  std::vector<std::string> args{conf.string()};
+  if (sentinel) args.emplace_back("--sentinel");
   pid_t pid = 0;
   try {
     pid = launch({.exe = redis_server,
-                  .args = {conf.string()},
+                  .args = std::move(args),
                   .output = log,
                   .output_mode = 0644,
                   .lifetime = Launch::Lifetime::detached});
@@ -415,7 +463,8 @@ std::vector<NodeReport> ClusterManager::up() {
   std::vector<NodeReport> reports;
   std::vector<std::pair<int, pid_t>> running;
   std::vector<int> to_start;
-  for (int i = 1; i <= settings_.count; ++i) {
+  const auto saved = load_saved(settings_.dir);
+  for (int i = 1; i <= process_count(); ++i) {
     Proc p = inspect(i);
     if (!p.ours) {
       to_start.push_back(i);
@@ -437,6 +486,10 @@ std::vector<NodeReport> ClusterManager::up() {
                                      : "without TLS, and --tls was given") +
                            down_hint);
     }
+    if (saved && saved->topology != settings_.topology) {
+      fail(K::refused, node_name(i, p.port) + " is running in the " + to_string(saved->topology) +
+                           " topology, not " + to_string(settings_.topology) + down_hint);
+    }
     bool paused = p.state == 'T';
     reports.push_back(
         {i, p.port, *p.pid,
@@ -444,10 +497,14 @@ std::vector<NodeReport> ClusterManager::up() {
     if (!paused) running.emplace_back(i, *p.pid);
   }
   for (int j : pid_file_indices(settings_.dir)) {
-    if (j <= settings_.count) continue;
+    if (j <= process_count()) continue;
     if (Proc p = inspect(j); p.ours) {
       fail(K::refused, node_name(j, p.port) + " is running but the node count is " +
-                           std::to_string(settings_.count) + down_hint);
+                           std::to_string(settings_.count) +
+                           (settings_.topology == Topology::sentinel
+                                ? " (" + std::to_string(process_count()) + " processes)"
+                                : std::string()) +
+                           down_hint);
     }
   }
   // Check every port before starting anything, so a conflict leaves the machine as it was.
@@ -462,18 +519,45 @@ std::vector<NodeReport> ClusterManager::up() {
                            settings_.dir.string() + "): " + why);
     }
   }
-  ensure_certificates(/*fresh=*/running.empty() && reports.empty());
+  const bool fresh = running.empty() && reports.empty();
+  ensure_certificates(fresh);
   save_settings();
-  std::vector<std::pair<int, pid_t>> started;
-  for (int i : to_start) {
-    remove_file(node_file(i, ".pid"));  // stale: its process is gone or is not ours
-    pid_t pid = spawn(i, redis_server);
-    started.emplace_back(i, pid);
-    reports.push_back({i, port_of(i), pid, NodeReport::Outcome::started});
+  if (fresh) {
+    // From nothing, the data nodes start with their first roles: the sentinels' configs of an
+    // earlier run (which may name other masters) are made again too.
+    for (int i = 1; i <= process_count(); ++i) {
+      if (is_sentinel(i)) remove_file(node_file(i, ".conf"));
+    }
   }
+  std::vector<std::pair<int, pid_t>> started;
+  auto start = [&](bool sentinels) {
+    for (int i : to_start) {
+      if (is_sentinel(i) != sentinels) continue;
+      remove_file(node_file(i, ".pid"));  // stale: its process is gone or is not ours
+      pid_t pid = spawn(i, redis_server);
+      started.emplace_back(i, pid);
+      reports.push_back({i, port_of(i), pid, NodeReport::Outcome::started});
+    }
+  };
+  start(/*sentinels=*/false);
+  if (std::any_of(to_start.begin(), to_start.end(), [&](int i) { return is_sentinel(i); })) {
+    // A sentinel learns the replicas from the master's INFO, which it reads when it connects
+    // and then only every 10 s: the replicas must be attached before the sentinels start.
+    std::vector<std::pair<int, pid_t>> data = running;
+    data.insert(data.end(), started.begin(), started.end());
+    wait_ready(data);
+    wait_replicas_attached(startup_deadline);
+  }
+  start(/*sentinels=*/true);
   std::sort(reports.begin(), reports.end(), [](auto& a, auto& b) { return a.index < b.index; });
   running.insert(running.end(), started.begin(), started.end());
   wait_ready(running);
+  if (settings_.topology == Topology::sentinel) {
+    // Every sentinel must know every replica (learnt from the master's INFO) before a failover
+    // can promote it, and the other sentinels (for the quorum of an automatic failover).
+    wait_sentinels_agree(sentinel_agree_deadline);
+    for (auto& r : reports) r.role = role_label(r.index);
+  }
   return reports;
 }
 
@@ -540,6 +624,12 @@ NodeStatus ClusterManager::node_status(int index) const {
     s.pid = *p.pid;
     s.state = p.state == 'T' ? ProcessState::paused : ProcessState::up;
   }
+  const bool sentinel = is_sentinel(index);
+  if (sentinel) {
+    s.role = "sentinel";
+    s.persistence = "-";  // its config file is its state, rewritten as it learns
+  }
+  if (const int v = vote_of(index); v != 0) s.master_name = master_name(v);
   // A paused node accepts the TCP connection and then never answers: do not even try.
   if (s.state == ProcessState::up) {
     Endpoint e = endpoint(index);
@@ -548,10 +638,17 @@ NodeStatus ClusterManager::node_status(int index) const {
     if (auto info = c.command({"INFO", "server"}); info && info->type == Reply::Type::string) {
       if (auto up = info_field(info->str, "uptime_in_seconds")) s.uptime_s = parse_int(*up);
     }
-    if (auto n = c.command({"DBSIZE"}); n && n->type == Reply::Type::integer) s.keys = n->integer;
-    auto aof = config_get(c, "appendonly");
-    auto fsync = config_get(c, "appendfsync");
-    if (aof && fsync) s.persistence = persistence_label(*aof, *fsync);
+    if (!sentinel) {
+      if (auto n = c.command({"DBSIZE"}); n && n->type == Reply::Type::integer) s.keys = n->integer;
+      auto aof = config_get(c, "appendonly");
+      auto fsync = config_get(c, "appendfsync");
+      if (aof && fsync) s.persistence = persistence_label(*aof, *fsync);
+      if (auto info = c.command({"INFO", "replication"});
+          info && info->type == Reply::Type::string) {
+        const auto role = info_field(info->str, "role");
+        if (role) s.role = *role == "slave" ? "replica" : *role;
+      }
+    }
   }
   if (s.persistence.empty()) {
     auto pers = read_node_conf(node_file(index, ".conf")).persistence;
@@ -562,7 +659,7 @@ NodeStatus ClusterManager::node_status(int index) const {
 
 std::vector<NodeStatus> ClusterManager::status() const {
   std::vector<NodeStatus> out;
-  for (int i = 1; i <= settings_.count; ++i) out.push_back(node_status(i));
+  for (int i = 1; i <= process_count(); ++i) out.push_back(node_status(i));
   return out;
 }
 
@@ -625,7 +722,8 @@ NodeReport ClusterManager::start(int index, std::chrono::milliseconds delay) {
   remove_file(node_file(index, ".pid"));
   pid_t pid = spawn(index, redis_server);
   wait_ready({{index, pid}});
-  return {index, port_of(index), pid, NodeReport::Outcome::started};
+  return {index, port_of(index), pid, NodeReport::Outcome::started,
+          settings_.topology == Topology::sentinel ? role_label(index) : std::string()};
 }
 
 void ClusterManager::require_dir(int index) const {

@@ -4,10 +4,24 @@
 // `demo` command, which drives the same nodes through this class. Started through launcher.hpp
 // (detached: they outlive the CLI) and checked through client.hpp.
 //
+// Two topologies (ClusterSettings::topology):
+//   standalone  `count` independent masters, nodes 1..count: one vote each.
+//   sentinel    `count` Sentinel-managed masters, each with one replica, watched by 3 sentinels
+//               (`redis-server CONF --sentinel`): 2*count+3 processes, numbered by port like the
+//               masters of the standalone topology (process I on base_port + I - 1):
+//                 1..count           the first masters of m1..mN (vote I is master name "mI")
+//                 count+1..2*count   their replicas (count+I replicates mI)
+//                 2*count+1..+3      the sentinels
+//               After a failover the roles change; the numbers do not. A data node that is
+//               started again comes back as a replica of the master the sentinels name (or as a
+//               master when they name it), a sentinel with the configuration it rewrote itself.
+//
 // Files in the cluster directory (all owned by this class):
-//   cluster.conf    the settings of the last `up` (count, base port, persistence)
+//   cluster.conf    the settings of the last `up` (count, base port, persistence, TLS, topology)
 //   cluster.lock    flock(2) taken by every state-changing call, so two CLIs do not race
-//   node-I.conf     the redis.conf node I was (re)started with; regenerated at every start
+//   node-I.conf     the redis.conf node I was (re)started with; regenerated at every start (a
+//                   sentinel's only by an `up` that finds no process running: Sentinel keeps its
+//                   state there)
 //   node-I.pid      the pid of node I, written by us (never by redis)
 //   node-I.log      redis's log (stdout/stderr of the process are appended to it too)
 //   node-I/         redis's working directory (AOF files live here)
@@ -25,6 +39,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -50,6 +66,15 @@ enum class Persistence {
 
 [[nodiscard]] const char* to_string(Persistence p) noexcept;
 
+enum class Topology {
+  standalone,  // independent masters, one vote each
+  sentinel,    // Sentinel-managed masters with one replica each, and 3 sentinels
+};
+
+[[nodiscard]] const char* to_string(Topology t) noexcept;
+
+inline constexpr int sentinel_count = 3;  // sentinels of the sentinel topology (quorum 2)
+
 struct ClusterSettings {
   int count = 5;              // 1..64
   int base_port = 7001;       // >= 1024, base_port + count - 1 <= 65535
@@ -61,6 +86,11 @@ struct ClusterSettings {
   // Clients are asked for a certificate but not required to give one (tls-auth-clients
   // optional): one the CA did not sign is refused.
   bool tls = false;
+  // With sentinel, `count` is the number of votes (masters); the processes take the ports
+  // base_port .. base_port + 2*count + 2. With TLS the sentinels are TLS-only too, and replicas
+  // and sentinels reach the masters (and each other) over TLS (tls-replication yes); the votes
+  // are rediss+sentinel:// addresses.
+  Topology topology = Topology::standalone;
 };
 
 // Why a call failed; exit_code() is the redlock-cli exit status for it.
@@ -92,6 +122,9 @@ struct NodeStatus {
   std::optional<long long> uptime_s;  // empty when not answering (down, paused, busy)
   std::optional<long long> keys;      // DBSIZE; empty when not answering
   std::string persistence;            // "none", "aof", "aof-everysec", ... (live or configured)
+  // "master", "replica" (what INFO replication says; empty when not answering) or "sentinel".
+  std::string role;
+  std::string master_name;  // sentinel topology, data nodes: the vote's master name ("m1")
 };
 
 // What up/down/kill/stop/cont/start did to one node.
@@ -112,6 +145,7 @@ struct NodeReport {
   int port = 0;
   pid_t pid = 0;
   Outcome outcome = Outcome::started;
+  std::string role = {};  // sentinel topology: "replica of m1", "sentinel" ... (for describe())
 };
 [[nodiscard]] std::string describe(
     const NodeReport& r);  // "node 2 (127.0.0.1:7002): started, pid 123"
@@ -137,9 +171,46 @@ class ClusterManager {
 
   [[nodiscard]] const ClusterSettings& settings() const noexcept { return settings_; }
   [[nodiscard]] int port_of(int index) const noexcept { return settings_.base_port + index - 1; }
+  // The processes of the topology, numbered 1..process_count(): count, or 2*count+3 (sentinel).
+  [[nodiscard]] int process_count() const noexcept;
   // "127.0.0.1:7001,127.0.0.1:7002,..." for Options / --nodes ("rediss://127.0.0.1:7001,..."
-  // with TLS).
+  // with TLS); with the sentinel topology one redis+sentinel:// address per master name,
+  // "redis+sentinel://127.0.0.1:S1/m1?sentinel=127.0.0.1:S2&sentinel=127.0.0.1:S3,...".
   [[nodiscard]] std::string node_list() const;
+
+  // ---- the sentinel topology (ClusterError{usage} from the calls that need it otherwise) ----
+  // The master name of vote V (1..count): "mV".
+  [[nodiscard]] static std::string master_name(int vote);
+  // The vote data node I belongs to (1..count), or 0 for a sentinel and in the standalone
+  // topology.
+  [[nodiscard]] int vote_of(int index) const noexcept;
+  [[nodiscard]] bool is_sentinel(int index) const noexcept;
+  // The node that vote V's master is now, as the first running sentinel that answers names it;
+  // nullopt when none answers or it names an address that is not one of ours.
+  [[nodiscard]] std::optional<int> current_master(int vote) const;
+  // "" when every running sentinel names the same master for every vote, that master says
+  // role:master, the vote's other running data node is a replica of it with its link up, every
+  // running sentinel lists that replica (flags slave, link ok) and knows the other running
+  // sentinels; else the first thing that is not so yet. Never blocks on a paused process.
+  [[nodiscard]] std::string sentinel_problem() const;
+  // Waits until sentinel_problem() is empty: ClusterError{failed} naming it after `limit`.
+  void wait_sentinels_agree(std::chrono::milliseconds limit) const;
+
+  struct Failover {
+    int vote = 0;
+    int old_master = 0;  // process numbers
+    int new_master = 0;
+    std::chrono::milliseconds took{0};  // from SENTINEL FAILOVER to role:master on the replica
+  };
+  // SENTINEL FAILOVER for every vote given, all at once (on the first running sentinel that
+  // accepts it); then for each, as soon as its replica says role:master: `on_promoted` (to
+  // delete a key there, say: a write replication lost), then REPLICAOF on the old master when it
+  // runs (what Sentinel itself sends it only 10-20 s later; until then it would accept writes as
+  // a second master); returns once every running sentinel names each new master.
+  // ClusterError{refused} when a sentinel refuses the failover (its words: no good replica, one
+  // in progress), {failed} when it does not happen within ~10 s.
+  std::vector<Failover> failover(const std::vector<int>& votes,
+                                 const std::function<void(const Failover&)>& on_promoted = {});
   // How to reach node I: 127.0.0.1:port, with TLS (the cluster's CA and client certificate) when
   // the cluster has it.
   [[nodiscard]] Endpoint endpoint(int index) const;
@@ -188,8 +259,23 @@ class ClusterManager {
   void ensure_certificates(bool fresh) const;
   pid_t spawn(int index, const std::string& redis_server);
   void wait_ready(const std::vector<std::pair<int, pid_t>>& nodes) const;
+  // The sentinel topology (sentinel_topology.cpp).
+  [[nodiscard]] std::string role_label(int index) const;  // "master m1", "replica of m2" ...
+  // What a data node is started as: the port of the master it replicates, or nullopt (master).
+  [[nodiscard]] std::optional<int> replica_of_on_start(int index) const;
+  // The redis.conf lines of a data node (after the common ones) and a sentinel's whole file.
+  [[nodiscard]] std::string data_node_conf(int index) const;
+  [[nodiscard]] std::string sentinel_conf(int index);
+  [[nodiscard]] std::string sentinel_id(int index);  // from its config, else made up once
+  // Waits (at most `limit`, then returns anyway) until every running replica says its link to
+  // its master is up.
+  void wait_replicas_attached(std::chrono::milliseconds limit) const;
+  // The listener lines of a redis.conf: `port P`, or with TLS `port 0` + tls-port and the files.
+  [[nodiscard]] std::string listen_conf(int port) const;
+  [[nodiscard]] bool live(int index) const;  // our process runs, not paused (it may answer)
 
   ClusterSettings settings_;
+  std::map<int, std::string> sentinel_ids_;  // sentinel ids made up in this process
 };
 
 }  // namespace redlock::nodes
