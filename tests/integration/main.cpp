@@ -1,4 +1,4 @@
-#define DOCTEST_CONFIG_IMPLEMENT
+// doctest's implementation is linked in (tests/support/doctest_impl.cpp); this is the main().
 #include <doctest/doctest.h>
 
 #include <string>
