@@ -5,6 +5,7 @@
 #   scripts/fuzz.sh --seconds 10        (what scripts/test.sh runs)
 #   scripts/fuzz.sh --seconds 0         build + corpus replay only
 #   scripts/fuzz.sh --target reply      one target (address, duration, classify, reply)
+#   scripts/fuzz.sh --build-only        configure and build, nothing else (scripts/test.sh)
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/ (not to the seed corpus in the
 # repository; copy interesting ones by hand). A crash leaves build-fuzz/artifacts/<target>/crash-*
 # (reproduce: build-fuzz/tests/fuzz/fuzz_<target> FILE) and makes this script exit non-zero.
@@ -14,13 +15,15 @@ cd "$(dirname "$0")/.."
 
 seconds=20
 only=""
+build_only=0
 while (($#)); do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
     --seconds=*) seconds=${1#*=}; shift ;;
     --target) only=$2; shift 2 ;;
     --target=*) only=${1#*=}; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --build-only) build_only=1; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -56,6 +59,7 @@ fi
 targets=(address duration classify reply)
 [[ -n $only ]] && targets=("$only")
 ninja -C "$dir" "${targets[@]/#/tests/fuzz/fuzz_}" >/dev/null
+((build_only)) && exit 0
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}

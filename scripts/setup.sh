@@ -14,10 +14,11 @@ shift || true
 # clang + libclang-rt-14-dev (libFuzzer, scripts/fuzz.sh), redis-sentinel (the sentinel fixture),
 # openssl + libssl-dev (the TLS fixture makes certificates with the openssl CLI and talks TLS to
 # servers), valkey-server + valkey-tools (from bookworm-backports: the only other server the suite
-# can run against, REDLOCK_TEST_REDIS_SERVER=$(command -v valkey-server)).
+# can run against; meson's 'valkey' suite runs the integration, CLI and interop tests on it),
+# python3-redis (redis-py, the independent client of the interop suite, tests/interop).
 packages=(g++ libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
           redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev
-          redis-sentinel openssl libssl-dev clang-format)
+          redis-sentinel openssl libssl-dev clang-format python3-redis)
 backports_packages=(valkey-server valkey-tools)
 missing=()
 for p in "${packages[@]}" "${backports_packages[@]}"; do

@@ -1,4 +1,11 @@
-"""Real redis-server processes for the CLI tests: free ports, temp dirs, killed by recorded pid."""
+"""Real redis-server processes for the CLI tests: free ports, temp dirs, killed by recorded pid.
+
+The binary: $REDLOCK_TEST_REDIS_SERVER (as for the C++ fixtures), else redis-server on PATH.
+`redlock-cli cluster` starts $REDLOCK_REDIS_SERVER instead. meson's Valkey runs set both to
+valkey-server, and REDLOCK_TEST_SERVER_NAME=valkey: every server started here, and every node a
+test checks with check_server(), must then report that server_name, so a run meant for Valkey
+cannot quietly test Redis.
+"""
 import os
 import shutil
 import signal
@@ -6,6 +13,10 @@ import socket
 import subprocess
 import tempfile
 import time
+
+
+SERVER = os.environ.get("REDLOCK_TEST_REDIS_SERVER") or "redis-server"
+EXPECTED_SERVER = os.environ.get("REDLOCK_TEST_SERVER_NAME", "")
 
 
 def free_port():
@@ -44,6 +55,34 @@ def get(port, key):
     return rest[: int(header[1:])].decode("latin-1")
 
 
+def server_name(port):
+    """INFO's server_name ("valkey"), or "redis" for a Redis that has no such field (7.0)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=2.0) as s:
+        s.sendall(resp("INFO", "server"))
+        data = b""
+        while b"\r\n" not in data or len(data) < data.index(b"\r\n") + 2 + int(data[1:data.index(b"\r\n")]):
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("INFO server: connection closed after %r" % data[:80])
+            data += chunk
+    if not data.startswith(b"$"):
+        raise RuntimeError("INFO server: unexpected reply %r" % data[:80])
+    for line in data.decode("latin-1").split("\r\n"):
+        if line.startswith("server_name:"):
+            return line.split(":", 1)[1]
+    return "redis"
+
+
+def check_server(port):
+    """Raises AssertionError when REDLOCK_TEST_SERVER_NAME is set and the node on port is another
+    server than the one it names."""
+    if EXPECTED_SERVER:
+        name = server_name(port)
+        if name != EXPECTED_SERVER:
+            raise AssertionError("the node on port %d is %s, not %s (REDLOCK_TEST_SERVER_NAME)"
+                                 % (port, name, EXPECTED_SERVER))
+
+
 class Server:
     def __init__(self):
         self.port = free_port()
@@ -53,7 +92,7 @@ class Server:
 
     def start(self):
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
              "--logfile", os.path.join(self.dir, "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -61,10 +100,17 @@ class Server:
         while time.time() < deadline:
             try:
                 if command(self.port, "PING").startswith(b"+PONG"):
-                    return
+                    break
             except OSError:
                 time.sleep(0.02)
-        raise RuntimeError("redis-server on %d did not start" % self.port)
+        else:
+            self.close()
+            raise RuntimeError("%s on %d did not start" % (SERVER, self.port))
+        try:
+            check_server(self.port)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def address(self):

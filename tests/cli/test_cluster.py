@@ -12,8 +12,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import sys
 import time
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redisfix import check_server, server_name  # noqa: E402
 
 CLI = os.path.abspath(os.environ.get("REDLOCK_CLI", "redlock-cli"))
 COUNT = 3
@@ -147,7 +151,11 @@ class ClusterTest(unittest.TestCase):
 
     def up(self, *extra):
         # Only `up` gets --count/--base-port: the other commands must find them in the dir.
-        return self.ok("up", "--count", str(COUNT), "--base-port", str(self.base), *extra)
+        r = self.ok("up", "--count", str(COUNT), "--base-port", str(self.base), *extra)
+        if "--tls" not in extra:
+            for port in self.ports:
+                check_server(port)  # the server REDLOCK_TEST_SERVER_NAME names (Valkey runs)
+        return r
 
     def status(self):
         r = self.cli("status", "--json")
@@ -321,12 +329,45 @@ class ClusterTest(unittest.TestCase):
         empty = tempfile.mkdtemp(prefix="redlock-empty-path-")
         try:
             env = dict(os.environ, PATH=empty)
+            env.pop("REDLOCK_REDIS_SERVER", None)
             r = self.cli("up", "--count", str(COUNT), "--base-port", str(self.base), env=env)
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertIn("redis-server", r.stderr)
             self.assertEqual(self.pid_files(), [])
         finally:
             shutil.rmtree(empty, ignore_errors=True)
+
+    def test_redis_server_variable_picks_the_binary(self):
+        # REDLOCK_REDIS_SERVER names the binary `up` and `start` run (valkey-server in the Valkey
+        # runs): here a wrapper that leaves a mark, then runs the server under test as redis-server.
+        real = os.environ.get("REDLOCK_REDIS_SERVER") or shutil.which("redis-server")
+        wrapper = os.path.join(self.dir, "wrapped-server")
+        mark = os.path.join(self.dir, "wrapper-ran")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/bash\necho "$$" >> %s\nexec -a redis-server %s "$@"\n' % (mark, real))
+        os.chmod(wrapper, 0o755)
+        env = dict(os.environ, REDLOCK_REDIS_SERVER=wrapper)
+        r = self.cli("up", "--count", str(COUNT), "--base-port", str(self.base), env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(mark) as f:
+            wrapped = sorted(int(p) for p in f.read().split())
+        self.assertEqual(len(wrapped), COUNT)
+        self.assertEqual(sorted(n["pid"] for n in self.status()), wrapped)
+        self.ok("kill", "2")
+        r = self.cli("start", "2", env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(mark) as f:
+            self.assertEqual(len(f.read().split()), COUNT + 1)
+        self.assertEqual(server_name(self.ports[1]), server_name(self.ports[0]))
+
+    def test_redis_server_variable_not_executable(self):
+        for value in (os.path.join(self.dir, "no-such-server"), self.dir):
+            with self.subTest(value=value):
+                env = dict(os.environ, REDLOCK_REDIS_SERVER=value)
+                r = self.cli("up", "--count", str(COUNT), "--base-port", str(self.base), env=env)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn("REDLOCK_REDIS_SERVER=" + value, r.stderr)
+                self.assertEqual(self.pid_files(), [])
 
     # -- persistence -----------------------------------------------------------------------------
 

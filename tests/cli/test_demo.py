@@ -42,8 +42,10 @@ def free_base(count):
 
 
 def clean_env(**extra):
+    # REDLOCK_REDIS_SERVER stays: it picks the server `cluster up` starts (valkey-server in the
+    # Valkey runs), not a client setting.
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("REDLOCK_", "FAILOVER_")) and k != "NO_COLOR"}
+           if (not k.startswith(("REDLOCK_", "FAILOVER_")) or k == "REDLOCK_REDIS_SERVER") and k != "NO_COLOR"}
     env.update(extra)
     return env
 
@@ -127,6 +129,10 @@ class Demo(unittest.TestCase):
         up = subprocess.run([CLI, "cluster", "up", "--count", "3", "--base-port", str(base), "--dir", self.dir],
                             capture_output=True, timeout=60)
         self.assertEqual(up.returncode, 0, up.stderr)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from redisfix import check_server
+        for port in range(base, base + 3):
+            check_server(port)  # the server REDLOCK_TEST_SERVER_NAME names (Valkey runs)
         # No --count/--base-port: the demo takes what `cluster up` saved in the directory.
         rc, out = run_on_tty([CLI, "demo", "--dir", self.dir], clean_env(TERM="xterm"))
         self.assertEqual(rc, 0, out.decode(errors="replace")[-3000:])

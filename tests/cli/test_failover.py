@@ -14,6 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redisfix import check_server  # noqa: E402
 from test_demo import CLI, clean_env, free_base  # noqa: E402
 
 SCRIPTS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
@@ -31,6 +32,12 @@ class Failover(unittest.TestCase):
         if r.returncode != 0:
             shutil.rmtree(cls.dir, ignore_errors=True)
             raise RuntimeError("cluster up failed: %s" % r.stderr.decode())
+        try:
+            for i in range(COUNT):
+                check_server(cls.base + i)  # the server REDLOCK_TEST_SERVER_NAME names (Valkey runs)
+        except BaseException:
+            cls.tearDownClass()
+            raise
 
     @classmethod
     def tearDownClass(cls):

@@ -1,5 +1,4 @@
 // Self-test of the test fixture: real redis-server lifecycle and faults, and the fake node.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>

@@ -66,9 +66,16 @@ std::optional<std::string> config_get(SyncClient& c, std::string_view name) {
 
 // ---- files and ports --------------------------------------------------------------------------
 
-// The redis-server to start, or ClusterError{usage}.
+// The redis-server to start: $REDLOCK_REDIS_SERVER when set (the path of another server binary,
+// e.g. /usr/bin/valkey-server), else redis-server on PATH; or ClusterError{usage}.
 std::string redis_server_path() {
-  if (auto exe = find_redis_server()) return *exe;
+  constexpr const char* variable = "REDLOCK_REDIS_SERVER";
+  if (auto exe = find_redis_server({.override_variable = variable, .extra_dirs = {}})) return *exe;
+  if (const char* v = std::getenv(variable); v != nullptr && *v != '\0') {
+    fail(ClusterError::Kind::usage, std::string(variable) + "=" + v +
+                                        ": not an executable file (give its path, e.g. "
+                                        "/usr/bin/valkey-server)");
+  }
   fail(ClusterError::Kind::usage,
        "redis-server not found on PATH; install the Debian package `redis-server` "
        "(apt-get install redis-server) or put redis-server on PATH");
