@@ -110,7 +110,11 @@ class Tls(unittest.TestCase):
         tok = self.assert_ok_token(run("-n", self.plain, "--tls", "--cacert", self.ca, "acquire", "tls-status"))
         r = run("-n", self.plain, "--tls", "--cacert", self.ca, "status", "tls-status", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual([n["value"] for n in json.loads(r.stdout)["per_node"]], [tok] * 3)
+        values = [n["value"] for n in json.loads(r.stdout)["per_node"]]
+        # acquire returns at a quorum: the third node's SET may not have gone out before the
+        # process ended (its TLS handshake was still running); seen in 2 of 16 runs.
+        self.assertGreaterEqual(values.count(tok), 2, values)
+        self.assertEqual([v for v in values if v != tok], [None] * (3 - values.count(tok)), values)
 
     def test_client_certificate(self):
         client = ["--cert", self.tls_file("client.crt"), "--key", self.tls_file("client.key")]
