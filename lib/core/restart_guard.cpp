@@ -48,7 +48,8 @@ std::string with_time_left(const std::string& why, BootClock::duration left) {
 
 std::optional<std::string> RestartGuard::exclusion(BootClock::time_point now, bool durable,
                                                    Millis quarantine) const {
-  if (promoted_at_ && now < *promoted_at_ + quarantine) {
+  // A quarantine of 0 turns the guard off (a restart_quarantine of 0), whatever `at` says.
+  if (promoted_at_ && quarantine > Millis{0} && now < *promoted_at_ + quarantine) {
     return with_time_left("restart guard: " + promoted_why_, *promoted_at_ + quarantine - now);
   }
   if (durable || !until_ || now >= *until_) return std::nullopt;

@@ -31,7 +31,8 @@ class RestartGuard {
   void promoted(BootClock::time_point at, std::string why);
 
   // Why a vote from this server must not count at `now`, or nullopt. `durable` turns off the
-  // restart part only; `quarantine` is the one in force now (it grows with the ttls in use).
+  // restart part only; `quarantine` is the one in force now (it grows with the ttls in use), and
+  // 0 turns the promotion part off too.
   [[nodiscard]] std::optional<std::string> exclusion(BootClock::time_point now, bool durable,
                                                      Millis quarantine) const;
 
