@@ -93,9 +93,9 @@ TEST_CASE(
   CHECK(why->find("2000 ms left") != std::string::npos);
   CHECK(g.exclusion(t0 + 1s + 999ms, false, 3s));
   CHECK_FALSE(g.exclusion(t0 + 2s, false, 3s));
-  CHECK(g.exclusion(t0 + 2s, false, 10s));  // the quarantine grew (a longer ttl came in use)
+  CHECK(g.exclusion(t0 + 2s, false, 10s));   // the quarantine grew (a longer ttl came in use)
   CHECK_FALSE(g.exclusion(t0, false, 0ms));  // a quarantine of 0: the guard is off
-  g.promoted(t0 - 5s, "an older one");      // the latest promotion counts
+  g.promoted(t0 - 5s, "an older one");       // the latest promotion counts
   CHECK(g.exclusion(t0 + 1s, false, 3s)->find("promoted by a failover") != std::string::npos);
 }
 
