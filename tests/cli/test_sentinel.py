@@ -131,6 +131,16 @@ class SentinelTopology(unittest.TestCase):
         for v in range(COUNT):
             self.assertIsNone(redis(self.base + v, "GET", "job"))
 
+        # bench's raw probes (the SET floor, the final sweep) reach the masters the sentinels
+        # name, not the sentinels themselves.
+        bench = self.run_cli("bench", "--concurrency", "1", "--seconds", "1", "--json", env=env)
+        self.assertEqual(bench.returncode, 0, bench.stderr)
+        figures = json.loads(bench.stdout)
+        self.assertNotIn("error", bench.stderr, bench.stderr)
+        self.assertEqual(figures["unchecked_nodes"], 0, figures)
+        self.assertEqual(figures["keys_left"], 0, figures)
+        self.assertGreater(figures["rtt_samples"], 0, figures)
+
         down = self.ok(self.cluster("down"))
         self.assertEqual(down.stdout.count("stopped") + down.stdout.count("killed"), PROCS, down.stdout)
         for p in pids:

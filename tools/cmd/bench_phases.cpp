@@ -142,9 +142,43 @@ nodes::Endpoint endpoint_of(const NodeAddress& a, const TlsOptions& tls) {
   return e;
 }
 
-// A raw connection to one node, with its AUTH and SELECT; a paused node must not hang the
-// benchmark, hence the deadline on every command.
-nodes::SyncClient connect(const NodeAddress& a, const TlsOptions& tls, Millis timeout) {
+// The server behind a vote: itself, or for a Sentinel vote the master a sentinel names now
+// (the first that answers; unchanged when none does, so that the connection fails as before).
+NodeAddress server_of(const NodeAddress& a, const TlsOptions& tls, Millis timeout) {
+  if (a.kind != NodeAddress::Kind::sentinel) return a;
+  std::vector<NodeAddress::Host> sentinels{{a.host, a.port}};
+  sentinels.insert(sentinels.end(), a.more_sentinels.begin(), a.more_sentinels.end());
+  for (const auto& s : sentinels) {
+    NodeAddress at = a;  // the sentinel itself: no AUTH, no SELECT
+    at.kind = NodeAddress::Kind::server;
+    at.host = s.host;
+    at.port = s.port;
+    at.user.clear();
+    at.password.clear();
+    at.db = 0;
+    nodes::SyncClient c(endpoint_of(at, tls),
+                        {.connect_timeout = timeout, .command_timeout = timeout});
+    auto r = c.command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", a.master_name});
+    if (!r || r->type != Reply::Type::array || r->elements.size() != 2) continue;
+    NodeAddress m = a;
+    m.kind = NodeAddress::Kind::server;
+    m.master_name.clear();
+    m.more_sentinels.clear();
+    m.host = r->elements[0].str;
+    try {
+      m.port = static_cast<std::uint16_t>(std::stoi(r->elements[1].str));
+    } catch (const std::exception&) {
+      continue;
+    }
+    return m;
+  }
+  return a;
+}
+
+// A raw connection to one node (for a Sentinel vote, its master now), with its AUTH and SELECT;
+// a paused node must not hang the benchmark, hence the deadline on every command.
+nodes::SyncClient connect(const NodeAddress& vote, const TlsOptions& tls, Millis timeout) {
+  const NodeAddress a = server_of(vote, tls, timeout);
   return nodes::SyncClient(endpoint_of(a, tls), {.connect_timeout = timeout,
                                                  .command_timeout = timeout,
                                                  .user = a.user,
