@@ -30,6 +30,20 @@ std::string expected_display(const NodeAddress& a) {
   }
   // With a database only the URL form is an address, so the display form uses it.
   const std::string h = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+  if (a.kind == NodeAddress::Kind::sentinel) {
+    // scheme, the first sentinel, the master's name, then the query: every other sentinel, db
+    std::string out = std::string(a.tls ? "rediss+sentinel://" : "redis+sentinel://") + h + ":" +
+                      std::to_string(a.port) + "/" + a.master_name;
+    std::vector<std::string> query;
+    for (const auto& more : a.more_sentinels) {
+      const std::string mh =
+          more.host.find(':') != std::string::npos ? "[" + more.host + "]" : more.host;
+      query.push_back("sentinel=" + mh + ":" + std::to_string(more.port));
+    }
+    if (a.db != 0) query.push_back("db=" + std::to_string(a.db));
+    for (std::size_t i = 0; i < query.size(); ++i) out += (i == 0 ? "?" : "&") + query[i];
+    return out;
+  }
   return (a.tls       ? "rediss://"
           : a.db != 0 ? "redis://"
                       : "") +
@@ -37,6 +51,9 @@ std::string expected_display(const NodeAddress& a) {
 }
 
 std::string identity(const NodeAddress& a) {
+  if (a.kind == NodeAddress::Kind::sentinel) {
+    return "sentinel|" + a.master_name + "|" + a.host + "|" + std::to_string(a.port);
+  }
   return a.transport == NodeAddress::Transport::unix_socket
              ? "unix|" + a.path
              : "tcp|" + a.host + "|" + std::to_string(a.port);
@@ -123,7 +140,9 @@ void check_address(std::string_view input, const NodeAddress& a) {
   auto back = NodeAddress::parse(display, err);
   FUZZ_CHECK(back.has_value(),
              "to_string " + fuzz::show(display) + " of " + in + " does not parse: " + err);
-  FUZZ_CHECK(back->transport == a.transport && back->db == a.db && back->tls == a.tls,
+  FUZZ_CHECK(back->transport == a.transport && back->db == a.db && back->tls == a.tls &&
+                 back->kind == a.kind && back->master_name == a.master_name &&
+                 back->more_sentinels == a.more_sentinels,
              fuzz::show(display) + " re-parses differently");
   if (a.transport == NodeAddress::Transport::tcp) {
     FUZZ_CHECK(back->host == a.host && back->port == a.port,
