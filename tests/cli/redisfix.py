@@ -19,6 +19,16 @@ SERVER = os.environ.get("REDLOCK_TEST_REDIS_SERVER") or "redis-server"
 EXPECTED_SERVER = os.environ.get("REDLOCK_TEST_SERVER_NAME", "")
 
 
+def wait_until(pred, timeout=3.0):
+    """True once pred() holds, polling every 20 ms; pred()'s last value after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

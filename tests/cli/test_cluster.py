@@ -17,7 +17,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redisfix import check_server, server_name  # noqa: E402
+from redisfix import check_server, server_name, wait_until  # noqa: E402
 
 CLI = os.path.abspath(os.environ.get("REDLOCK_CLI", "redlock-cli"))
 COUNT = 3
@@ -59,15 +59,6 @@ def proc_state(pid):
     with open("/proc/%d/stat" % pid) as f:
         stat = f.read()
     return stat[stat.rindex(")") + 2]
-
-
-def wait_until(pred, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 class Resp:

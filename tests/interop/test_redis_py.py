@@ -18,11 +18,10 @@ import re
 import secrets
 import subprocess
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
-from redisfix import Cluster  # noqa: E402
+from redisfix import Cluster, wait_until  # noqa: E402
 
 try:
     import redis
@@ -40,15 +39,6 @@ def cli(nodes, *args, timeout=30):
     env = {k: v for k, v in os.environ.items() if not k.startswith("REDLOCK_")}
     return subprocess.run([CLI, "-n", nodes, "--retry-count", "0"] + list(args), capture_output=True,
                           text=True, env=env, timeout=timeout)
-
-
-def wait_until(pred, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 class Interop:
