@@ -161,13 +161,18 @@ node_do() {
   local args=(cluster "$action" "$i")
   [[ -n $cluster_dir ]] && args+=(--dir "$cluster_dir")
   # A node killed a moment ago can hold its port for a few ms more (its threads are still
-  # exiting), so a local start is retried briefly before it counts as failed.
-  for _ in 1 2 3 4 5 6 7 8 9 10; do
+  # exiting), so a local start that found its port taken is retried briefly. Any other failure
+  # (the node did not come up in time: it may still be starting) is final, and every attempt's
+  # output is shown.
+  local attempt
+  : >"$fo_tmp/node.all"
+  for attempt in 1 2 3 4 5 6 7 8 9 10; do
     "$cli" "${args[@]}" >"$fo_tmp/node.out" 2>&1 && return 0
-    [[ $action == start ]] || break
+    { echo "  attempt $attempt:"; cat "$fo_tmp/node.out"; } >>"$fo_tmp/node.all"
+    [[ $action == start ]] && grep -q "already in use by another process" "$fo_tmp/node.out" || break
     sleep 0.2
   done
-  cat "$fo_tmp/node.out" >&2
+  cat "$fo_tmp/node.all" >&2
   return 1
 }
 

@@ -31,10 +31,13 @@ using namespace dir;
 
 namespace {
 
-constexpr auto startup_deadline = 5s;
+// Generous: on a loaded machine (a busy disk under appendfsync always, a TLS handshake behind other
+// work) a node can take seconds to answer its first PING, and a start reported failed while the
+// node comes up anyway leaves the caller retrying against its own node.
+constexpr auto startup_deadline = 20s;
 constexpr auto sentinel_agree_deadline = 20s;
 constexpr auto term_grace = 3s;
-constexpr auto ping_timeout = 200ms;
+constexpr auto ping_timeout = 1s;
 constexpr auto query_timeout = 500ms;
 constexpr const char* settings_file = "cluster.conf";
 constexpr const char* tls_dir = "tls";
@@ -451,7 +454,8 @@ void ClusterManager::wait_ready(const std::vector<std::pair<int, pid_t>>& nodes)
   }
   for (auto [index, pid] : pending) {
     problems.push_back(node_name(index, port_of(index)) + " (pid " + std::to_string(pid) +
-                       ") did not answer PING within 5 s; it is left running\n" +
+                       ") did not answer PING within " +
+                           std::to_string(startup_deadline.count()) + " s; it is left running\n" +
                        log_tail(node_file(index, ".log"), 8));
   }
   if (!problems.empty()) {
