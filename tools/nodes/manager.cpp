@@ -454,9 +454,8 @@ void ClusterManager::wait_ready(const std::vector<std::pair<int, pid_t>>& nodes)
   }
   for (auto [index, pid] : pending) {
     problems.push_back(node_name(index, port_of(index)) + " (pid " + std::to_string(pid) +
-                       ") did not answer PING within " +
-                           std::to_string(startup_deadline.count()) + " s; it is left running\n" +
-                       log_tail(node_file(index, ".log"), 8));
+                       ") did not answer PING within " + std::to_string(startup_deadline.count()) +
+                       " s; it is left running\n" + log_tail(node_file(index, ".log"), 8));
   }
   if (!problems.empty()) {
     std::string msg;
