@@ -11,11 +11,10 @@
 // next '}', when not empty) or else the whole lock key. So
 // - a derived key is never a resource's key: no resource may take that form (is_derived_key());
 //   the lock kinds' keys of two resources never meet;
-// - a derived key lives in the same Redis Cluster hash slot as its lock key, so one script can
-//   touch both on a cluster master. The one exception: a lock key that has a '}' but no hash tag
-//   (e.g. "a}b") cannot be a tag itself; its derived keys then take the empty tag "{}" and may
-//   live in another slot (derived_keys_share_slot() says so; a Redis Cluster vote refuses the
-//   advanced kinds on such a resource).
+// - a derived key lives in the same Redis Cluster hash slot as its lock key, for every lock key,
+//   so one script can touch both on a cluster master. A lock key with a '}' but no hash tag (e.g.
+//   "a}b"), or an empty one, cannot be a tag itself: its derived keys take as tag the decimal
+//   number slot_tag() gives for the lock key's slot, which hashes to that same slot.
 
 #include <cstdint>
 #include <string>
@@ -56,7 +55,8 @@ enum class KeyRole {
 // when that is not empty, else the whole key.
 [[nodiscard]] REDLOCK_API std::string_view hash_tag(std::string_view key) noexcept;
 
-// False only for a lock key with a '}' but no hash tag (see above).
-[[nodiscard]] REDLOCK_API bool derived_keys_share_slot(std::string_view lock_key) noexcept;
+// The shortest decimal number (as text) whose Redis Cluster slot is `slot` (0..16383): the tag of
+// the derived keys of a lock key that cannot be its own tag.
+[[nodiscard]] REDLOCK_API std::string slot_tag(unsigned slot);
 
 }  // namespace redlock

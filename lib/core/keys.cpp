@@ -3,6 +3,7 @@
 #include "redlock/keys.hpp"
 
 #include <array>
+#include <vector>
 
 namespace redlock {
 namespace {
@@ -70,17 +71,37 @@ std::string_view hash_tag(std::string_view key) noexcept {
 
 unsigned hash_slot(std::string_view key) noexcept { return crc16(hash_tag(key)) & 16383u; }
 
-bool derived_keys_share_slot(std::string_view lock_key) noexcept {
-  std::string_view tag;
-  return has_tag(lock_key, tag) || lock_key.find('}') == std::string_view::npos;
+std::string slot_tag(unsigned slot) {
+  // The first number of each slot, found once: about 160,000 CRCs (every slot is hit by then).
+  static const std::vector<std::uint32_t> first = [] {
+    std::vector<std::uint32_t> t(16384, 0);
+    std::vector<bool> found(16384, false);
+    std::size_t left = t.size();
+    for (std::uint32_t n = 0; left > 0; ++n) {
+      const auto s = crc16(std::to_string(n)) & 16383u;
+      if (!found[s]) {
+        found[s] = true;
+        t[s] = n;
+        --left;
+      }
+    }
+    return t;
+  }();
+  return std::to_string(first[slot & 16383u]);
 }
 
 std::string derived_key(std::string_view lock_key, KeyRole role) {
   std::string_view tag;
+  std::string number;
   if (!has_tag(lock_key, tag)) {
     // The whole key is what Redis Cluster hashes: make it the derived key's tag. A key with a '}'
-    // cannot be one; it gets the empty tag (no slot shared, see keys.hpp).
-    tag = lock_key.find('}') == std::string_view::npos ? lock_key : std::string_view();
+    // cannot be one, nor can the empty key: a number of the same slot stands in (keys.hpp).
+    if (!lock_key.empty() && lock_key.find('}') == std::string_view::npos) {
+      tag = lock_key;
+    } else {
+      number = slot_tag(hash_slot(lock_key));
+      tag = number;
+    }
   }
   const auto name = to_string(role);
   std::string out;
