@@ -122,7 +122,10 @@ struct NodeKeyState {
 
   std::string node;
   bool up = false;
-  std::string detail;                // error text when not up or the read failed
+  std::string detail;  // error text when not up or the read failed
+  // Where the key lives behind this vote: "slot 866 on 10.0.0.5:7002" (a Redis Cluster vote),
+  // "master 10.0.0.5:6380" (a Sentinel vote); empty for a standalone master.
+  std::string where;
   std::optional<std::string> value;  // the stored token, nullopt when no key
   std::optional<Millis> pttl;        // remaining ttl on the node, nullopt when no key/no expiry
   std::string type;                  // Redis type of the key ("string", "none", "hash", ...)

@@ -27,11 +27,15 @@ using Millis = std::chrono::milliseconds;
 // 26379 by default; `redis-sentinel://` is the same), more sentinels as `?sentinel=host:port`
 // repeated, a database as `?db=N`, `rediss+sentinel://` for TLS to the sentinels and the master.
 // The credentials are the master's; the sentinels are asked without AUTH.
+// A Redis Cluster as one vote: `redis+cluster://[[user]:password@]host[:port]` (one seed; more as
+// `?seed=host:port` repeated), `rediss+cluster://` for TLS to every node of the cluster. The
+// credentials are every node's; a cluster has database 0 only.
 struct REDLOCK_API NodeAddress {
   enum class Transport { tcp, unix_socket };
   enum class Kind {
     server,    // host/port (or path) is the master itself
     sentinel,  // host/port and more_sentinels are sentinels that name the master `master_name`
+    cluster,   // host/port and more_seeds are nodes of a Redis Cluster, which votes as one
   };
   struct Host {
     std::string host;
@@ -61,6 +65,7 @@ struct REDLOCK_API NodeAddress {
   Kind kind = Kind::server;
   std::string master_name;           // sentinel: the name the sentinels monitor the master by
   std::vector<Host> more_sentinels;  // sentinel: ?sentinel=host:port, after host/port
+  std::vector<Host> more_seeds;      // cluster: ?seed=host:port, after host/port
 
   // Display form for logs and reports; never contains the password.
   [[nodiscard]] std::string to_string() const;

@@ -164,6 +164,7 @@ bool parse_db(std::string_view s, NodeAddress& a, std::string& why) {
 // sentinel address also `sentinel=host:port` (repeated) and `db=N`.
 bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
   const bool sentinel = a.kind == NodeAddress::Kind::sentinel;
+  const bool cluster = a.kind == NodeAddress::Kind::cluster;
   std::set<std::string, std::less<>> seen;
   while (!query.empty()) {
     const auto amp = query.find('&');
@@ -184,6 +185,15 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
         return false;
       }
       a.more_sentinels.push_back({other.host, other.port});
+      continue;
+    }
+    if (cluster && name == "seed") {
+      NodeAddress other;
+      if (!parse_host_port(value, other, why)) {
+        why = "seed " + quoted(value) + ": " + why;
+        return false;
+      }
+      a.more_seeds.push_back({other.host, other.port});
       continue;
     }
     if (!seen.insert(std::string(name)).second) {
@@ -217,11 +227,12 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
     } else if (sentinel && name == "db") {
       if (!parse_db(value, a, why)) return false;
     } else {
-      why =
-          "unknown parameter '" + std::string(name) +
-          (sentinel ? "' (a sentinel address takes sentinel, db, and with rediss+sentinel:// sni, "
-                      "cacert, cert, key, insecure)"
-                    : "' (rediss:// takes sni, cacert, cert, key, insecure)");
+      why = "unknown parameter '" + std::string(name) +
+            (sentinel  ? "' (a sentinel address takes sentinel, db, and with rediss+sentinel:// "
+                         "sni, cacert, cert, key, insecure)"
+             : cluster ? "' (a cluster address takes seed, and with rediss+cluster:// sni, "
+                         "cacert, cert, key, insecure)"
+                       : "' (rediss:// takes sni, cacert, cert, key, insecure)");
       return false;
     }
   }
@@ -268,19 +279,20 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   }
   std::string_view rest;
   bool url = false;
-  for (auto [scheme, tls, sentinel] :
-       {std::tuple{redis_scheme, false, false}, std::tuple{rediss_scheme, true, false},
-        std::tuple{std::string_view("redis+sentinel://"), false, true},
-        std::tuple{std::string_view("redis-sentinel://"), false, true},
-        std::tuple{std::string_view("rediss+sentinel://"), true, true}}) {
+  using K = NodeAddress::Kind;
+  for (auto [scheme, tls, kind] :
+       {std::tuple{redis_scheme, false, K::server}, std::tuple{rediss_scheme, true, K::server},
+        std::tuple{std::string_view("redis+sentinel://"), false, K::sentinel},
+        std::tuple{std::string_view("redis-sentinel://"), false, K::sentinel},
+        std::tuple{std::string_view("rediss+sentinel://"), true, K::sentinel},
+        std::tuple{std::string_view("redis+cluster://"), false, K::cluster},
+        std::tuple{std::string_view("rediss+cluster://"), true, K::cluster}}) {
     if (!text.starts_with(scheme)) continue;
     url = true;
     rest = text.substr(scheme.size());
     a.tls = tls;
-    if (sentinel) {
-      a.kind = NodeAddress::Kind::sentinel;
-      a.port = 26379;
-    }
+    a.kind = kind;
+    if (kind == K::sentinel) a.port = 26379;
     break;
   }
   if (url) {
@@ -310,6 +322,12 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
         return false;
       }
       a.master_name = std::string(path);
+    } else if (a.kind == NodeAddress::Kind::cluster) {
+      if (!path.empty()) {
+        why = "a Redis Cluster has database 0 only: no /" + std::string(path) +
+              " (redis+cluster://host:port)";
+        return false;
+      }
     } else if (!path.empty() && !parse_db(path, a, why)) {
       return false;
     }
@@ -343,8 +361,8 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   }
   if (text.find("://") != std::string_view::npos) {
     why =
-        "unknown scheme (use redis://, rediss://, unix://, redis+sentinel:// or "
-        "rediss+sentinel://)";
+        "unknown scheme (use redis://, rediss://, unix://, redis+sentinel://, "
+        "rediss+sentinel://, redis+cluster:// or rediss+cluster://)";
     return false;
   }
   return parse_host_port(text, a, why);
@@ -391,6 +409,7 @@ std::string identity(const NodeAddress& a) {
   if (a.transport == NodeAddress::Transport::unix_socket) return a.path;
   if (a.kind == NodeAddress::Kind::sentinel)
     return "sentinel " + a.master_name + "@" + host_port(a.host, a.port);
+  if (a.kind == NodeAddress::Kind::cluster) return "cluster@" + host_port(a.host, a.port);
   return a.host + "|" + std::to_string(a.port);
 }
 
@@ -409,6 +428,15 @@ std::string NodeAddress::to_string() const {
       sep = '&';
     }
     if (db != 0) out += sep + std::string("db=") + std::to_string(db);
+    return out;
+  }
+  if (kind == Kind::cluster) {
+    std::string out = (tls ? "rediss+cluster://" : "redis+cluster://") + host_port(host, port);
+    char sep = '?';
+    for (const auto& s : more_seeds) {
+      out += sep + std::string("seed=") + host_port(s.host, s.port);
+      sep = '&';
+    }
     return out;
   }
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;

@@ -40,7 +40,10 @@ NodeOutcome Operation::outcome(int i, const net::Result& r, const detail::Verdic
                                const std::vector<NodeOutcome>* outcomes) const {
   NodeOutcome o{e_.names()[static_cast<std::size_t>(i)], v.state, v.detail, r.latency};
   if (v.vote == detail::Vote::yes) {
-    if (auto why = e_.vote_exclusion(i, r.at, outcomes)) {
+    if (!r.exclusion.empty()) {
+      o.state = NodeState::excluded;
+      o.detail = std::string(r.exclusion);
+    } else if (auto why = e_.vote_exclusion(i, r.at, outcomes)) {
       o.state = NodeState::excluded;
       o.detail = std::move(*why);
     }

@@ -14,8 +14,8 @@ class StatusOp final : public Operation {
 
   void start(const std::string& resource) {
     res_.nodes.resize(static_cast<std::size_t>(e_.n()));
-    const auto cmd = net::Request::make(
-        detail::read_status(e_.options_.key_prefix + resource, status_list_limit));
+    key_ = e_.options_.key_prefix + resource;
+    const auto cmd = net::Request::make(detail::read_status(key_, status_list_limit));
     stamp();
     for (int i = 0; i < e_.n(); ++i) {
       auto& row = res_.nodes[static_cast<std::size_t>(i)];
@@ -41,6 +41,7 @@ class StatusOp final : public Operation {
       row.up = true;
       read_row(*r.reply, row);
     }
+    row.where = e_.nodes_[static_cast<std::size_t>(node)]->key_owner(key_);
     maybe_finish();
   }
 
@@ -109,6 +110,7 @@ class StatusOp final : public Operation {
 
   Engine::StatusCallback cb_;
   StatusResult res_;
+  std::string key_;  // the lock key (key prefix applied)
   int answered_ = 0;
   bool done_ = false;
 };

@@ -281,7 +281,7 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
     queue(f.script, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, true);
     return;
   }
-  deliver(f, Result{Result::Kind::reply, &reply, {}, latency(f.sent, at), at});
+  deliver(f, Result{Result::Kind::reply, &reply, {}, latency(f.sent, at), at, {}});
   f.sink->on_done();
   if (state_ == State::draining && inflight_.empty()) finish_close();
 }
@@ -364,7 +364,7 @@ void Connection::expire_commands() {
     InFlight& f = inflight_[i];
     if (!f.delivered && f.deadline_ms <= now) {
       f.timed_out = true;
-      deliver(f, Result{Result::Kind::timeout, nullptr, {}, latency(f.sent, at), at});
+      deliver(f, Result{Result::Kind::timeout, nullptr, {}, latency(f.sent, at), at, {}});
     }
   }
   if (!inflight_.empty() && at - inflight_.front().sent >= settings_.stall_limit) {
@@ -382,7 +382,7 @@ void Connection::fail_all(std::string_view why_view, Result::Kind kind) {
   settled_ = 0;
   deadline_timer_.stop();
   for (auto& f : failed) {
-    deliver(f, Result{kind, nullptr, why, latency(f.sent, at), at});
+    deliver(f, Result{kind, nullptr, why, latency(f.sent, at), at, {}});
     f.sink->on_done();
   }
 }

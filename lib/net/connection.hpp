@@ -43,6 +43,9 @@ struct Result {
   std::string_view error;                // Kind::down: why
   std::chrono::microseconds latency{0};
   BootClock::time_point at{};  // when the answer (or the timeout, or the loss) was seen
+  // Kind::reply from a node that answers through several servers (a Redis Cluster vote): why the
+  // server that answered must not give a vote now (restart guard, promotion), else empty.
+  std::string_view exclusion;
 };
 
 class Sink {

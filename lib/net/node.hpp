@@ -1,7 +1,6 @@
 #pragma once
-// A node: one of the N votes. A standalone Redis master over one connection (standalone.cpp), or a
-// Sentinel-managed master (sentinel.cpp); a Redis Cluster is another kind of node behind the same
-// interface.
+// A node: one of the N votes. A standalone Redis master over one connection (standalone.cpp), a
+// Sentinel-managed master (sentinel.cpp), or a Redis Cluster (cluster.cpp).
 //
 // Callback contract: that of net::Connection (connection.hpp): every command send() accepted
 // gets exactly one on_result() and then exactly one on_done().
@@ -69,6 +68,12 @@ class Node {
   // Why this server's fence counters may not survive a crash ("appendonly no", "appendfsync
   // everysec"), as CONFIG said at the last connect; nullopt when durable or unknown.
   [[nodiscard]] virtual std::optional<std::string> fence_durability_problem() const = 0;
+  // Where `key` lives behind this vote, for status ("slot 866 on 10.0.0.5:7002", "master
+  // 10.0.0.5:6380"); empty for a standalone master (the node itself).
+  [[nodiscard]] virtual std::string key_owner(const std::string& key) const {
+    (void)key;
+    return {};
+  }
 
   bool fence_warned = false;  // the engine has warned about fencing on this node
 };
@@ -111,6 +116,12 @@ class MasterWatcher {
                                                          const Options& options,
                                                          NodeMetrics* metrics,
                                                          MasterWatcher* watcher = nullptr);
+
+// A Redis Cluster as one vote (cluster.cpp).
+[[nodiscard]] std::unique_ptr<Node> make_cluster_node(uv_loop_t* loop, NodeHost& host, int index,
+                                                      TransportMaker transport,
+                                                      const NodeAddress& address,
+                                                      const Options& options, NodeMetrics* metrics);
 
 // A Sentinel-managed master (sentinel.cpp).
 [[nodiscard]] std::unique_ptr<Node> make_sentinel_node(uv_loop_t* loop, NodeHost& host, int index,

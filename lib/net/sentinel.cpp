@@ -25,6 +25,7 @@
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
 #include "net/node.hpp"
+#include "net/pending.hpp"
 #include "net/uv.hpp"
 
 namespace redlock::net {
@@ -60,7 +61,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
         ask_master_(Request::make(Command::plain({"SENTINEL", "MASTER", address.master_name}))),
         subscribe_(Request::make(Command::plain({"SUBSCRIBE", "+switch-master"}))),
         poll_(loop, [this] { ask(/*timer=*/true); }),
-        waiting_timer_(loop, [this] { expire_waiting(/*all=*/false); }) {
+        waiting_(loop, index, [this] { return resolve_error_; }) {
     sentinels_.push_back({address.host, address.port});
     for (const auto& s : address.more_sentinels) sentinels_.push_back(s);
     resolve_error_ = "no master known yet: asking the sentinels";
@@ -78,8 +79,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     if (closing_) return;
     closing_ = true;
     poll_.close();
-    waiting_timer_.close();
-    expire_waiting(/*all=*/true);
+    waiting_.close();
     for (auto& c : sentinel_links_) c.conn->close();
     for (auto& m : masters_) m->node->close();
     finish_if_closed();
@@ -91,12 +91,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
             std::uint32_t tag, BootClock::time_point sent) override {
     if (Master* m = current()) return m->node->send(req, timeout, sink, tag, sent);
     if (closing_) return false;
-    const auto deadline = BootClock::now() + timeout;
-    waiting_.push_back({req, deadline, &sink, tag, sent});
-    if (!waiting_timer_.active() || deadline < next_expiry_) {
-      next_expiry_ = deadline;
-      waiting_timer_.start(static_cast<std::uint64_t>(timeout.count()));
-    }
+    waiting_.push(req, timeout, sink, tag, sent);
     return true;
   }
 
@@ -138,6 +133,10 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
       subscriptions_.erase(it);
       if (Master* m = current()) m->node->unsubscribe(lock_key);
     }
+  }
+  std::string key_owner(const std::string&) const override {
+    const Master* m = current();
+    return m != nullptr ? "master " + m->address : std::string();
   }
   std::optional<std::string> fence_durability_problem() const override {
     const Master* m = current();
@@ -189,59 +188,6 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     }
     void on_done() override {}
   };
-
-  struct Waiting {
-    std::shared_ptr<const Request> req;
-    BootClock::time_point deadline;
-    Sink* sink;
-    std::uint32_t tag;
-    BootClock::time_point sent;
-  };
-
-  // Commands whose deadline passed before a master was known: "down", with why.
-  void expire_waiting(bool all) {
-    const auto now = BootClock::now();
-    std::vector<Waiting> due;
-    std::erase_if(waiting_, [&](const Waiting& w) {
-      if (!all && w.deadline > now) return false;
-      due.push_back(w);
-      return true;
-    });
-    for (auto& w : due) {
-      Result r;
-      r.kind = Result::Kind::down;
-      const std::string why = resolve_error_;
-      r.error = why;
-      r.at = now;
-      r.latency = std::chrono::duration_cast<std::chrono::microseconds>(now - w.sent);
-      w.sink->on_result(index_, w.tag, r);
-      w.sink->on_done();
-    }
-    if (waiting_.empty()) return;
-    next_expiry_ =
-        std::min_element(waiting_.begin(), waiting_.end(), [](const auto& a, const auto& b) {
-          return a.deadline < b.deadline;
-        })->deadline;
-    waiting_timer_.start(static_cast<std::uint64_t>(
-        std::max<long long>(1, std::chrono::ceil<Millis>(next_expiry_ - now).count())));
-  }
-
-  // The first master is known: what waited goes to it, with what is left of its deadline.
-  void release_waiting(Master& m) {
-    waiting_timer_.stop();
-    auto queued = std::move(waiting_);
-    waiting_.clear();
-    const auto now = BootClock::now();
-    std::vector<Waiting> late;
-    for (auto& w : queued) {
-      const auto left = std::chrono::floor<Millis>(w.deadline - now);
-      if (left <= Millis{0} || !m.node->send(w.req, left, *w.sink, w.tag, w.sent)) {
-        late.push_back(std::move(w));
-      }
-    }
-    waiting_ = std::move(late);
-    expire_waiting(/*all=*/true);
-  }
 
   struct SentinelLink {
     std::unique_ptr<Connection> conn;
@@ -418,7 +364,9 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     if (nm.switched) promoted(nm, "Sentinel failover to " + addr + " (was " + old + ")");
     nm.node->start();
     for (const auto& [key, users] : subscriptions_) nm.node->subscribe(key);
-    release_waiting(nm);
+    waiting_.release([&nm](const PendingCommands::Command& c, Millis left) {
+      return nm.node->send(c.req, left, *c.sink, c.tag, c.sent);
+    });
     drop_closed_masters();
   }
 
@@ -497,10 +445,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   bool finished_ = false;
   std::vector<SentinelLink> sentinel_links_;      // closed ones stay until the node goes
   std::vector<std::unique_ptr<Master>> masters_;  // the current one last
-  std::vector<Waiting> waiting_;                  // commands sent before the first master was known
-  BootClock::time_point next_expiry_{};
   Timer poll_;
-  Timer waiting_timer_;
+  PendingCommands waiting_;  // commands sent before the first master was known
 };
 
 }  // namespace

@@ -316,6 +316,9 @@ std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
   if (address.kind == NodeAddress::Kind::sentinel) {
     return make_sentinel_node(loop, host, index, std::move(transport), address, options, metrics);
   }
+  if (address.kind == NodeAddress::Kind::cluster) {
+    return make_cluster_node(loop, host, index, std::move(transport), address, options, metrics);
+  }
   return make_standalone_node(loop, host, index, std::move(transport), address, options, metrics);
 }
 

@@ -230,6 +230,46 @@ TEST_CASE("address: a Sentinel-managed master") {
   CHECK(err.find("s3cret") == std::string::npos);
 }
 
+TEST_CASE("address: a Redis Cluster as one vote") {
+  auto a = ok("redis+cluster://10.0.0.1:7000");
+  CHECK(a.kind == NodeAddress::Kind::cluster);
+  CHECK(a.host == "10.0.0.1");
+  CHECK(a.port == 7000);
+  CHECK(a.more_seeds.empty());
+  CHECK_FALSE(a.tls);
+  CHECK(ok("redis+cluster://h").port == 6379);
+  auto b = ok("redis+cluster://alice:pw@10.0.0.1:7000?seed=10.0.0.2:7001&seed=[::1]:7002");
+  CHECK(b.user == "alice");
+  CHECK(b.password == "pw");
+  REQUIRE(b.more_seeds.size() == 2);
+  CHECK(b.more_seeds[0] == NodeAddress::Host{"10.0.0.2", 7001});
+  CHECK(b.more_seeds[1] == NodeAddress::Host{"::1", 7002});
+  CHECK(b.to_string() == "redis+cluster://10.0.0.1:7000?seed=10.0.0.2:7001&seed=[::1]:7002");
+  CHECK(ok(b.to_string()).more_seeds == b.more_seeds);
+  auto t = ok("rediss+cluster://h:7?sni=redis.local&insecure");
+  CHECK(t.tls);
+  CHECK(t.kind == NodeAddress::Kind::cluster);
+  CHECK(t.tls_override.server_name == "redis.local");
+  CHECK(t.to_string() == "rediss+cluster://h:7");
+  CHECK(bad("redis+cluster://h:1/2").find("database 0 only") != std::string::npos);
+  CHECK(bad("redis+cluster://h:1?seed=h:0").find("'h:0'") != std::string::npos);
+  CHECK(bad("redis+cluster://h:1?db=2").find("'db'") != std::string::npos);
+  CHECK(bad("redis+cluster://h:1?sni=x").find("TLS setting") != std::string::npos);
+  CHECK(bad("redis://h:1?seed=h:2").find("'seed'") != std::string::npos);
+  CHECK(bad("redis+clusters://h:1").find("redis+cluster://") != std::string::npos);
+  const std::string err = bad("redis+cluster://u:s3cret@h:1/9");
+  CHECK(err.find("s3cret") == std::string::npos);
+}
+
+TEST_CASE("node list: cluster votes mix with others; one seed named twice is refused") {
+  std::string err;
+  auto l = parse_node_list("redis+cluster://a:7000,redis+cluster://b:7000,c:6379", err);
+  REQUIRE_MESSAGE(l, err);
+  CHECK(l->size() == 3);
+  CHECK_FALSE(parse_node_list("redis+cluster://a:7000,rediss+cluster://a:7000", err));
+  CHECK(err.find("twice") != std::string::npos);
+}
+
 TEST_CASE("node list: Sentinel votes mix with others; one master named twice is refused") {
   std::string err;
   auto l = parse_node_list("redis+sentinel://s:1/m1,redis+sentinel://s:1/m2,h:7001", err);

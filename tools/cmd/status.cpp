@@ -13,6 +13,7 @@ namespace {
 // waiting writer, the queue) and the counters, one indented line each, only when present.
 void print_lock_details(const NodeKeyState& n) {
   const std::string indent = "    ";
+  if (!n.where.empty()) std::cout << indent << "key on: " << n.where << "\n";
   if (n.reader_count > 0) {
     std::cout << indent << "readers (" << n.reader_count << "):";
     for (const auto& r : n.readers) {

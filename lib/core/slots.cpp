@@ -1,0 +1,199 @@
+#include "core/slots.hpp"
+
+#include <charconv>
+
+#include "redlock/keys.hpp"
+
+namespace redlock::detail {
+namespace {
+
+bool to_int(std::string_view s, long long& out) {
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+// [ip, port, id, ...] of CLUSTER SLOTS. An unknown endpoint ("?" or "") leaves the host empty.
+bool parse_endpoint(const Reply& r, ClusterEndpoint& e, std::string& id) {
+  if (r.type != Reply::Type::array || r.elements.size() < 2) return false;
+  const auto& host = r.elements[0];
+  const auto& port = r.elements[1];
+  if (host.type != Reply::Type::string || port.type != Reply::Type::integer) return false;
+  if (port.integer < 0 || port.integer > 65535) return false;
+  e.host = host.str == "?" ? std::string() : host.str;
+  e.port = static_cast<std::uint16_t>(port.integer);
+  id.clear();
+  if (r.elements.size() >= 3 && r.elements[2].type == Reply::Type::string) id = r.elements[2].str;
+  return true;
+}
+
+bool is_multi(const Command& c) {
+  return c.script && (*c.script == ScriptId::acquire_multi || *c.script == ScriptId::release_multi ||
+                      *c.script == ScriptId::extend_multi);
+}
+
+// release_multi: how many of its keys are lock keys (the rest are their waiting marks, one each,
+// with as many wake channels after the token).
+std::size_t lock_key_count(const Command& c) {
+  const auto argv = c.args.size() - static_cast<std::size_t>(c.numkeys);
+  if (*c.script != ScriptId::release_multi || argv <= 1) return static_cast<std::size_t>(c.numkeys);
+  return argv - 1;
+}
+
+}  // namespace
+
+std::optional<std::vector<SlotRange>> parse_cluster_slots(const Reply& reply, std::string& error) {
+  if (reply.type != Reply::Type::array) {
+    error = "CLUSTER SLOTS answered " + reply.describe();
+    return std::nullopt;
+  }
+  std::vector<SlotRange> out;
+  for (const auto& e : reply.elements) {
+    if (e.type != Reply::Type::array || e.elements.size() < 3 ||
+        e.elements[0].type != Reply::Type::integer || e.elements[1].type != Reply::Type::integer) {
+      error = "CLUSTER SLOTS: an entry is not [first, last, master, replicas...]";
+      return std::nullopt;
+    }
+    SlotRange range;
+    range.first = static_cast<int>(e.elements[0].integer);
+    range.last = static_cast<int>(e.elements[1].integer);
+    if (e.elements[0].integer < 0 || e.elements[1].integer >= cluster_slots ||
+        range.first > range.last) {
+      error = "CLUSTER SLOTS: bad slot range " + std::to_string(e.elements[0].integer) + "-" +
+              std::to_string(e.elements[1].integer);
+      return std::nullopt;
+    }
+    if (!parse_endpoint(e.elements[2], range.master, range.master_id)) {
+      error = "CLUSTER SLOTS: bad master entry for slots " + std::to_string(range.first) + "-" +
+              std::to_string(range.last);
+      return std::nullopt;
+    }
+    for (std::size_t i = 3; i < e.elements.size(); ++i) {
+      ClusterEndpoint ignored;
+      std::string id;
+      if (parse_endpoint(e.elements[i], ignored, id) && !id.empty())
+        range.replica_ids.push_back(id);
+    }
+    out.push_back(std::move(range));
+  }
+  return out;
+}
+
+std::optional<Redirect> parse_redirect(std::string_view error) {
+  Redirect r;
+  if (error.starts_with("MOVED ")) {
+    error.remove_prefix(6);
+  } else if (error.starts_with("ASK ")) {
+    r.ask = true;
+    error.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
+  const auto space = error.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  long long slot = 0;
+  if (!to_int(error.substr(0, space), slot) || slot < 0 || slot >= cluster_slots)
+    return std::nullopt;
+  const auto where = error.substr(space + 1);
+  const auto colon = where.rfind(':');
+  long long port = 0;
+  if (colon == std::string_view::npos || !to_int(where.substr(colon + 1), port) || port <= 0 ||
+      port > 65535) {
+    return std::nullopt;
+  }
+  auto host = where.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  r.slot = static_cast<int>(slot);
+  r.to.host = std::string(host);
+  r.to.port = static_cast<std::uint16_t>(port);
+  return r;
+}
+
+std::optional<unsigned> command_slot(const Command& c) {
+  if (c.script) {
+    if (c.numkeys <= 0 || c.args.empty()) return std::nullopt;
+    return hash_slot(c.args[0]);
+  }
+  // The plain commands the lock kinds send name their key first (SET key ..., GET key, ...);
+  // anything else (PING, INFO, ...) has no key.
+  if (c.args.size() < 2) return std::nullopt;
+  static constexpr std::string_view keyed[] = {"SET", "GET", "DEL", "PEXPIRE", "PTTL", "EXISTS"};
+  for (auto k : keyed) {
+    if (c.args[0] == k) return hash_slot(c.args[1]);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<SlotPart>> split_by_slot(const Command& c) {
+  if (!is_multi(c) || c.numkeys <= 1) return std::nullopt;
+  const std::size_t m = lock_key_count(c);
+  const std::size_t nkeys = static_cast<std::size_t>(c.numkeys);
+  const bool marks = *c.script == ScriptId::release_multi && nkeys == 2 * m;
+  std::vector<SlotPart> parts;
+  for (std::size_t i = 0; i < m; ++i) {
+    const unsigned slot = hash_slot(c.args[i]);
+    SlotPart* p = nullptr;
+    for (auto& q : parts) {
+      if (q.slot == slot) p = &q;
+    }
+    if (p == nullptr) {
+      parts.push_back({slot, {}, {}});
+      p = &parts.back();
+    }
+    p->lock_keys.push_back(c.args[i]);
+  }
+  if (parts.size() == 1) return std::nullopt;
+  for (auto& p : parts) {
+    std::vector<std::string> keys = p.lock_keys;
+    if (marks) {
+      for (std::size_t i = 0; i < m; ++i) {
+        if (hash_slot(c.args[i]) == p.slot) keys.push_back(c.args[m + i]);
+      }
+    }
+    p.command = Command::call(*c.script, std::move(keys));
+    const auto& argv = c.args;
+    const std::size_t argv0 = nkeys;
+    if (argv0 >= argv.size()) continue;
+    p.command.arg(argv[argv0]);  // the token
+    if (*c.script == ScriptId::release_multi) {
+      if (marks) {
+        for (std::size_t i = 0; i < m; ++i) {
+          if (hash_slot(c.args[i]) == p.slot && argv0 + 1 + i < argv.size())
+            p.command.arg(argv[argv0 + 1 + i]);
+        }
+      }
+    } else {
+      for (std::size_t i = argv0 + 1; i < argv.size(); ++i) p.command.arg(argv[i]);
+    }
+  }
+  return parts;
+}
+
+Reply combine_parts(const Command& whole, const std::vector<const Reply*>& parts) {
+  Reply out;
+  out.type = Reply::Type::integer;
+  for (const Reply* p : parts) {
+    if (p->is_error()) return *p;
+  }
+  if (whole.script && *whole.script == ScriptId::release_multi) {
+    for (const Reply* p : parts) {
+      if (p->type == Reply::Type::integer) out.integer += p->integer;
+    }
+    return out;
+  }
+  out.integer = 1;
+  for (const Reply* p : parts) {
+    if (!p->is_integer(1)) out.integer = 0;
+  }
+  return out;
+}
+
+Command rollback(const Command& whole, const SlotPart& part) {
+  const std::size_t token_at = static_cast<std::size_t>(whole.numkeys);
+  Command c = Command::call(ScriptId::release_multi, part.lock_keys);
+  if (token_at < whole.args.size()) c.arg(whole.args[token_at]);
+  return c;
+}
+
+}  // namespace redlock::detail

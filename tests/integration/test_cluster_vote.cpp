@@ -1,0 +1,389 @@
+// Redis Clusters as votes (redis+cluster:// addresses), against real clusters (ClusterFixture:
+// redis-server --cluster-enabled yes): every lock kind through three 3-master clusters, a mix with
+// standalone votes, keys whose slots live on different masters, slot migrations (MOVED, ASK) while
+// locks are held and taken, and a cluster failover with and without replicated votes.
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster_fixture.hpp"
+#include "common.hpp"
+#include "redlock/keys.hpp"
+#include "tls_fixture.hpp"
+
+using namespace itest;
+using namespace redlock;
+using redlock::test::ClusterConfig;
+using redlock::test::ClusterFixture;
+
+namespace {
+
+std::string cluster_address(const ClusterFixture& c, const char* scheme = "redis+cluster://") {
+  return scheme + c.seed_address();
+}
+
+Options cluster_options(const std::string& csv) {
+  Options o = options_for(csv);
+  o.node_timeout = 500ms;  // a vote's first answer waits for the slot map and a handshake
+  o.connect_timeout = 500ms;
+  return o;
+}
+
+ClusterConfig masters_only() {
+  ClusterConfig cc;
+  cc.masters = 3;
+  return cc;
+}
+
+ClusterConfig with_replicas() {
+  ClusterConfig cc;
+  cc.masters = 3;
+  cc.replicas_per_master = 1;
+  return cc;
+}
+
+// The value of `key` on the master of `c` that owns its slot ("" when absent).
+std::string value_on_owner(const ClusterFixture& c, const std::string& key) {
+  const auto r = c.node(c.owner_of_key(key)).command({"GET", key});
+  return r.type == redlock::test::Reply::Type::string ? r.str : std::string();
+}
+
+bool absent_everywhere(const ClusterFixture& c, const std::string& key) {
+  for (auto m : c.masters()) {
+    if (c.node(m).command({"EXISTS", key}).integer != 0) return false;
+  }
+  return true;
+}
+
+// Keys with the given slots' owners distinct (for multi-resource locks across masters).
+std::vector<std::string> keys_on_distinct_masters(const ClusterFixture& c, const std::string& base,
+                                                  std::size_t n) {
+  std::vector<std::string> out;
+  std::vector<std::size_t> owners;
+  for (int i = 0; out.size() < n && i < 1000; ++i) {
+    const std::string k = base + std::to_string(i);
+    const auto o = c.owner_of_key(k);
+    if (std::find(owners.begin(), owners.end(), o) != owners.end()) continue;
+    owners.push_back(o);
+    out.push_back(k);
+  }
+  REQUIRE(out.size() == n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cluster votes: every lock kind through three 3-master clusters") {
+  ClusterFixture c0(masters_only()), c1(masters_only()), c2(masters_only());
+  const std::vector<const ClusterFixture*> all = {&c0, &c1, &c2};
+  const std::string csv =
+      cluster_address(c0) + "," + cluster_address(c1) + "," + cluster_address(c2);
+  Client client(cluster_options(csv));
+
+  {  // plain: the key is on the master that owns its slot, in each cluster
+    auto r = client.try_acquire({"cv-job"}, ttl_opts(10s));
+    REQUIRE_MESSAGE(r, r.message);
+    for (const auto* c : all) {
+      CHECK(eventually([&] { return value_on_owner(*c, "cv-job") == r.lock.token(); }));
+    }
+    auto st = client.status("cv-job");
+    for (std::size_t i = 0; i < 3; ++i) {
+      const auto& n = st.nodes[i];
+      CHECK_MESSAGE(n.up, n.detail);
+      CHECK(n.value == r.lock.token());
+      const auto& c = *all[i];
+      CHECK(n.where == "slot " + std::to_string(c.key_slot("cv-job")) + " on " +
+                           c.address(c.owner_of_key("cv-job")));
+    }
+    auto e = client.try_extend(r.lock, 20s);
+    REQUIRE_MESSAGE(e, e.message);
+    CHECK(c1.node(c1.owner_of_key("cv-job")).command({"PTTL", "cv-job"}).integer > 10'000);
+    CHECK(client.try_release(r.lock));
+    for (const auto* c : all) CHECK(absent_everywhere(*c, "cv-job"));
+  }
+
+  {  // fencing: the counter lives beside the key, in its slot
+    AcquireOptions o = ttl_opts(10s);
+    o.fence = true;
+    auto a = client.try_acquire({"cv-fenced"}, o);
+    REQUIRE_MESSAGE(a, a.message);
+    REQUIRE(a.lock.fence());
+    REQUIRE(client.try_release(a.lock));
+    auto b = client.try_acquire({"cv-fenced"}, o);
+    REQUIRE_MESSAGE(b, b.message);
+    CHECK(*b.lock.fence() > *a.lock.fence());
+    const auto fk = derived_key("cv-fenced", KeyRole::fence);
+    for (const auto* c : all) {
+      CHECK(c->owner_of_key(fk) == c->owner_of_key("cv-fenced"));
+      CHECK(c->node(c->owner_of_key(fk)).command({"EXISTS", fk}).integer == 1);
+    }
+    CHECK(client.try_release(b.lock));
+  }
+
+  {  // read-write: readers share, a writer waits for them
+    AcquireOptions read = ttl_opts(10s);
+    read.mode = LockMode::read;
+    AcquireOptions write = ttl_opts(10s);
+    write.mode = LockMode::write;
+    auto r1 = client.try_acquire({"cv-rw"}, read);
+    auto r2 = client.try_acquire({"cv-rw"}, read);
+    REQUIRE_MESSAGE(r1, r1.message);
+    REQUIRE_MESSAGE(r2, r2.message);
+    auto w = client.try_acquire({"cv-rw"}, write);
+    CHECK_FALSE(w);
+    CHECK(client.try_release(r1.lock));
+    CHECK(client.try_release(r2.lock));
+    auto w2 = client.try_acquire({"cv-rw"}, write);
+    REQUIRE_MESSAGE(w2, w2.message);
+    CHECK(client.try_release(w2.lock));
+  }
+
+  {  // fair: a waiter gets the lock after the holder's release
+    AcquireOptions fair = ttl_opts(10s, 5s);
+    fair.fair = true;
+    auto first = client.try_acquire({"cv-fair"}, fair);
+    REQUIRE_MESSAGE(first, first.message);
+    Client other(cluster_options(csv));
+    std::atomic<bool> got{false};
+    std::thread waiter([&] {
+      auto r = other.try_acquire({"cv-fair"}, fair);
+      got = static_cast<bool>(r);
+      if (r) (void)other.try_release(r.lock);
+    });
+    // The waiter is queued (its ticket in the queue on every cluster) before the release.
+    CHECK(eventually(
+        [&] {
+          auto st = client.status("cv-fair");
+          return std::all_of(st.nodes.begin(), st.nodes.end(),
+                             [](const NodeKeyState& n) { return n.queue_length == 1; });
+        },
+        3s));
+    CHECK(client.try_release(first.lock));
+    waiter.join();
+    CHECK(got);
+  }
+
+  {  // multi-resource: resources on different masters, all or nothing
+    const auto keys = keys_on_distinct_masters(c0, "cv-multi-", 3);
+    auto r = client.try_acquire(keys, ttl_opts(10s));
+    REQUIRE_MESSAGE(r, r.message);
+    for (const auto* c : all) {
+      for (const auto& k : keys) CHECK(value_on_owner(*c, k) == r.lock.token());
+    }
+    auto e = client.try_extend(r.lock, 20s);
+    REQUIRE_MESSAGE(e, e.message);
+    CHECK(client.try_release(r.lock));
+    for (const auto* c : all) {
+      for (const auto& k : keys) CHECK(absent_everywhere(*c, k));
+    }
+    // One resource held by someone else: no vote anywhere, and the others are not left behind
+    // (the parts that granted were taken back).
+    auto blocker = client.try_acquire({keys[1]}, ttl_opts(10s));
+    REQUIRE(blocker);
+    auto refused = client.try_acquire(keys, ttl_opts(10s));
+    CHECK_FALSE(refused);
+    for (const auto* c : all) {
+      CHECK(eventually(
+          [&] { return absent_everywhere(*c, keys[0]) && absent_everywhere(*c, keys[2]); }));
+    }
+    CHECK(client.try_release(blocker.lock));
+  }
+
+  {  // auto-extension keeps a cluster-voted lock past its ttl
+    LockOptions lo;
+    lo.acquire = ttl_opts(600ms);
+    lo.hold.auto_extend = true;
+    auto g = client.lock({"cv-watchdog"}, lo);
+    REQUIRE(g.owns());
+    std::this_thread::sleep_for(1500ms);
+    CHECK(g.owns());
+    for (const auto* c : all) CHECK_FALSE(value_on_owner(*c, "cv-watchdog").empty());
+    g.release();
+    for (const auto* c : all) CHECK(absent_everywhere(*c, "cv-watchdog"));
+  }
+}
+
+TEST_CASE("cluster votes mix with standalone votes; a bad seed is no vote, with the reason") {
+  ClusterFixture c(masters_only());
+  RedisCluster plain(2);
+  const std::string csv = cluster_address(c) + "," + client_csv(plain);
+  Client client(cluster_options(csv));
+  auto r = client.try_acquire({"mixed"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(eventually([&] { return value_on_owner(c, "mixed") == r.lock.token(); }));
+  CHECK(eventually([&] { return plain[1].command({"GET", "mixed"}).str == r.lock.token(); }));
+  CHECK(client.try_release(r.lock));
+  CHECK(absent_everywhere(c, "mixed"));
+
+  // A standalone server named as a cluster, and a seed nobody listens on.
+  Options o = cluster_options("redis+cluster://" + plain[0].address() + "," + cluster_address(c) +
+                              ",redis+cluster://127.0.0.1:1");
+  Client bad(o);
+  auto b = bad.try_acquire({"mixed-2"}, ttl_opts(10s));
+  CHECK_FALSE(b);
+  REQUIRE(b.nodes.size() == 3);
+  CHECK_MESSAGE(b.nodes[0].detail.find("cluster support disabled") != std::string::npos,
+                b.nodes[0].detail);
+  CHECK(b.nodes[1].state == NodeState::ok);
+  CHECK(b.nodes[2].state == NodeState::down);
+}
+
+TEST_CASE("cluster votes: slots migrated while locks are held and taken (MOVED, ASK)") {
+  ClusterFixture c0(masters_only()), c1(masters_only()), c2(masters_only());
+  const std::string csv =
+      cluster_address(c0) + "," + cluster_address(c1) + "," + cluster_address(c2);
+  Client client(cluster_options(csv));
+
+  // Held: a lock whose slot moves to another master in every cluster keeps being extended and is
+  // released where its key now lives.
+  auto held = client.try_acquire({"mig-held"}, ttl_opts(20s));
+  REQUIRE_MESSAGE(held, held.message);
+  std::atomic<bool> stop{false};
+  std::atomic<int> taken{0}, failed_release{0};
+  // Taken: another client locks and unlocks keys of the migrating slots all along.
+  std::thread churn([&] {
+    Client other(cluster_options(csv));
+    int i = 0;
+    while (!stop) {
+      const std::string k = "{mig-held}churn-" + std::to_string(i++ % 20);
+      auto r = other.try_acquire({k}, ttl_opts(5s));
+      if (r) {
+        ++taken;
+        if (!other.try_release(r.lock)) ++failed_release;
+      }
+    }
+  });
+  for (auto* c : {&c0, &c1, &c2}) {
+    const int slot = c->key_slot("mig-held");
+    c->migrate_slot(slot, c->other_master(c->owner_of_slot(slot)));
+  }
+  auto e = client.try_extend(held.lock, 30s);
+  CHECK_MESSAGE(e, e.message);
+  for (auto* c : {&c0, &c1, &c2}) CHECK(value_on_owner(*c, "mig-held") == held.lock.token());
+
+  // ASK: a slot half-migrated (its keys not moved yet): a new key is set on the importing master.
+  const std::string fresh = "{mig-ask}lock";
+  for (auto* c : {&c0, &c1, &c2}) {
+    const int slot = c->key_slot(fresh);
+    c->begin_slot_migration(slot, c->other_master(c->owner_of_slot(slot)));
+  }
+  auto asked = client.try_acquire({fresh}, ttl_opts(10s));
+  REQUIRE_MESSAGE(asked, asked.message);
+  stop = true;
+  churn.join();
+  CHECK(taken > 0);
+  CHECK(failed_release == 0);
+  for (auto* c : {&c0, &c1, &c2}) {
+    c->finish_slot_migration(c->key_slot(fresh));
+    CHECK(value_on_owner(*c, fresh) == asked.lock.token());
+  }
+  CHECK(client.try_release(asked.lock));
+  CHECK(client.try_release(held.lock));
+  for (auto* c : {&c0, &c1, &c2}) {
+    CHECK(absent_everywhere(*c, "mig-held"));
+    CHECK(absent_everywhere(*c, fresh));
+    for (int i = 0; i < 20; ++i)
+      CHECK(absent_everywhere(*c, "{mig-held}churn-" + std::to_string(i)));
+  }
+}
+
+TEST_CASE("cluster votes: a master killed and its replica promoted") {
+  // Vote 0 is a cluster with replicas; votes 1 and 2 are standalone masters. A holder took the
+  // lock while vote 2 was down (so on votes 0 and 1); vote 2 comes back empty; vote 0's master
+  // for the key is killed and its replica promoted without the key (deleted by hand: the write
+  // asynchronous replication can lose). Votes 0 and 2 would then hand the lock to a second client.
+  ClusterFixture c(with_replicas());
+  RedisCluster plain(2);
+  const std::string csv = cluster_address(c) + "," + client_csv(plain);
+  Options o = cluster_options(csv);
+  Client holder(o);
+  plain[1].kill();
+  auto held = holder.try_acquire({"promo"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  plain[1].start();
+  // Long-lived clients that know the slot map from before the failover (and vote 2 only as it
+  // is now: its restart is the restart guard's business, not this test's).
+  Client contender(o);
+  Options unguarded_opts = o;
+  unguarded_opts.restart_quarantine = Millis{0};
+  Client unguarded(unguarded_opts);
+  for (auto* cl : {&contender, &unguarded}) {
+    auto warm = cl->try_acquire({"promo-warm"}, ttl_opts(1s));
+    REQUIRE_MESSAGE(warm, warm.message);
+    CHECK(cl->try_release(warm.lock));
+  }
+  const auto old_master = c.owner_of_key("promo");
+  REQUIRE(c.node(old_master).command({"WAIT", "1", "2000"}).integer == 1);
+  const auto promoted = c.kill_master_and_wait_failover(old_master);
+  REQUIRE(c.node(promoted).command({"DEL", "promo"}).integer == 1);  // the write that was lost
+  // Both clients have seen the new slot map (at most a second: they ask for it every second).
+  const std::string now_on =
+      "slot " + std::to_string(c.key_slot("promo")) + " on " + c.address(promoted);
+  for (auto* cl : {&contender, &unguarded}) {
+    CHECK(eventually([&] { return cl->status("promo").nodes[0].where == now_on; }, 5s));
+  }
+
+  auto second = contender.try_acquire({"promo"}, ttl_opts(30s));
+  CHECK_FALSE(second);
+  REQUIRE(second.nodes.size() == 3);
+  CHECK_MESSAGE(second.nodes[0].state == NodeState::excluded, second.nodes[0].detail);
+  CHECK_MESSAGE(second.nodes[0].detail.find("replica") != std::string::npos,
+                second.nodes[0].detail);
+  // Without the guard the lock is handed out twice: what the guard is for. (Once the refused
+  // attempt's rollback has taken its key back from the promoted master.)
+  CHECK(eventually([&] { return c.node(promoted).command({"EXISTS", "promo"}).integer == 0; }));
+  auto twice = unguarded.try_acquire({"promo"}, ttl_opts(30s));
+  CHECK_MESSAGE(twice, twice.message);
+  if (twice) CHECK(unguarded.try_release(twice.lock));
+
+  {  // replicated votes (the cluster vote alone: the standalone masters have no replicas)
+    Options ro = cluster_options(cluster_address(c));
+    ro.min_replicas = 1;
+    ro.replica_timeout = 1000ms;
+    ro.node_timeout = 1500ms;
+    Client replicated(ro);
+    // A key whose master has a replica running (not the one promoted above).
+    std::string key;
+    for (int i = 0; key.empty() && i < 1000; ++i) {
+      const std::string k = "promo-repl-" + std::to_string(i);
+      if (!c.replicas_of(c.owner_of_key(k)).empty()) key = k;
+    }
+    REQUIRE(!key.empty());
+    auto r = replicated.try_acquire({key}, ttl_opts(30s));
+    REQUIRE_MESSAGE(r, r.message);
+    const auto m = c.owner_of_key(key);
+    const auto p = c.kill_master_and_wait_failover(m);
+    CHECK(c.node(p).command({"GET", key}).str == r.lock.token());
+    // A replicated vote asks for more replicas than a master has (the promoted one has none
+    // running): no vote, with the reason, and no key left.
+    Options many = ro;
+    many.min_replicas = 2;
+    Client greedy(many);
+    auto g = greedy.try_acquire({"promo-greedy"}, ttl_opts(5s));
+    CHECK_FALSE(g);
+    REQUIRE(g.nodes.size() == 1);
+    CHECK(g.nodes[0].state != NodeState::ok);
+    CHECK_MESSAGE(g.nodes[0].detail.find("NOREPLICAS") != std::string::npos, g.nodes[0].detail);
+    CHECK(eventually([&] { return absent_everywhere(c, "promo-greedy"); }));
+  }
+}
+
+TEST_CASE("cluster votes over TLS: rediss+cluster:// to a cluster that announces its TLS ports") {
+  redlock::test::TlsFixture tls;
+  ClusterConfig cc = masters_only();
+  cc.server.tls = tls.server_options("no");
+  cc.server.tls->cluster = true;
+  ClusterFixture c(cc);
+  Options o = cluster_options(cluster_address(c, "rediss+cluster://"));
+  o.tls.ca_file = tls.ca_cert();
+  Client client(o);
+  const auto keys = keys_on_distinct_masters(c, "tls-cv-", 2);
+  auto r = client.try_acquire(keys, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  for (const auto& k : keys) {
+    CHECK(c.node(c.owner_of_key(k)).command({"GET", k}).str == r.lock.token());
+  }
+  CHECK(client.try_release(r.lock));
+}
