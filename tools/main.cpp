@@ -120,8 +120,10 @@ int main(int argc, char** argv) {
       {"-n,--nodes", &g.nodes,
        "Comma-separated node addresses (redis://[user:pass@]host:port[/db], "
        "unix:///path[?db=N], host:port, a Sentinel-managed master as "
-       "redis+sentinel://[user:pass@]host:port/master-name[?sentinel=host:port...]; rediss:// "
-       "and rediss+sentinel:// for TLS). Default: $REDLOCK_NODES, else 127.0.0.1:7001..7005"},
+       "redis+sentinel://[user:pass@]host:port/master-name[?sentinel=host:port...], a Redis "
+       "Cluster as redis+cluster://[user:pass@]host:port[?seed=host:port...]; rediss://, "
+       "rediss+sentinel:// and rediss+cluster:// for TLS). Default: $REDLOCK_NODES, else "
+       "127.0.0.1:7001..7005"},
       {"--json", &g.json, "Print one JSON object on stdout"},
       {"-v,--verbose", &g.verbose, "Per-node outcomes and connection events on stderr"},
       {"-q,--quiet", &g.quiet,

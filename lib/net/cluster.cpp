@@ -184,10 +184,12 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     slots_[slot] = &m;
     ask_map_soon();
   }
+  // A part's result: a master that is down may have been failed over (a fresh map soon).
   void note_failure(const Result& r, const Master* m) {
     if (r.kind == Result::Kind::refused) refused_ = true;
-    if (r.kind == Result::Kind::down && m != nullptr)
-      last_error_ = "master " + m->address + ": " + std::string(r.error);
+    if (r.kind != Result::Kind::down) return;
+    if (m != nullptr) last_error_ = "master " + m->address + ": " + std::string(r.error);
+    if (have_map_) ask_map_soon();
   }
   bool first_map_seen() const { return have_map_; }
 
@@ -224,8 +226,8 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     std::erase_if(topology_, [](const TopologyLink& l) { return l.closed; });
     std::vector<ClusterEndpoint> candidates = seeds_;
     for (const auto& [addr, m] : masters_) {
-      if (!m->retired && std::find(candidates.begin(), candidates.end(), m->endpoint) ==
-                             candidates.end()) {
+      if (!m->retired &&
+          std::find(candidates.begin(), candidates.end(), m->endpoint) == candidates.end()) {
         candidates.push_back(m->endpoint);
       }
     }
@@ -280,8 +282,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
 
   void ask_map() {
     if (closing_ || question_ == nullptr || asked_ || !question_->ready()) return;
-    asked_ =
-        question_->send(ask_slots_, options_.connect_timeout, *this, 0, BootClock::now());
+    asked_ = question_->send(ask_slots_, options_.connect_timeout, *this, 0, BootClock::now());
   }
 
   // Connection::Listener (the topology connection)
@@ -362,7 +363,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   bool closing_ = false;
   bool finished_ = false;
   Timer map_timer_;
-  PendingCommands waiting_;  // commands sent before the first map
+  PendingCommands waiting_;                                 // commands sent before the first map
   std::map<std::string, std::unique_ptr<Master>> masters_;  // by host:port
   std::vector<std::unique_ptr<Master>> retired_;            // closing; dropped once closed
   std::vector<Master*> slots_;                              // the owner of each slot, or null
@@ -665,8 +666,8 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
     m.last_in_map = at;
     if (!range.master_id.empty()) {
       if (!first && replica_ids_.count(range.master_id) != 0) {
-        m.promotion.promoted(at, "master " + m.address +
-                                     " was a replica in the last slot map (a cluster failover)");
+        m.promotion.promoted(
+            at, "master " + m.address + " was a replica in the last slot map (a cluster failover)");
         host_.log(LogLevel::warning, name_ + ": " + m.address +
                                          " was promoted from replica: its answers wait out the "
                                          "restart quarantine");

@@ -44,6 +44,18 @@ std::string expected_display(const NodeAddress& a) {
     for (std::size_t i = 0; i < query.size(); ++i) out += (i == 0 ? "?" : "&") + query[i];
     return out;
   }
+  if (a.kind == NodeAddress::Kind::cluster) {
+    // scheme, the first seed, then every other seed in the query
+    std::string out = std::string(a.tls ? "rediss+cluster://" : "redis+cluster://") + h + ":" +
+                      std::to_string(a.port);
+    for (std::size_t i = 0; i < a.more_seeds.size(); ++i) {
+      const auto& more = a.more_seeds[i];
+      const std::string mh =
+          more.host.find(':') != std::string::npos ? "[" + more.host + "]" : more.host;
+      out += (i == 0 ? "?seed=" : "&seed=") + mh + ":" + std::to_string(more.port);
+    }
+    return out;
+  }
   return (a.tls       ? "rediss://"
           : a.db != 0 ? "redis://"
                       : "") +
@@ -53,6 +65,9 @@ std::string expected_display(const NodeAddress& a) {
 std::string identity(const NodeAddress& a) {
   if (a.kind == NodeAddress::Kind::sentinel) {
     return "sentinel|" + a.master_name + "|" + a.host + "|" + std::to_string(a.port);
+  }
+  if (a.kind == NodeAddress::Kind::cluster) {
+    return "cluster|" + a.host + "|" + std::to_string(a.port);
   }
   return a.transport == NodeAddress::Transport::unix_socket
              ? "unix|" + a.path

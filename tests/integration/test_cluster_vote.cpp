@@ -120,6 +120,15 @@ TEST_CASE("cluster votes: every lock kind through three 3-master clusters") {
       CHECK(c->node(c->owner_of_key(fk)).command({"EXISTS", fk}).integer == 1);
     }
     CHECK(client.try_release(b.lock));
+    // A name with a '}' but no hash tag: its counter takes a number of the same slot as tag,
+    // so the fenced script (lock key + counter) runs on one master (else CROSSSLOT).
+    for (const std::string odd : {"cv}odd", "cv{}odd}", "}{"}) {
+      auto f = client.try_acquire({odd}, o);
+      REQUIRE_MESSAGE(f, odd << ": " << f.message);
+      const auto k = derived_key(odd, KeyRole::fence);
+      for (const auto* c : all) CHECK(c->owner_of_key(k) == c->owner_of_key(odd));
+      CHECK(client.try_release(f.lock));
+    }
   }
 
   {  // read-write: readers share, a writer waits for them
@@ -228,6 +237,25 @@ TEST_CASE("cluster votes mix with standalone votes; a bad seed is no vote, with 
                 b.nodes[0].detail);
   CHECK(b.nodes[1].state == NodeState::ok);
   CHECK(b.nodes[2].state == NodeState::down);
+
+  // A master without a replica dies: the cluster stops serving (cluster-require-full-coverage),
+  // and its vote is no vote with the server's words, not a timeout.
+  const std::string key = "mixed-3";
+  const auto owner = c.owner_of_key(key);
+  c.node(c.other_master(owner)).kill();
+  REQUIRE(eventually(
+      [&] {
+        return c.node(owner).command({"CLUSTER", "INFO"}).str.find("cluster_state:fail") !=
+               std::string::npos;
+      },
+      10s));
+  Client solo(cluster_options(cluster_address(c)));
+  auto down = solo.try_acquire({key}, ttl_opts(10s));
+  CHECK_FALSE(down);
+  REQUIRE(down.nodes.size() == 1);
+  CHECK(down.nodes[0].state == NodeState::error);
+  CHECK_MESSAGE(down.nodes[0].detail.find("CLUSTERDOWN") != std::string::npos,
+                down.nodes[0].detail);
 }
 
 TEST_CASE("cluster votes: slots migrated while locks are held and taken (MOVED, ASK)") {
@@ -271,6 +299,25 @@ TEST_CASE("cluster votes: slots migrated while locks are held and taken (MOVED, 
   }
   auto asked = client.try_acquire({fresh}, ttl_opts(10s));
   REQUIRE_MESSAGE(asked, asked.message);
+  // TRYAGAIN: a lock over two keys of one slot, one of them already moved: the source cannot run
+  // a script over both. That vote is no vote with the server's words (one vote alone here, so
+  // the outcome waits for its answer).
+  const std::vector<std::string> pair = {"{mig-pair}a", "{mig-pair}b"};
+  Client solo(cluster_options(cluster_address(c0)));
+  auto both = solo.try_acquire(pair, ttl_opts(20s));
+  REQUIRE_MESSAGE(both, both.message);
+  {
+    const int slot = c0.key_slot(pair[0]);
+    c0.begin_slot_migration(slot, c0.other_master(c0.owner_of_slot(slot)), {pair[0]});
+    auto e2 = solo.try_extend(both.lock, 20s);
+    CHECK_FALSE(e2);
+    REQUIRE(e2.nodes.size() == 1);
+    CHECK(e2.nodes[0].state == NodeState::error);
+    CHECK_MESSAGE(e2.nodes[0].detail.find("TRYAGAIN") != std::string::npos, e2.nodes[0].detail);
+    c0.finish_slot_migration(slot);
+  }
+  CHECK(solo.try_release(both.lock));
+  for (const auto& k : pair) CHECK(absent_everywhere(c0, k));
   stop = true;
   churn.join();
   CHECK(taken > 0);
