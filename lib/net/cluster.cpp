@@ -211,16 +211,6 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     if (owner != nullptr) owner->node->subscribe(key);
   }
 
-  ConnectionSettings topology_settings() const {
-    ConnectionSettings s;
-    s.connect_timeout = options_.connect_timeout;
-    s.reconnect_min = options_.reconnect_min;
-    s.reconnect_max = options_.reconnect_max;
-    s.stall_limit = std::max(Millis{1000}, options_.connect_timeout * 4);
-    s.drain_limit = Millis{0};
-    return s;
-  }
-
   // The connection the slot map is asked on: a seed, or a master the last map named, in turn.
   void connect_topology() {
     std::erase_if(topology_, [](const TopologyLink& l) { return l.closed; });
@@ -237,8 +227,9 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     ep.port = e.port;
     asking_on_ = e;
     TopologyLink link;
-    link.conn = std::make_unique<Connection>(loop_, static_cast<Connection::Listener&>(*this),
-                                             index_, ep, transport_(e.host), topology_settings());
+    link.conn =
+        std::make_unique<Connection>(loop_, static_cast<Connection::Listener&>(*this), index_, ep,
+                                     transport_(e.host), discovery_settings(options_));
     question_ = link.conn.get();
     topology_.push_back(std::move(link));
     question_->start();

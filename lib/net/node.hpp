@@ -89,6 +89,10 @@ using TransportMaker = std::function<std::unique_ptr<TransportFactory>(const std
 [[nodiscard]] TransportMaker transport_for(const NodeAddress& address, const Options& options,
                                            TlsContexts& contexts, std::string& error);
 
+// A connection that asks where the masters are (a sentinel; a cluster node, for its slot map): it
+// answers quickly or is replaced, and nothing on it is worth draining at close.
+[[nodiscard]] ConnectionSettings discovery_settings(const Options& options);
+
 // The node for `address` (the index is its place in Options::nodes): a standalone master, or a
 // Sentinel-managed one (sentinel.cpp).
 [[nodiscard]] std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,

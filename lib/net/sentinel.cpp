@@ -202,16 +202,6 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     return masters_.empty() || masters_.back()->retired ? nullptr : masters_.back().get();
   }
 
-  ConnectionSettings settings() const {
-    ConnectionSettings s;
-    s.connect_timeout = options_.connect_timeout;
-    s.reconnect_min = options_.reconnect_min;
-    s.reconnect_max = options_.reconnect_max;
-    s.stall_limit = std::max(Millis{1000}, options_.connect_timeout * 4);
-    s.drain_limit = Millis{0};
-    return s;
-  }
-
   // Two connections to the sentinel in use: questions, and the +switch-master subscription.
   void connect_sentinel() {
     std::erase_if(sentinel_links_, [](const SentinelLink& l) { return l.closed; });
@@ -223,8 +213,9 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     for (bool events : {false, true}) {
       SentinelLink link;
       link.events = events;
-      link.conn = std::make_unique<Connection>(loop_, static_cast<Connection::Listener&>(*this),
-                                               index_, e, transport_(s.host), settings());
+      link.conn =
+          std::make_unique<Connection>(loop_, static_cast<Connection::Listener&>(*this), index_, e,
+                                       transport_(s.host), discovery_settings(options_));
       if (events) link.conn->set_push_handler(this);
       made[events ? 1 : 0] = link.conn.get();
       sentinel_links_.push_back(std::move(link));

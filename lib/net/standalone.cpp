@@ -273,6 +273,16 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
 
 }  // namespace
 
+ConnectionSettings discovery_settings(const Options& o) {
+  ConnectionSettings s;
+  s.connect_timeout = o.connect_timeout;
+  s.reconnect_min = o.reconnect_min;
+  s.reconnect_max = o.reconnect_max;
+  s.stall_limit = std::max(Millis{1000}, o.connect_timeout * 4);
+  s.drain_limit = Millis{0};
+  return s;
+}
+
 TransportMaker transport_for(const NodeAddress& a, const Options& o, TlsContexts& contexts,
                              std::string& error) {
   const bool unix_socket = a.transport == NodeAddress::Transport::unix_socket;
