@@ -169,7 +169,9 @@ node_do() {
   for attempt in 1 2 3 4 5 6 7 8 9 10; do
     "$cli" "${args[@]}" >"$fo_tmp/node.out" 2>&1 && return 0
     { echo "  attempt $attempt:"; cat "$fo_tmp/node.out"; } >>"$fo_tmp/node.all"
-    [[ $action == start ]] && grep -q "already in use by another process" "$fo_tmp/node.out" || break
+    if [[ $action != start ]] || ! grep -q "already in use by another process" "$fo_tmp/node.out"; then
+      break
+    fi
     sleep 0.2
   done
   cat "$fo_tmp/node.all" >&2
