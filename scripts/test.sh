@@ -5,8 +5,8 @@
 #   scripts/test.sh              everything
 #   REDLOCK_SANITIZERS=0 scripts/test.sh   skip the two sanitizer builds (faster local runs)
 #   REDLOCK_FUZZ=0 scripts/test.sh         skip the short fuzzing run at the end (scripts/fuzz.sh)
-#   REDLOCK_OVERLAP=1 scripts/test.sh      build the sanitizer and fuzz trees beside `meson test`
-#                                          instead of after it (faster; see below)
+#   REDLOCK_OVERLAP=0 scripts/test.sh      build the sanitizer and fuzz trees after `meson test`
+#                                          instead of beside it (slower; see below)
 #   scripts/test.sh --stress     the same with a busy core and a disk writer beside it
 #                                (stress-ng --cpu 1 --hdd 1, installed when missing), as
 #                                testing.md's "Flakes are bugs" asks before timing changes land;
@@ -85,11 +85,11 @@ phase_done "set-up, format check and build"
 # REDLOCK_OVERLAP=1: the sanitizer and fuzz trees are built while `meson test` runs: the builds
 # need the CPU, the tests mostly wait for servers and sleeps. The builds run at nice 19 and in the
 # idle I/O class, so a test process that wants a core gets it at once (a nice-0 task preempts a
-# nice-19 one). Off by default until a scripts/stress-runs.sh series shows the suite flake-free
-# with it: the build's disk writes may still delay the appendfsync-always nodes of some tests.
+# nice-19 one). REDLOCK_OVERLAP=0 builds them after `meson test` instead (the tests alone on the
+# machine), e.g. to tell a flake that needs load from one that does not.
 # setsid: the build is its own process group, which the EXIT trap ends if this script stops early.
 later_pid=""
-if [[ ${REDLOCK_OVERLAP:-0} != 0 && ($sanitizers != 0 || $fuzz != 0) ]]; then
+if [[ ${REDLOCK_OVERLAP:-1} != 0 && ($sanitizers != 0 || $fuzz != 0) ]]; then
   later_log=build/later-trees.log
   low=(nice -n 19)
   ionice -c 3 true 2>/dev/null && low+=(ionice -c 3)
