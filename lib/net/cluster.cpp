@@ -184,14 +184,19 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     slots_[slot] = &m;
     ask_map_soon();
   }
-  // A part's result: a master that is down may have been failed over (a fresh map soon).
-  void note_failure(const Result& r, const Master* m) {
+  // A part's result, for last_error() and refused(). A master that is down may have been failed
+  // over: a fresh map soon.
+  void note_result(const Result& r, const Master* m) {
+    if (r.kind == Result::Kind::reply) {
+      last_error_.clear();
+      refused_ = false;
+      return;
+    }
     if (r.kind == Result::Kind::refused) refused_ = true;
     if (r.kind != Result::Kind::down) return;
     if (m != nullptr) last_error_ = "master " + m->address + ": " + std::string(r.error);
     if (have_map_) ask_map_soon();
   }
-  bool first_map_seen() const { return have_map_; }
 
  private:
   struct Subscription {
@@ -526,7 +531,7 @@ class Routed final : public Sink {
         if (auto why = p.target->exclusion(r.at)) p.exclusion = std::move(*why);
       }
     }
-    node_.note_failure(r, p.target);
+    node_.note_result(r, p.target);
   }
 
   void maybe_deliver() {
