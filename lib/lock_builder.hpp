@@ -27,6 +27,9 @@ class LockBuilder {
     l.deadline_ = deadline;
     l.votes_ = votes;
     l.nodes_ = std::move(outcomes);
+    // Held long enough to be extended: waiters may have come meanwhile (the uncontended holder
+    // of a long job, auto-extended), and one release that publishes costs little beside it.
+    l.wakes_waiters_ = true;
   }
   static void set_fence(Lock& l, std::uint64_t f) { l.fence_ = f; }
   static void set_mode(Lock& l, LockMode m) { l.mode_ = m; }

@@ -52,9 +52,10 @@ class REDLOCK_API Lock {
   [[nodiscard]] std::optional<std::uint64_t> ticket() const noexcept { return ticket_; }
   [[nodiscard]] const std::vector<NodeOutcome>& nodes() const noexcept { return nodes_; }
   // Whether releasing it wakes waiters (Options::wake_ups): true for a fair lock, for one whose
-  // acquisition found it held elsewhere first (so others likely wait too), and for one rebuilt
-  // from a token (nothing is known). An uncontended lock's release is the documented
-  // compare-and-delete alone; its waiters (if some came later) notice it by polling.
+  // acquisition found it held elsewhere first (so others likely wait too), for one that was
+  // extended (held long enough for waiters to come: an auto-extended job), and for one rebuilt
+  // from a token (nothing is known). An uncontended, never extended lock's release is the
+  // documented compare-and-delete alone; its waiters (if some came later) notice it by polling.
   [[nodiscard]] bool wakes_waiters() const noexcept { return wakes_waiters_; }
 
   // Rebuilds a lock from a token handed over from another process (the CLI's

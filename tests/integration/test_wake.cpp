@@ -76,6 +76,28 @@ TEST_CASE("wake-ups: a waiter in another client takes the lock right after the r
   }));
 }
 
+TEST_CASE("wake-ups: an uncontended holder that was extended wakes the waiters that came since") {
+  RedisCluster c(5);
+  Client holder(options_for(c));
+  Client waiter(slow_polling(c));
+  auto held = holder.try_acquire({"long-job"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  CHECK_FALSE(held.lock.wakes_waiters());  // nobody waited when it was taken
+  auto w = wait_for(waiter, "long-job");
+  REQUIRE(eventually([&] { return listening_everywhere(c, "long-job"); }));
+  std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
+  auto ext = holder.try_extend(held.lock, 30s);  // what auto-extension does
+  REQUIRE_MESSAGE(ext, ext.message);
+  CHECK(ext.lock.wakes_waiters());
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(ext.lock));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                "took " << ms_since(released) << " ms: it waited for its poll");
+  (void)waiter.try_release(got.result.lock);
+}
+
 TEST_CASE("wake-ups: a killed pub/sub connection comes back and listens again") {
   RedisCluster c(5);
   Client holder(options_for(c));
