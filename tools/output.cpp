@@ -156,7 +156,7 @@ void print_status_json(const std::string& resource, const StatusResult& res, std
               {"pttl_ms", n.pttl ? Json(n.pttl->count()) : Json(nullptr)}};
     if (!n.type.empty()) o["type"] = text(n.type);
     if (!n.detail.empty()) o["detail"] = text(n.detail);
-    if (!n.where.empty()) o["where"] = text(n.where);
+    o["where"] = n.where.empty() ? Json(nullptr) : text(n.where);
     if (n.up) {
       Json readers = Json::array();
       for (const auto& r : n.readers) {

@@ -1,0 +1,342 @@
+#pragma once
+// The Redis Cluster vote's pieces (cluster.cpp: the node and its masters; cluster_routed.cpp: one
+// command through the cluster). Private to lib/net.
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/restart_guard.hpp"
+#include "core/slots.hpp"
+#include "net/node.hpp"
+#include "net/pending.hpp"
+#include "net/uv.hpp"
+#include "redlock/keys.hpp"
+
+namespace redlock::net::cluster {
+
+using detail::ClusterEndpoint;
+using detail::Command;
+using detail::Reply;
+
+inline constexpr Millis map_interval{1000};  // CLUSTER SLOTS, between redirections
+inline constexpr Millis map_soon{20};        // after a redirection
+inline constexpr int max_redirects = 5;      // per part of a command
+// A master that no longer serves a slot is kept this long (a redirection may name it before the
+// map does) before its connections close.
+inline constexpr Millis retire_after{5000};
+
+// "host:port", IPv6 in brackets.
+std::string host_port(const std::string& host, int port);
+
+class ClusterNode;
+
+// One master of the cluster, reached through a standalone node.
+struct Master final : NodeHost, MasterWatcher {
+  ClusterNode& owner;
+  ClusterEndpoint endpoint;
+  std::string address;  // host:port
+  std::string id;       // its cluster node id, once a map named it
+  bool met_after_first_map = false;
+  bool promotion_noted = false;  // from its INFO replication (once)
+  bool closed = false;
+  bool retired = false;
+  BootClock::time_point last_in_map{};
+  detail::RestartGuard promotion;  // promotions only
+  std::unique_ptr<Node> node;
+
+  Master(ClusterNode& o, ClusterEndpoint e) : owner(o), endpoint(std::move(e)) {
+    address = host_port(endpoint.host, endpoint.port);
+  }
+
+  // NodeHost
+  void log(LogLevel level, const std::string& message) override;
+  void on_node_closed(int) override;
+  void on_server_identified(int) override {}  // the vote's identity is the cluster's
+  Millis restart_quarantine() const override;
+  void on_wake(int index, const std::string& lock_key, const Wake& wake) override;
+  // MasterWatcher
+  void on_replication(std::optional<bool> promoted) override;
+
+  // Why its answers must not count now (restart guard, promotion), or nullopt.
+  [[nodiscard]] std::optional<std::string> exclusion(BootClock::time_point now) const;
+};
+
+class ClusterNode final : public Node, Connection::Listener, Sink {
+ public:
+  ClusterNode(uv_loop_t* loop, NodeHost& host, int index, TransportMaker transport,
+              const NodeAddress& address, const Options& options, NodeMetrics* metrics)
+      : loop_(loop),
+        host_(host),
+        index_(index),
+        transport_(std::move(transport)),
+        address_(address),
+        name_(address.to_string()),
+        options_(options),
+        metrics_(metrics),
+        ask_slots_(Request::make(Command::plain({"CLUSTER", "SLOTS"}))),
+        map_timer_(loop, [this] { on_map_timer(); }),
+        waiting_(loop, index, [this] { return map_error_; }),
+        slots_(detail::cluster_slots, nullptr) {
+    seeds_.push_back({address.host, address.port});
+    for (const auto& s : address.more_seeds) seeds_.push_back({s.host, s.port});
+    if (!address_.password.empty()) {
+      Command auth = Command::plain({"AUTH"});
+      if (!address_.user.empty()) auth.arg(address_.user);
+      auth.arg(address_.password);
+      auth_ = Request::make(std::move(auth));
+    }
+    map_error_ = "no slot map yet: asking the cluster";
+  }
+
+  void start() override {
+    map_timer_.unref();
+    connect_topology();
+    map_timer_.start(static_cast<std::uint64_t>(map_interval.count()));
+  }
+
+  void close() override {
+    if (closing_) return;
+    closing_ = true;
+    map_timer_.close();
+    waiting_.close();
+    for (auto& t : topology_) t.conn->close();
+    for (auto& [addr, m] : masters_) m->node->close();
+    finish_if_closed();  // (retired masters are closing already)
+  }
+
+  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+            std::uint32_t tag, BootClock::time_point sent) override;
+
+  const std::string& name() const override { return name_; }
+  std::string last_error() const override { return last_error_.empty() ? map_error_ : last_error_; }
+  bool refused() const override { return refused_; }
+  std::string server_id() const override { return identity_; }
+  // Per answer (Result::exclusion): the master that answered decides.
+  std::optional<std::string> vote_exclusion(BootClock::time_point) const override {
+    return std::nullopt;
+  }
+  void subscribe(const std::string& lock_key) override {
+    auto& s = subscriptions_[lock_key];
+    if (++s.users == 1) resubscribe(lock_key, s);
+  }
+  void unsubscribe(const std::string& lock_key) override {
+    auto it = subscriptions_.find(lock_key);
+    if (it == subscriptions_.end()) return;
+    if (--it->second.users == 0) {
+      if (Master* m = it->second.on) m->node->unsubscribe(lock_key);
+      subscriptions_.erase(it);
+    }
+  }
+  std::optional<std::string> fence_durability_problem() const override {
+    for (const auto& [addr, m] : masters_) {
+      if (m->retired) continue;
+      if (auto p = m->node->fence_durability_problem()) return "master " + addr + ": " + *p;
+    }
+    return std::nullopt;
+  }
+  std::string key_owner(const std::string& key) const override {
+    const unsigned slot = hash_slot(key);
+    const Master* m = slots_[slot];
+    return "slot " + std::to_string(slot) + " on " + (m != nullptr ? m->address : "(no master)");
+  }
+
+  // --- for Master and Routed -------------------------------------------------------------------
+  NodeHost& host() { return host_; }
+  const std::string& display() const { return name_; }
+  int index() const { return index_; }
+  bool closing() const { return closing_; }
+  void finish_if_closed();
+  // The master at `e` (made and started if new). An empty host is the seed's.
+  Master& master_at(ClusterEndpoint e);
+  Master* owner_of(unsigned slot) const { return slots_[slot]; }
+  Master* any_master() const;
+  // A MOVED answer: the slot is `m`'s now; a fresh map soon.
+  void moved(unsigned slot, Master& m) {
+    slots_[slot] = &m;
+    ask_map_soon();
+  }
+  // A part's result, for last_error() and refused(). A master that is down may have been failed
+  // over: a fresh map soon.
+  void note_result(const Result& r, const Master* m) {
+    if (r.kind == Result::Kind::reply) {
+      last_error_.clear();
+      refused_ = false;
+      return;
+    }
+    if (r.kind == Result::Kind::refused) refused_ = true;
+    if (r.kind != Result::Kind::down) return;
+    if (m != nullptr) last_error_ = "master " + m->address + ": " + std::string(r.error);
+    if (have_map_) ask_map_soon();
+  }
+
+ private:
+  struct Subscription {
+    int users = 0;
+    Master* on = nullptr;  // the master it is subscribed on
+  };
+  struct TopologyLink {
+    std::unique_ptr<Connection> conn;
+    bool closed = false;
+  };
+
+  void resubscribe(const std::string& key, Subscription& s) {
+    Master* owner = slots_[hash_slot(key)];
+    if (owner == s.on) return;
+    if (s.on != nullptr) s.on->node->unsubscribe(key);
+    s.on = owner;
+    if (owner != nullptr) owner->node->subscribe(key);
+  }
+
+  // The connection the slot map is asked on: a seed, or a master the last map named, in turn.
+  void connect_topology() {
+    std::erase_if(topology_, [](const TopologyLink& l) { return l.closed; });
+    std::vector<ClusterEndpoint> candidates = seeds_;
+    for (const auto& [addr, m] : masters_) {
+      if (!m->retired &&
+          std::find(candidates.begin(), candidates.end(), m->endpoint) == candidates.end()) {
+        candidates.push_back(m->endpoint);
+      }
+    }
+    const auto& e = candidates[next_candidate_++ % candidates.size()];
+    Endpoint ep;
+    ep.host = e.host;
+    ep.port = e.port;
+    asking_on_ = e;
+    TopologyLink link;
+    link.conn =
+        std::make_unique<Connection>(loop_, static_cast<Connection::Listener&>(*this), index_, ep,
+                                     transport_(e.host), discovery_settings(options_));
+    question_ = link.conn.get();
+    topology_.push_back(std::move(link));
+    question_->start();
+    asked_ = false;
+  }
+
+  void next_topology(const std::string& why) {
+    if (closing_) return;
+    map_error_ = "slot map from " + host_port(asking_on_.host, asking_on_.port) + ": " + why;
+    host_.log(LogLevel::debug, name_ + ": " + map_error_);
+    if (switches_this_interval_ > seeds_.size() + masters_.size()) return;
+    ++switches_this_interval_;
+    if (question_ != nullptr) question_->close();
+    question_ = nullptr;
+    connect_topology();
+  }
+
+  void ask_map_soon() {
+    if (closing_ || soon_) return;
+    soon_ = true;
+    map_timer_.start(static_cast<std::uint64_t>(map_soon.count()));
+  }
+
+  // Every map_interval, and map_soon after a redirection.
+  void on_map_timer() {
+    if (closing_) return;
+    map_timer_.start(static_cast<std::uint64_t>(map_interval.count()));
+    if (soon_) {
+      soon_ = false;
+      ask_map();
+      return;
+    }
+    switches_this_interval_ = 0;
+    retire_unused();
+    if (question_ != nullptr && !question_->ready() && !asked_) {
+      next_topology(question_->last_error().empty() ? "not connected" : question_->last_error());
+      return;
+    }
+    ask_map();
+  }
+
+  void ask_map() {
+    if (closing_ || question_ == nullptr || asked_ || !question_->ready()) return;
+    asked_ = question_->send(ask_slots_, options_.connect_timeout, *this, 0, BootClock::now());
+  }
+
+  // Connection::Listener (the topology connection)
+  void on_connecting(Connection& c) override {
+    if (auth_) (void)c.send(auth_, options_.connect_timeout, *this, 1, BootClock::now());
+  }
+  void on_ready(Connection& c, const std::string&) override {
+    if (&c == question_) ask_map();
+  }
+  void on_dropped(Connection& c, const std::string& why, bool) override {
+    if (&c != question_) return;
+    asked_ = false;
+    next_topology(why);
+  }
+  void on_closed(Connection& c) override {
+    for (auto& l : topology_) {
+      if (l.conn.get() == &c) l.closed = true;
+    }
+    finish_if_closed();
+  }
+
+  // Sink: CLUSTER SLOTS (tag 0) and AUTH (tag 1) on the topology connection.
+  void on_result(int, std::uint32_t tag, const Result& r) override {
+    if (closing_) return;
+    if (tag == 1) {
+      if (r.kind == Result::Kind::reply && r.reply->is_error() && question_ != nullptr) {
+        refused_ = true;
+        question_->drop("AUTH failed: " + r.reply->str, Connection::Failure::refused);
+      }
+      return;
+    }
+    asked_ = false;
+    if (r.kind != Result::Kind::reply) {
+      next_topology(r.kind == Result::Kind::timeout ? "CLUSTER SLOTS timed out"
+                                                    : std::string(r.error));
+      return;
+    }
+    std::string error;
+    auto map = detail::parse_cluster_slots(*r.reply, error);
+    if (!map) {
+      next_topology(r.reply->is_error() ? r.reply->str : error);
+      return;
+    }
+    if (map->empty()) {
+      map_error_ = "the cluster serves no slots (CLUSTER SLOTS is empty)";
+      return;
+    }
+    apply(*map, r.at);
+  }
+  void on_done() override {}
+
+  void apply(const std::vector<detail::SlotRange>& map, BootClock::time_point at);
+  void retire_unused();
+
+  uv_loop_t* loop_;
+  NodeHost& host_;
+  int index_;
+  TransportMaker transport_;
+  NodeAddress address_;
+  std::string name_;
+  const Options& options_;
+  NodeMetrics* metrics_;
+  std::shared_ptr<const Request> ask_slots_, auth_;
+  std::vector<ClusterEndpoint> seeds_;
+  std::size_t next_candidate_ = 0;
+  ClusterEndpoint asking_on_;
+  Connection* question_ = nullptr;
+  bool asked_ = false;
+  bool soon_ = false;
+  std::size_t switches_this_interval_ = 0;
+  std::vector<TopologyLink> topology_;
+  std::string map_error_, last_error_;
+  bool refused_ = false;
+  bool have_map_ = false;
+  std::string identity_;
+  std::set<std::string> replica_ids_;  // every node id a map named as a replica
+  std::map<std::string, Subscription> subscriptions_;
+  bool closing_ = false;
+  bool finished_ = false;
+  Timer map_timer_;
+  PendingCommands waiting_;                                 // commands sent before the first map
+  std::map<std::string, std::unique_ptr<Master>> masters_;  // by host:port
+  std::vector<std::unique_ptr<Master>> retired_;            // closing; dropped once closed
+  std::vector<Master*> slots_;                              // the owner of each slot, or null
+};
+
+}  // namespace redlock::net::cluster
