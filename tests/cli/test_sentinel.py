@@ -203,9 +203,9 @@ class SentinelTopology(unittest.TestCase):
         self.ok(self.run_cli("release", "tls-job", a.stdout.strip(), env=env))
 
     def test_refusals(self):
-        r = self.cluster("up", "--topology", "cluster", "--count", "1", "--base-port", str(self.base))
+        r = self.cluster("up", "--topology", "sentinal", "--count", "1", "--base-port", str(self.base))
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        self.assertIn("cluster", r.stderr.split("--topology", 1)[1])
+        self.assertIn("sentinal", r.stderr.split("--topology", 1)[1])
         # The processes must fit below port 65536: 2*64+3 of them from 65500 do not.
         r = self.cluster("up", "--topology", "sentinel", "--count", "64", "--base-port", "65500")
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
