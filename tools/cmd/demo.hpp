@@ -195,6 +195,28 @@ class Demo {
   void step_sentinel_replicated();
   // Votes 1..Q (those the chapter fails over) that said yes.
   [[nodiscard]] int promoted_votes_ok(const std::vector<NodeOutcome>& nodes) const;
+  // What the Sentinel and Redis Cluster chapters share (demo_failover.cpp): both fail votes
+  // 1..Q over while A holds held_, with the key lost on the promoted masters.
+  // "m1..m3" or "c1..c3": the names of votes from..to.
+  [[nodiscard]] std::string votes_text(int from, int to) const;
+  // Shows what each vote stores and checks that the promoted masters of 1..Q lack A's key.
+  void check_promoted_lack_key(const std::string& resource);
+  // 3a: U (restart quarantine 0) takes `resource` while A's lock is still valid.
+  void show_unguarded_hazard(Client& u, const std::string& resource, Millis ttl);
+  // 3b: `who`'s attempt `a` was refused while A's lock is valid, no promoted master gave its vote,
+  // one at least was excluded and says `reason`.
+  void check_guard_refusal(const Attempt& a, const std::string& who, std::string_view reason);
+  // `c` tries every 250 ms until it gets `resource` (at most ttl + 10 s): it must get it only once
+  // A's lock has expired. Releases it, then A's.
+  void retry_until_a_expired(Client& c, const std::string& who, const std::string& resource,
+                             Millis ttl, std::optional<SteadyClock::time_point> first_promotion);
+  // Step 4: U, without the quarantine, is refused a resource replicated votes hold.
+  void check_unguarded_refused(const std::string& resource, Millis ttl);
+  // Whether process I stores `value` at `key`; DEL `key` there.
+  [[nodiscard]] bool stores(int index, const std::string& key, const std::string& value) const;
+  void delete_on(int index, const std::string& key) const;
+  // How many votes store `token` for the resource.
+  [[nodiscard]] static int holders(const StatusResult& st, const std::string& token);
   // The Redis Cluster chapter (demo_cluster.cpp), instead of steps 2-4 on a cluster topology.
   void intro_cluster();
   void step_cluster_lock();

@@ -7,24 +7,12 @@
 #include <algorithm>
 
 #include "demo.hpp"
-#include "nodes/client.hpp"
 
 namespace redlock::cli::demo {
 
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string clusters_text(int from, int to) {
-  return from == to ? "c" + std::to_string(from)
-                    : "c" + std::to_string(from) + ".." + "c" + std::to_string(to);
-}
-
-bool detail_says(const std::vector<NodeOutcome>& nodes, std::string_view what) {
-  return std::any_of(nodes.begin(), nodes.end(), [&](const NodeOutcome& o) {
-    return o.detail.find(what) != std::string::npos;
-  });
-}
 
 // "slot 866 on 127.0.0.1:7002": what `status` says about where a vote keeps the key.
 std::string where_text(const std::string& key_slot_where, int port) {
@@ -36,8 +24,8 @@ std::string where_text(const std::string& key_slot_where, int port) {
 void Demo::intro_cluster() {
   const int r = m_.settings().replicas;
   line(p_.paint("redlock demo", bold) + ": " + std::to_string(n_) + " Redis Clusters (" +
-       clusters_text(1, n_) + ", each " + std::to_string(nodes::cluster_masters) +
-       " masters with " + std::to_string(r) + (r == 1 ? " replica" : " replicas") +
+       votes_text(1, n_) + ", each " + std::to_string(nodes::cluster_masters) + " masters with " +
+       std::to_string(r) + (r == 1 ? " replica" : " replicas") +
        ") on 127.0.0.1:" + std::to_string(m_.port_of(1)) + "-" +
        std::to_string(m_.port_of(procs_)) + (m_.settings().tls ? ", TLS only" : "") +
        " (cluster dir " + m_.settings().dir.string() + ")");
@@ -111,14 +99,10 @@ void Demo::step_cluster_lock() {
   warm_up(*client_, res);
   auto a = acquire(*client_, "A", res, cluster_ttl);
   check(bool(a.result), "A holds the lock over the clusters", a.result.message);
-  auto holders = [&](const StatusResult& st) {
-    return std::count_if(st.nodes.begin(), st.nodes.end(), [&](const NodeKeyState& s) {
-      return a.result && s.value && *s.value == a.result.lock.token();
-    });
-  };
-  auto st = settle(res, [&](const StatusResult& now) { return holders(now) == n_; });
-  check(holders(st) == n_, "every vote stores A's token",
-        std::to_string(holders(st)) + " of " + std::to_string(n_) + " do");
+  const std::string token = a.result ? a.result.lock.token() : std::string();
+  auto st = settle(res, [&](const StatusResult& now) { return holders(now, token) == n_; });
+  check(holders(st, token) == n_, "every vote stores A's token",
+        std::to_string(holders(st, token)) + " of " + std::to_string(n_) + " do");
   // Where each vote says the key is, against who serves the slot (CLUSTER NODES of the cluster).
   std::string wrong;
   for (int v = 1; v <= n_ && v <= static_cast<int>(st.nodes.size()); ++v) {
@@ -136,7 +120,7 @@ void Demo::step_cluster_lock() {
 void Demo::step_cluster_failover() {
   heading("3. The master of the key's slot fails in a majority of the clusters while A holds it");
   const std::string res = "demo:cluster";
-  say("kill -9 the master that serves " + res + " in " + clusters_text(1, q_) +
+  say("kill -9 the master that serves " + res + " in " + votes_text(1, q_) +
       ": once it has been silent for");
   say("cluster-node-timeout (" + std::to_string(nodes::cluster_node_timeout_ms) +
       " ms) the other masters vote its replica in. To show what a lost");
@@ -153,9 +137,7 @@ void Demo::step_cluster_failover() {
   std::optional<SteadyClock::time_point> first_promotion;
   const auto failovers = fail_over_majority(res, [&](const ClusterManager::Failover& f) {
     if (!first_promotion) first_promotion = SteadyClock::now();
-    nodes::SyncClient c(m_.endpoint(f.new_master),
-                        {.connect_timeout = Millis{1000}, .command_timeout = Millis{1000}});
-    (void)c.command({"DEL", res});
+    delete_on(f.new_master, res);
   });
   for (const auto& f : failovers) {
     say(m_.vote_name(f.vote) + ": " + p_.paint("kill -9", red) + " " + node_name(f.old_master) +
@@ -169,50 +151,18 @@ void Demo::step_cluster_failover() {
   check(g_knows && u_knows,
         "the long-lived clients G and U follow the new slot maps (they ask every second)",
         std::string(g_knows ? "U" : "G") + " still names the old masters after 5 s");
-  auto st = show_state(res);
-  int without = 0;
-  for (int v = 0; v < q_ && v < static_cast<int>(st.nodes.size()); ++v) {
-    without +=
-        st.nodes[static_cast<std::size_t>(v)].up && !st.nodes[static_cast<std::size_t>(v)].value;
-  }
-  check(without == q_,
-        "the promoted masters of " + clusters_text(1, q_) + " do not have A's key: A holds it on " +
-            std::to_string(n_ - q_) + " of " + std::to_string(n_) + " votes only",
-        std::to_string(without) + " of " + std::to_string(q_) + " lack it");
+  check_promoted_lack_key(res);
 
   subheading("3a. Without the guard (restart quarantine 0): the hazard");
-  {
-    auto u = acquire(u_client, "U (no quarantine)", res, cluster_ttl);
-    const Millis a_left = held_.remaining();
-    const bool both = u.result && a_left > Millis{0};
-    if (both) {
-      say(p_.paint("!! two clients hold " + res + " at once: A (" + std::to_string(a_left.count()) +
-                       " ms of validity left) and U",
-                   bold_red));
-    }
-    check(both,
-          "the hazard is real: U got the lock through the promoted replicas while A's was "
-          "still valid",
-          u.result ? "A's lock had already expired (a slow failover)" : u.result.message);
-    release(u_client, u.result.lock);
-  }
+  show_unguarded_hazard(u_client, res, cluster_ttl);
 
   subheading("3b. With the guard: a promoted replica's vote waits out the restart quarantine");
   say("G had the slot maps from before the failover, where the new masters were replicas: their");
   say("votes wait out G's quarantine (" + fmt_s(cluster_ttl) + ") from when G saw the new maps.");
   auto g = acquire(g_client, "G", res, cluster_ttl);
-  const Millis a_left = held_.remaining();
-  // The outcome is known once too few votes can still say yes, so some votes stay pending; what
-  // matters is that no promoted master gave its vote and at least one says why.
-  check(!g.result && promoted_votes_ok(g.result.nodes) == 0 &&
-            count_state(g.result.nodes, Vote::excluded) > 0 &&
-            detail_says(g.result.nodes, "replica") && a_left > Millis{0},
-        "G is refused while A's lock is valid: the promoted masters' votes are excluded",
-        g.result                                           ? "G acquired it"
-        : a_left == Millis{0}                              ? "A's lock had expired first"
-        : promoted_votes_ok(g.result.nodes) > 0            ? "a promoted master gave its vote"
-        : count_state(g.result.nodes, Vote::excluded) == 0 ? "no vote was excluded"
-                                                           : "no vote says it was a replica");
+  // Its detail: "... was promoted from replica" (the master's INFO) or "... was a replica in the
+  // last slot map".
+  check_guard_refusal(g, "G", "replica");
   release(g_client, g.result.lock);
   say(
       p_.paint("A process that starts after the failover (every redlock-cli call) is not refused: "
@@ -224,40 +174,7 @@ void Demo::step_cluster_failover() {
                yellow));
   say(p_.paint("(step 4) are the defence then.", yellow));
 
-  say("");
-  say("G tries again every 250 ms until it gets the lock:");
-  const auto t0 = SteadyClock::now();
-  const auto deadline = t0 + cluster_ttl + 10s;
-  int refused = 0;
-  AcquireResult got;
-  Millis a_left_then{0};
-  while (SteadyClock::now() < deadline) {
-    checkpoint();
-    AcquireOptions ao;
-    ao.ttl = cluster_ttl;
-    ao.retry_count = 0;
-    got = g_client.try_acquire({res}, ao);
-    a_left_then = held_.remaining();
-    if (got) break;
-    ++refused;
-    nap(250ms);
-  }
-  if (got) {
-    labels_[got.lock.token()] = "G";
-    const auto since =
-        std::chrono::duration_cast<Millis>(SteadyClock::now() - first_promotion.value_or(t0));
-    say("refused " + std::to_string(refused) + " more times, then " + p_.paint("acquired", green) +
-        " " + fmt_s(since) + " after the first promotion:");
-    print_outcomes(got.nodes);
-  }
-  check(got && a_left_then == Millis{0},
-        "G gets the lock only once the quarantine is over and A's lock has expired: never two "
-        "holders",
-        !got ? "G did not get it within " + fmt_s(cluster_ttl + 10s) + ": " + got.message
-             : "A still had " + std::to_string(a_left_then.count()) + " ms");
-  release(g_client, got.lock);
-  release(*client_, held_);
-  held_ = Lock{};
+  retry_until_a_expired(g_client, "G", res, cluster_ttl, first_promotion);
   client_.reset();
 }
 
@@ -280,15 +197,11 @@ void Demo::step_cluster_replicated() {
   auto r = acquire(r_client, "R --min-replicas 1", res, cluster_ttl);
   check(bool(r.result), "R holds the lock: every vote that counted reached a replica",
         r.result.message);
-  say("kill -9 the master that serves " + res + " in " + clusters_text(1, q_) + ":");
+  say("kill -9 the master that serves " + res + " in " + votes_text(1, q_) + ":");
   const auto failovers = fail_over_majority(res);
   int kept = 0;
   for (const auto& f : failovers) {
-    nodes::SyncClient c(m_.endpoint(f.new_master),
-                        {.connect_timeout = Millis{1000}, .command_timeout = Millis{1000}});
-    auto v = c.command({"GET", res});
-    const bool has =
-        r.result && v && v->type == nodes::Reply::Type::string && v->str == r.result.lock.token();
+    const bool has = r.result && stores(f.new_master, res, r.result.lock.token());
     kept += has;
     say(m_.vote_name(f.vote) + ": " + p_.paint("kill -9", red) + " " + node_name(f.old_master) +
         "; " + node_name(f.new_master) + " " + p_.paint("promoted", red) + " after " +
@@ -297,17 +210,7 @@ void Demo::step_cluster_replicated() {
   }
   check(kept == q_, "every promoted replica has R's key: the failover lost nothing",
         std::to_string(kept) + " of " + std::to_string(q_) + " have it");
-  {
-    Options uo = options();
-    uo.restart_quarantine = Millis{0};
-    Client u_client(uo);
-    warm_up(u_client, res);
-    auto u = acquire(u_client, "U (no quarantine)", res, cluster_ttl);
-    check(u.result.error == Errc::contended,
-          "even U, without the guard, is refused: held by someone else (redlock-cli exits 1)",
-          u.result ? "U acquired it" : u.result.message);
-    release(u_client, u.result.lock);
-  }
+  check_unguarded_refused(res, cluster_ttl);
   // R's client follows the new slot maps by itself (every second): a release sent before would
   // go to the killed masters.
   (void)wait_new_maps(r_client, res, failovers);
