@@ -237,18 +237,7 @@ std::string ClusterManager::cluster_problem() const {
 }
 
 void ClusterManager::wait_clusters_whole(std::chrono::milliseconds limit) const {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  std::string why;
-  while (!(why = cluster_problem()).empty()) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw ClusterError(ClusterError::Kind::failed,
-                         "the clusters were not whole within " +
-                             std::to_string(limit.count() / 1000) + " s: " + why +
-                             "; the processes are left running (`redlock-cli cluster down` "
-                             "stops them)");
-    }
-    std::this_thread::sleep_for(50ms);
-  }
+  wait_no_problem([this] { return cluster_problem(); }, limit, "the clusters were not whole");
 }
 
 std::optional<int> ClusterManager::slot_owner(int vote, const std::string& key) const {

@@ -871,6 +871,20 @@ int ClusterManager::vote_of(int index) const noexcept {
   return 0;
 }
 
+void ClusterManager::wait_no_problem(const std::function<std::string()>& problem,
+                                     std::chrono::milliseconds limit, const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string why;
+  while (!(why = problem()).empty()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      fail(ClusterError::Kind::failed,
+           what + " within " + std::to_string(limit.count() / 1000) + " s: " + why +
+               "; the processes are left running (`redlock-cli cluster down` stops them)");
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
 std::string ClusterManager::vote_name(int vote) const {
   switch (settings_.topology) {
     case Topology::sentinel:

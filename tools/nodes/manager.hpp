@@ -349,6 +349,10 @@ class ClusterManager {
   void form_clusters();
   // "" or why cluster V is not whole.
   [[nodiscard]] std::string cluster_problem(int vote) const;
+  // Polls `problem` (every 50 ms) until it says "": ClusterError{failed} "WHAT within N s: why"
+  // after `limit`.
+  static void wait_no_problem(const std::function<std::string()>& problem,
+                              std::chrono::milliseconds limit, const std::string& what);
   // A port node I needs that is taken, its own or (cluster topology) its bus port: {"port 7001
   // (node 1)", why}; {"", ""} when both are free.
   [[nodiscard]] std::pair<std::string, std::string> ports_busy(int index) const;

@@ -283,18 +283,7 @@ void ClusterManager::wait_replicas_attached(std::chrono::milliseconds limit) con
 }
 
 void ClusterManager::wait_sentinels_agree(std::chrono::milliseconds limit) const {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  std::string why;
-  while (!(why = sentinel_problem()).empty()) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw ClusterError(ClusterError::Kind::failed,
-                         "the sentinels did not agree within " +
-                             std::to_string(limit.count() / 1000) + " s: " + why +
-                             "; the processes are left running (`redlock-cli cluster down` "
-                             "stops them)");
-    }
-    std::this_thread::sleep_for(50ms);
-  }
+  wait_no_problem([this] { return sentinel_problem(); }, limit, "the sentinels did not agree");
 }
 
 std::vector<ClusterManager::Failover> ClusterManager::failover(
