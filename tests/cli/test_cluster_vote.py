@@ -10,29 +10,19 @@ leaves no process behind.
 import json
 import os
 import re
-import shutil
 import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from redisfix import free_cluster_base, wait_until  # noqa: E402
-from test_cluster import CLI, Resp, alive, pings, redis  # noqa: E402
+from test_cluster import CLI, Resp, TopologyCase, alive, clean_env, pings, redis  # noqa: E402
 
 COUNT = 3                  # votes: clusters c1..c3
 PER = 6                    # 3 masters and 1 replica each
 PROCS = COUNT * PER
-
-
-def clean_env(**extra):
-    # REDLOCK_REDIS_SERVER stays: it picks the server `cluster up` starts.
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("REDLOCK_") or k == "REDLOCK_REDIS_SERVER"}
-    env.update(extra)
-    return env
 
 
 def cluster_nodes(port, command=redis):
@@ -69,40 +59,8 @@ class TlsResp(Resp):
         self.file = self.sock.makefile("rb")
 
 
-class ClusterVotes(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="redlock-cluster-vote-test-")
-
-    def tearDown(self):
-        r = self.cluster("down")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    def run_cli(self, *args, env=None):
-        return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120,
-                              env=env if env is not None else clean_env(), stdin=subprocess.DEVNULL)
-
-    def cluster(self, *args, env=None):
-        return self.run_cli("cluster", *args, "--dir", self.dir, env=env)
-
-    def ok(self, r):
-        self.assertEqual(r.returncode, 0, "stdout=%r stderr=%r" % (r.stdout, r.stderr))
-        return r
-
-    def status(self):
-        return json.loads(self.ok(self.cluster("status", "--json")).stdout)["nodes"]
-
-    def env_of(self):
-        """What `eval "$(redlock-cli cluster env)"` would set."""
-        out = self.ok(self.cluster("env")).stdout
-        env = clean_env()
-        for line in out.splitlines():
-            m = re.match(r"^export (\w+)='(.*)'$", line)
-            if m:
-                env[m.group(1)] = m.group(2)
-        return env
+class ClusterVotes(TopologyCase):
+    # -- helpers (and TopologyCase's) ---------------------------------------------------------
 
     def assert_down_leaves_nothing(self, pids, ports):
         down = self.ok(self.cluster("down"))
@@ -130,7 +88,7 @@ class ClusterVotes(unittest.TestCase):
             votes.append("redis+cluster://127.0.0.1:%d?" % first +
                          "&".join("seed=127.0.0.1:%d" % (first + k) for k in range(1, PER)))
         self.assertIn(",".join(votes), r.stdout.splitlines())
-        env = self.env_of()
+        env = self.nodes_env()
         self.assertEqual(env["REDLOCK_NODES"], ",".join(votes))
 
         # Three separate clusters, each whole: every node says ok and knows the 6 of its own.
@@ -242,7 +200,7 @@ class ClusterVotes(unittest.TestCase):
                                  "--base-port", str(base)))
         self.assertEqual(r.stdout.count("started"), PER, r.stdout)
         self.assertIn("1 Redis Cluster (c1, 3 masters with 1 replica each", r.stdout)
-        env = self.env_of()
+        env = self.nodes_env()
         ca = os.path.join(self.dir, "tls", "ca.crt")
         self.assertEqual(env["REDLOCK_CACERT"], ca)
         self.assertEqual(env["REDLOCK_NODES"], "rediss+cluster://127.0.0.1:%d?" % base +
