@@ -20,14 +20,14 @@ _redlock_cli_takes_value() {
       --retry-delay | --min-uptime | --min-replicas | --replica-timeout | --key-prefix | --cacert | --cacertdir | --cert | --key | \
       --sni | --ttl | --wait | --grace | -E | \
       --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --handoff | --count | --base-port | \
-      --dir | --persistence | --topology | --delay)
+      --dir | --persistence | --topology | --replicas | --delay)
       return 0 ;;
   esac
   return 1
 }
 
 _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
-  local cluster_flags='--count --base-port --dir --persistence --topology'
+  local cluster_flags='--count --base-port --dir --persistence --topology --replicas'
   case $1 in
     acquire) echo '--ttl --wait --fair --read --write --fence' ;;
     release) echo '--read' ;;
@@ -99,7 +99,7 @@ _redlock_cli() {
       mapfile -t COMPREPLY < <(compgen -W 'none aof' -- "$cur")
       return 0 ;;
     --topology)
-      mapfile -t COMPREPLY < <(compgen -W 'standalone sentinel' -- "$cur")
+      mapfile -t COMPREPLY < <(compgen -W 'standalone sentinel cluster' -- "$cur")
       return 0 ;;
     --dir | --cacertdir)
       mapfile -t COMPREPLY < <(compgen -d -- "$cur")

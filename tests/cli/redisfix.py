@@ -7,6 +7,7 @@ test checks with check_server(), must then report that server_name, so a run mea
 cannot quietly test Redis.
 """
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,6 +34,25 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_cluster_base(count):
+    """A base port B with B..B+count-1 free and their cluster bus twins (+10000) free too, all
+    below Linux's default ephemeral range (32768-60999), so that an outgoing connection cannot
+    take one meanwhile: for `redlock-cli cluster up --topology cluster --base-port B`."""
+    def free(port):
+        with socket.socket() as s:  # no SO_REUSEADDR: leftovers in TIME_WAIT count as taken
+            try:
+                s.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                return False
+    rng = random.Random()
+    for _ in range(500):
+        base = rng.randrange(20000, 22768 - count)
+        if all(free(base + i) and free(base + i + 10000) for i in range(count)):
+            return base
+    raise RuntimeError("no %d consecutive free ports with free +10000 twins found" % count)
 
 
 def resp(*args):

@@ -8,6 +8,7 @@ The binary comes from $REDLOCK_CLI. Every test uses its own temporary --dir and 
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -115,6 +116,52 @@ def pings(port, timeout=0.5):
         return redis(port, "PING", timeout=timeout) == "PONG"
     except (OSError, ConnectionError):
         return False
+
+
+def clean_env(**extra):
+    """The environment without the client's REDLOCK_ settings, plus `extra`. REDLOCK_REDIS_SERVER
+    stays: it picks the server `cluster up` starts (valkey-server in the Valkey runs)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("REDLOCK_") or k == "REDLOCK_REDIS_SERVER"}
+    env.update(extra)
+    return env
+
+
+class TopologyCase(unittest.TestCase):
+    """A test of what `cluster up --topology ...` starts in a directory of its own (self.dir),
+    which tearDown brings `down`, so that nothing outlives it; and the helpers such tests share
+    (test_sentinel.py, test_cluster_vote.py)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="redlock-topology-test-")
+
+    def tearDown(self):
+        r = self.cluster("down")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run_cli(self, *args, env=None):
+        return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120,
+                              env=env if env is not None else clean_env(), stdin=subprocess.DEVNULL)
+
+    def cluster(self, *args, env=None):
+        return self.run_cli("cluster", *args, "--dir", self.dir, env=env)
+
+    def ok(self, r):
+        self.assertEqual(r.returncode, 0, "stdout=%r stderr=%r" % (r.stdout, r.stderr))
+        return r
+
+    def status(self):
+        return json.loads(self.ok(self.cluster("status", "--json")).stdout)["nodes"]
+
+    def nodes_env(self):
+        """What `eval "$(redlock-cli cluster env)"` would set."""
+        env = clean_env()
+        for line in self.ok(self.cluster("env")).stdout.splitlines():
+            m = re.match(r"^export (\w+)='(.*)'$", line)
+            if m:
+                env[m.group(1)] = m.group(2)
+        return env
 
 
 class ClusterTest(unittest.TestCase):

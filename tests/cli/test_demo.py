@@ -163,6 +163,36 @@ class Demo(unittest.TestCase):
         self.assertEqual(self.cluster_states(), ["down"] * 9)
         self.assertFalse(any(f.endswith(".pid") for f in os.listdir(self.dir)))
 
+    def test_cluster_chapter(self):
+        # --topology cluster: the chapter where the master of the key's slot fails in a majority of
+        # Redis Cluster votes while a lock is held. Its checks fail if the vote does not follow
+        # the slot map (status names the wrong master, or the failover is not seen), if a
+        # long-lived client counts a promoted replica's vote before the quarantine ends (G gets
+        # the lock, or before A's expired), if the unguarded client is not let in (nothing was
+        # demonstrated), or if replicated votes do not keep the key across a failover.
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from redisfix import free_cluster_base
+        base = free_cluster_base(18)
+        r = subprocess.run([CLI, "demo", "--topology", "cluster", "--count", "3", "--base-port", str(base),
+                            "--dir", self.dir], capture_output=True, timeout=180, env=clean_env())
+        out = r.stdout.decode()
+        self.assertEqual(r.returncode, 0, out[-5000:] + r.stderr.decode())
+        lines = out.rstrip("\n").splitlines()
+        self.assertIn("3 Redis Clusters (c1..c3, each 3 masters with 1 replica)", lines[0])
+        self.assertRegex(lines[-1], r"^verdict: PASS: all \d+ checks passed")
+        self.assertNotIn("[FAIL]", out)
+        for step in ("2. A lock over Redis Cluster votes", "each vote's key is on the master that serves its slot",
+                     "3a. Without the guard", "!! two clients hold demo:cluster at once",
+                     "3b. With the guard", "G is refused while A's lock is valid",
+                     "cannot tell", "4. Replicated votes", "every promoted replica has R's key",
+                     "5. Restore"):
+            self.assertIn(step, out)
+        # G's refusal names the reason: the vote's master was a replica before the failover.
+        self.assertRegex(out, r"excluded .*restart guard: master 127\.0\.0\.1:\d+ was (a replica|promoted from replica)")
+        # It started the 18 processes, so it stopped them.
+        self.assertEqual(self.cluster_states(), ["down"] * 18)
+        self.assertFalse(any(f.endswith(".pid") for f in os.listdir(self.dir)))
+
     def node_command(self, port, *args):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from redisfix import command

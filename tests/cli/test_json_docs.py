@@ -9,11 +9,13 @@ name must show up, and nothing must show up that is not documented.
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, Server, command, free_port  # noqa: E402
+from redisfix import Cluster, Server, command, free_cluster_base, free_port  # noqa: E402
 
 import subprocess  # noqa: E402
 
@@ -117,6 +119,25 @@ class JsonDocs(unittest.TestCase):
         s = cls.cli("acquire", "jd-s")
         cls.cli("status", "jd-s", nodes=with_dead)
         cls.cli("release", "jd-s", s["token"])
+        # where: a Redis Cluster vote (one cluster of three masters that `cluster up --topology
+        # cluster` starts) names the master that serves the key's slot.
+        cdir = tempfile.mkdtemp(prefix="redlock-json-docs-")
+        base = free_cluster_base(3)
+        cluster = [CLI, "cluster", "--dir", cdir]
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("REDLOCK_") or k == "REDLOCK_REDIS_SERVER"}
+        try:
+            up = subprocess.run(cluster[:2] + ["up", "--topology", "cluster", "--count", "1",
+                                               "--replicas", "0", "--base-port", str(base)] + cluster[2:],
+                                capture_output=True, text=True, timeout=60, env=env)
+            assert up.returncode == 0, up.stdout + up.stderr
+            vote = "redis+cluster://127.0.0.1:%d?seed=127.0.0.1:%d&seed=127.0.0.1:%d" % (base, base + 1, base + 2)
+            w = cls.cli("acquire", "jd-w", nodes=vote)
+            cls.cli("status", "jd-w", nodes=vote)
+            cls.cli("release", "jd-w", w["token"], nodes=vote)
+        finally:
+            subprocess.run(cluster[:2] + ["down"] + cluster[2:], capture_output=True, timeout=60, env=env)
+            shutil.rmtree(cdir, ignore_errors=True)
 
     def check(self, observed, title):
         self.assertIn(title, self.docs, "no subsection %r in JSON OUTPUT" % title)

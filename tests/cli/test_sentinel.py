@@ -8,22 +8,14 @@ so nothing outlives the test; the tests check that `down` leaves no process behi
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 import unittest
 
-from test_cluster import CLI, alive, free_base, pings, redis, wait_until
+from test_cluster import CLI, TopologyCase, alive, clean_env, free_base, pings, redis, wait_until
 
 COUNT = 2                 # votes (masters m1, m2)
 PROCS = 2 * COUNT + 3     # masters, replicas, sentinels
-
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REDLOCK_")}
-    env.update(extra)
-    return env
 
 
 def pairs(flat):
@@ -31,43 +23,18 @@ def pairs(flat):
     return dict(zip(flat[::2], flat[1::2]))
 
 
-class SentinelTopology(unittest.TestCase):
+class SentinelTopology(TopologyCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="redlock-sentinel-test-")
+        super().setUp()
         self.base = free_base(PROCS)
         self.ports = [self.base + i for i in range(PROCS)]
         self.sentinels = self.ports[2 * COUNT:]
 
-    def tearDown(self):
-        r = self.cluster("down")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    def run_cli(self, *args, env=None):
-        return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=60,
-                              env=env if env is not None else clean_env(), stdin=subprocess.DEVNULL)
-
-    def cluster(self, *args, env=None):
-        return self.run_cli("cluster", *args, "--dir", self.dir, env=env)
-
-    def ok(self, r):
-        self.assertEqual(r.returncode, 0, "stdout=%r stderr=%r" % (r.stdout, r.stderr))
-        return r
+    # -- helpers (and TopologyCase's) ---------------------------------------------------------
 
     def up(self):
         return self.ok(self.cluster("up", "--topology", "sentinel", "--count", str(COUNT),
                                     "--base-port", str(self.base)))
-
-    def status(self):
-        return json.loads(self.ok(self.cluster("status", "--json")).stdout)["nodes"]
-
-    def nodes_env(self):
-        """What `eval "$(redlock-cli cluster env)"` would set."""
-        out = self.ok(self.cluster("env")).stdout
-        line = next(l for l in out.splitlines() if l.startswith("export REDLOCK_NODES="))
-        return clean_env(REDLOCK_NODES=line.split("=", 1)[1].strip("'"))
 
     def switched(self, name, port):
         """Every sentinel's SENTINEL MASTER (what clients ask) names `port`, failover over."""
@@ -203,9 +170,9 @@ class SentinelTopology(unittest.TestCase):
         self.ok(self.run_cli("release", "tls-job", a.stdout.strip(), env=env))
 
     def test_refusals(self):
-        r = self.cluster("up", "--topology", "cluster", "--count", "1", "--base-port", str(self.base))
+        r = self.cluster("up", "--topology", "sentinal", "--count", "1", "--base-port", str(self.base))
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        self.assertIn("cluster", r.stderr.split("--topology", 1)[1])
+        self.assertIn("sentinal", r.stderr.split("--topology", 1)[1])
         # The processes must fit below port 65536: 2*64+3 of them from 65500 do not.
         r = self.cluster("up", "--topology", "sentinel", "--count", "64", "--base-port", "65500")
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)

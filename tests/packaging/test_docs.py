@@ -121,8 +121,10 @@ class BashCompletion(unittest.TestCase):
         self.assertEqual(complete("redlock-cli -n 127.0.0.1:7001,127.0.0.1:7002 ex"), ["extend"])
         self.assertEqual(sorted(complete("redlock-cli cluster ")), sorted(CLUSTER_COMMANDS))
         self.assertEqual(complete("redlock-cli cluster up --persistence "), ["none", "aof"])
-        self.assertEqual(complete("redlock-cli cluster up --topology "), ["standalone", "sentinel"])
+        self.assertEqual(complete("redlock-cli cluster up --topology "), ["standalone", "sentinel", "cluster"])
         self.assertEqual(complete("redlock-cli demo --topology s"), ["standalone", "sentinel"])
+        self.assertEqual(complete("redlock-cli demo --topology c"), ["cluster"])
+        self.assertIn("--replicas", complete("redlock-cli cluster up --topology cluster --rep"))
 
     def test_flags_per_subcommand(self):
         self.assertEqual(complete("redlock-cli acquire job --fe"), ["--fence"])

@@ -1,79 +1,39 @@
 #include "cluster_fixture.hpp"
 
 #include <algorithm>
-#include <set>
-#include <sstream>
 #include <stdexcept>
-#include <string_view>
 #include <thread>
 #include <utility>
 
-#include "nodes/client.hpp"
 #include "support_util.hpp"
 
 namespace redlock::test {
-namespace {
 
-std::vector<std::string> split(std::string_view s, char sep) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    std::size_t end = s.find(sep, start);
-    if (end == std::string_view::npos) end = s.size();
-    if (end > start) out.emplace_back(s.substr(start, end - start));
-    start = end + 1;
+// The fixture's nodes as the tools' Redis Cluster code sees them.
+class ClusterFixture::Members final : public nodes::ClusterMembers {
+ public:
+  explicit Members(const ClusterFixture& f) : f_(f) {}
+  [[nodiscard]] std::size_t size() const override { return f_.nodes_.size(); }
+  [[nodiscard]] bool live(std::size_t i) const override {
+    return f_.node(i).running() && !f_.node(i).stopped();
   }
-  return out;
-}
-
-std::vector<ClusterNodeView> parse_nodes(const std::string& text) {
-  std::vector<ClusterNodeView> out;
-  for (const std::string& line : split(text, '\n')) {
-    std::string l = line;
-    if (!l.empty() && l.back() == '\r') l.pop_back();
-    const std::vector<std::string> f = split(l, ' ');
-    if (f.size() < 8) continue;
-    ClusterNodeView v;
-    v.id = f[0];
-    // ip:port@cport[,hostname]
-    std::string addr = f[1].substr(0, f[1].find(','));
-    const auto at = addr.find('@');
-    const auto colon = addr.rfind(':', at);
-    if (colon != std::string::npos) {
-      v.ip = addr.substr(0, colon);
-      v.port = static_cast<std::uint16_t>(std::stoi(addr.substr(colon + 1, at - colon - 1)));
-      if (at != std::string::npos) {
-        v.bus_port = static_cast<std::uint16_t>(std::stoi(addr.substr(at + 1)));
-      }
-    }
-    v.flags = split(f[2], ',');
-    v.master_id = f[3] == "-" ? std::string() : f[3];
-    v.connected = f[7] == "connected";
-    for (std::size_t k = 8; k < f.size(); ++k) {
-      if (f[k].front() == '[') continue;  // [slot->-id] / [slot-<-id]: migration state
-      const auto dash = f[k].find('-');
-      const int a = std::stoi(f[k].substr(0, dash));
-      const int b = dash == std::string::npos ? a : std::stoi(f[k].substr(dash + 1));
-      v.slots.emplace_back(a, b);
-    }
-    out.push_back(std::move(v));
+  [[nodiscard]] Reply command(std::size_t i, const std::vector<std::string>& argv) const override {
+    return f_.node(i).command(argv);  // RedisIoError (a std::runtime_error) when no reply came
   }
-  return out;
-}
+  [[nodiscard]] std::string id(std::size_t i) const override { return f_.nodes_.at(i).id; }
+  [[nodiscard]] std::uint16_t announced_port(std::size_t i) const override {
+    return f_.announced_port(i);
+  }
+  [[nodiscard]] std::string name(std::size_t i) const override {
+    return "node " + std::to_string(i) + " (" + f_.address(i) + ")";
+  }
 
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
+ private:
+  const ClusterFixture& f_;
+};
 
-}  // namespace
-
-bool ClusterNodeView::has_flag(const std::string& f) const {
-  return std::find(flags.begin(), flags.end(), f) != flags.end();
-}
-
-ClusterFixture::ClusterFixture(ClusterConfig cfg) : cfg_(std::move(cfg)) {
+ClusterFixture::ClusterFixture(ClusterConfig cfg)
+    : cfg_(std::move(cfg)), members_(std::make_unique<Members>(*this)) {
   if (cfg_.masters < 1 || cfg_.replicas_per_master < 0) {
     throw std::invalid_argument("ClusterFixture: need at least one master");
   }
@@ -124,76 +84,29 @@ ClusterFixture::ClusterFixture(ClusterConfig cfg) : cfg_(std::move(cfg)) {
     const Reply id = must(i, {"CLUSTER", "MYID"});
     nodes_[i].id = id.str;
   }
-  // Slots and distinct config epochs first (SET-CONFIG-EPOCH only works on a node that knows no
-  // other node), then introduce everybody to node 0.
-  const auto masters = static_cast<std::size_t>(cfg_.masters);
-  for (std::size_t m = 0; m < masters; ++m) {
-    const int first = static_cast<int>(m * kSlots / masters);
-    const int last = static_cast<int>((m + 1) * kSlots / masters) - 1;
-    (void)must(m, {"CLUSTER", "ADDSLOTSRANGE", std::to_string(first), std::to_string(last)});
-    (void)must(m, {"CLUSTER", "SET-CONFIG-EPOCH", std::to_string(m + 1)});
+  try {
+    nodes::form_cluster(*members_,
+                        {.masters = cfg_.masters, .replicas_per_master = cfg_.replicas_per_master},
+                        cfg_.timeout);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("ClusterFixture: ") + e.what());
   }
-  for (std::size_t i = 1; i < nodes_.size(); ++i) {
-    (void)must(i, {"CLUSTER", "MEET", "127.0.0.1", std::to_string(nodes_[0].announced_port)});
-  }
-  const bool met = wait_until(
-      [&] {
-        for (std::size_t i = 0; i < nodes_.size(); ++i) {
-          const auto v = view(i);
-          if (v.size() != nodes_.size()) return false;
-          for (const auto& n : v) {
-            if (n.has_flag("handshake") || n.has_flag("noaddr") || !n.connected) return false;
-          }
-        }
-        return true;
-      },
-      cfg_.timeout);
-  if (!met) throw std::runtime_error("ClusterFixture: nodes did not meet\n" + describe_views());
-  const auto replicas = static_cast<std::size_t>(cfg_.replicas_per_master);
-  for (std::size_t m = 0; m < masters; ++m) {
-    for (std::size_t r = 0; r < replicas; ++r) {
-      (void)must(masters + m * replicas + r, {"CLUSTER", "REPLICATE", nodes_[m].id});
-    }
-  }
-  // Everybody agrees on who replicates whom, then on the rest.
-  const bool roles = wait_until(
-      [&] {
-        for (std::size_t i = 0; i < nodes_.size(); ++i) {
-          for (const auto& n : view(i)) {
-            const auto idx = index_of_id(n.id);
-            if (!idx) return false;
-            const bool want_master = *idx < masters;
-            if (want_master != n.has_flag("master")) return false;
-            if (!want_master && n.master_id != nodes_[(*idx - masters) / replicas].id) {
-              return false;
-            }
-          }
-        }
-        return true;
-      },
-      cfg_.timeout);
-  if (!roles) {
-    throw std::runtime_error("ClusterFixture: replicas not seen everywhere\n" + describe_views());
-  }
-  wait_until_stable();
 }
 
 ClusterFixture::~ClusterFixture() = default;
 
 Reply ClusterFixture::must(std::size_t i, const std::vector<std::string>& argv) const {
-  Reply r = node(i).command(argv);
-  if (r.is_error()) {
-    throw std::runtime_error("ClusterFixture: " + join(argv, " ") + " on node " +
-                             std::to_string(i) + " (" + node(i).address() + "): " + r.to_string());
+  try {
+    return members_->must(i, argv);
+  } catch (const RedisIoError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("ClusterFixture: ") + e.what());
   }
-  return r;
 }
 
 std::optional<std::size_t> ClusterFixture::index_of_id(const std::string& id) const {
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].id == id) return i;
-  }
-  return std::nullopt;
+  return members_->index_of_id(id);
 }
 
 std::uint16_t ClusterFixture::announced_port(std::size_t i) const {
@@ -222,23 +135,15 @@ std::size_t ClusterFixture::any_running() const {
 }
 
 int ClusterFixture::key_slot(const std::string& key) const {
-  const Reply r = must(any_running(), {"CLUSTER", "KEYSLOT", key});
-  return static_cast<int>(r.integer);
+  (void)any_running();  // throws when none is
+  return *members_->key_slot(key);
 }
 
-std::vector<ClusterNodeView> ClusterFixture::view(std::size_t i) const {
-  const Reply r = must(i, {"CLUSTER", "NODES"});
-  return parse_nodes(r.str);
-}
+std::vector<ClusterNodeView> ClusterFixture::view(std::size_t i) const { return members_->view(i); }
 
 std::size_t ClusterFixture::owner_of_slot(int slot) const {
-  for (const auto& n : view(any_running())) {
-    for (const auto& [a, b] : n.slots) {
-      if (slot >= a && slot <= b) {
-        if (const auto idx = index_of_id(n.id)) return *idx;
-      }
-    }
-  }
+  (void)any_running();
+  if (const auto owner = members_->owner_of_slot(slot)) return *owner;
   throw std::runtime_error("ClusterFixture: nobody owns slot " + std::to_string(slot));
 }
 
@@ -253,18 +158,10 @@ std::size_t ClusterFixture::other_master(std::size_t i) const {
   throw std::logic_error("ClusterFixture: no other running master");
 }
 
-bool ClusterFixture::is_master(std::size_t i) const {
-  for (const auto& n : view(i)) {
-    if (n.has_flag("myself")) return n.has_flag("master");
-  }
-  return false;
-}
+bool ClusterFixture::is_master(std::size_t i) const { return members_->is_master(i); }
 
 std::optional<std::size_t> ClusterFixture::master_of(std::size_t replica) const {
-  for (const auto& n : view(replica)) {
-    if (n.has_flag("myself")) return n.master_id.empty() ? std::nullopt : index_of_id(n.master_id);
-  }
-  return std::nullopt;
+  return members_->master_of(replica);
 }
 
 std::vector<std::size_t> ClusterFixture::masters() const {
@@ -284,96 +181,18 @@ std::vector<std::size_t> ClusterFixture::replicas_of(std::size_t master) const {
   return out;
 }
 
-std::string ClusterFixture::why_unstable() const {
-  std::string reference;
-  std::size_t reference_node = 0;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (!node(i).running() || node(i).stopped()) continue;
-    const std::string where = "node " + std::to_string(i) + " (" + address(i) + ")";
-    const Reply info = node(i).command({"CLUSTER", "INFO"});
-    if (nodes::info_field(info.str, "cluster_state") != "ok")
-      return where + ": cluster_state not ok";
-    // Canonical picture of the cluster as node i sees it: role and slots of every node.
-    std::vector<ClusterNodeView> v = view(i);
-    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-    std::ostringstream picture;
-    int covered = 0;
-    for (auto& n : v) {
-      const auto idx = index_of_id(n.id);
-      if (!idx) return where + ": knows an unknown node " + n.id;
-      const bool up = node(*idx).running() && !node(*idx).stopped();
-      if (up && (n.has_flag("fail") || n.has_flag("fail?") || n.has_flag("handshake"))) {
-        return where + ": flags running node " + std::to_string(*idx) + " " + join(n.flags, ",");
-      }
-      std::sort(n.slots.begin(), n.slots.end());
-      picture << *idx << (n.has_flag("master") ? " master" : " replica-of:" + n.master_id);
-      for (const auto& [a, b] : n.slots) {
-        picture << ' ' << a << '-' << b;
-        covered += b - a + 1;
-      }
-      picture << '\n';
-    }
-    if (v.size() != nodes_.size()) return where + ": knows " + std::to_string(v.size()) + " nodes";
-    if (covered != kSlots) return where + ": sees " + std::to_string(covered) + " slots covered";
-    if (reference.empty()) {
-      reference = picture.str();
-      reference_node = i;
-    } else if (picture.str() != reference) {
-      return where + " and node " + std::to_string(reference_node) + " disagree:\n" +
-             picture.str() + "vs\n" + reference;
-    }
-    // A running replica is synced with its master.
-    const Reply repl = node(i).command({"INFO", "replication"});
-    if (nodes::info_field(repl.str, "role") == "slave" &&
-        nodes::info_field(repl.str, "master_link_status") != "up") {
-      return where + ": replica link to its master not up";
-    }
-  }
-  if (reference.empty()) return "no node is running";
-  return {};
-}
+std::string ClusterFixture::why_unstable() const { return members_->problem(); }
 
 void ClusterFixture::wait_until_stable() const {
   std::string why;
-  const bool ok = wait_until(
-      [&] {
-        try {
-          why = why_unstable();
-        } catch (const std::exception& e) {
-          why = e.what();
-        }
-        return why.empty();
-      },
-      cfg_.timeout);
-  if (!ok) {
+  if (!members_->wait_stable(cfg_.timeout, &why)) {
     throw std::runtime_error("ClusterFixture: not stable after " +
                              std::to_string(cfg_.timeout.count()) + " ms: " + why + "\n" +
                              describe_views());
   }
 }
 
-std::string ClusterFixture::describe_views() const {
-  std::ostringstream os;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    os << "--- node " << i << " " << node(i).address() << " (announced " << address(i) << ")";
-    if (!node(i).running()) {
-      os << ": not running\n";
-      continue;
-    }
-    if (node(i).stopped()) {
-      os << ": stopped\n";
-      continue;
-    }
-    try {
-      const Reply info = node(i).command({"CLUSTER", "INFO"}, std::chrono::milliseconds(500));
-      os << " state " << nodes::info_field(info.str, "cluster_state").value_or("?") << "\n"
-         << node(i).command({"CLUSTER", "NODES"}, std::chrono::milliseconds(500)).str;
-    } catch (const std::exception& e) {
-      os << ": " << e.what() << "\n";
-    }
-  }
-  return os.str();
-}
+std::string ClusterFixture::describe_views() const { return members_->describe(); }
 
 // --- slot migration ---------------------------------------------------------------------------
 

@@ -1,4 +1,6 @@
 // Test support: a real Redis Cluster (M masters, R replicas each) made of RedisServer nodes.
+// Formed and checked by the tools' one implementation of that (tools/nodes/redis_cluster.hpp),
+// which `redlock-cli cluster up --topology cluster` uses too.
 //
 // Not to be confused with RedisCluster (redis_fixture.hpp), which is N *independent* masters for
 // Redlock. Every node is a RedisServer started with --cluster-enabled yes and a short
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "nodes/redis_cluster.hpp"
 #include "redis_fixture.hpp"
 
 namespace redlock::test {
@@ -42,23 +45,13 @@ struct ClusterConfig {
 };
 
 // One line of CLUSTER NODES, as one node sees it.
-struct ClusterNodeView {
-  std::string id;
-  std::string ip;
-  std::uint16_t port = 0;          // the client port the cluster announces
-  std::uint16_t bus_port = 0;      // cluster bus
-  std::vector<std::string> flags;  // myself, master, slave, fail?, fail, handshake, noaddr, ...
-  std::string master_id;           // "" for masters
-  bool connected = false;          // link-state
-  std::vector<std::pair<int, int>> slots;  // owned ranges [first, last]
-  [[nodiscard]] bool has_flag(const std::string& f) const;
-};
+using ClusterNodeView = nodes::ClusterNodeView;
 
 enum class FailoverMode { graceful, force, takeover };  // CLUSTER FAILOVER [FORCE|TAKEOVER]
 
 class ClusterFixture {
  public:
-  static constexpr int kSlots = 16384;
+  static constexpr int kSlots = nodes::cluster_slot_count;
 
   explicit ClusterFixture(ClusterConfig cfg = {});
   ~ClusterFixture();  // kills every node, removes their dirs. Never throws.
@@ -141,6 +134,7 @@ class ClusterFixture {
     std::size_t from;
     std::size_t to;
   };
+  class Members;  // this fixture's nodes as nodes::ClusterMembers
   [[nodiscard]] Reply must(std::size_t i, const std::vector<std::string>& argv) const;
   [[nodiscard]] std::size_t any_running() const;
   void move_keys(int slot, std::size_t from, std::size_t to,
@@ -152,6 +146,7 @@ class ClusterFixture {
 
   ClusterConfig cfg_;
   std::vector<Node> nodes_;
+  std::unique_ptr<const Members> members_;
   std::map<int, Migration> migrations_;
   // When a node last won an election (kill failover, graceful or forced manual failover).
   std::map<std::size_t, std::chrono::steady_clock::time_point> last_election_;

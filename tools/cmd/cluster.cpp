@@ -20,7 +20,7 @@ using namespace redlock::nodes;
 namespace {
 
 struct ClusterFlags {
-  std::string count, base_port, dir, persistence, topology, delay, node;
+  std::string count, base_port, dir, persistence, topology, replicas, delay, node;
 };
 
 int int_flag(const char* flag, const std::string& text, int lo, int hi) {
@@ -54,8 +54,14 @@ ClusterSettings resolve(const ClusterFlags& f, bool up, const Globals& g) {
       topology = Topology::standalone;
     else if (f.topology == "sentinel")
       topology = Topology::sentinel;
+    else if (f.topology == "cluster")
+      topology = Topology::cluster;
     else
-      throw UsageError("--topology " + f.topology + ": expected standalone or sentinel");
+      throw UsageError("--topology " + f.topology + ": expected standalone, sentinel or cluster");
+  }
+  std::optional<int> replicas;
+  if (!f.replicas.empty()) {
+    replicas = int_flag("--replicas", f.replicas, 0, max_cluster_replicas);
   }
   fs::path dir = f.dir.empty() ? ClusterManager::default_dir() : fs::path(f.dir);
   ClusterSettings s = ClusterManager::load_saved(dir).value_or(ClusterSettings{});
@@ -64,6 +70,14 @@ ClusterSettings resolve(const ClusterFlags& f, bool up, const Globals& g) {
   if (base) s.base_port = *base;
   if (pers) s.persistence = *pers;
   if (topology) s.topology = *topology;
+  if (replicas) {
+    if (s.topology != Topology::cluster) {
+      throw UsageError("--replicas " + f.replicas + ": only with --topology cluster (the " +
+                       to_string(s.topology) + " topology has " +
+                       (s.topology == Topology::sentinel ? "one replica per master)" : "none)"));
+    }
+    s.replicas = *replicas;
+  }
   if (up) s.tls = tls_wanted(g);
   return s;
 }
@@ -104,6 +118,24 @@ std::string human_uptime(long long s) {
   return buf;
 }
 
+// A master's slot ranges, [[0, 5460], ...]; null for anything else.
+Json slots_json(const NodeStatus& n) {
+  if (n.slots.empty()) return nullptr;
+  Json a = Json::array();
+  for (const auto& [first, last] : n.slots) a.push_back({first, last});
+  return a;
+}
+
+// "0-5460 10923" for a table.
+std::string slots_text(const NodeStatus& n) {
+  std::string out;
+  for (const auto& [first, last] : n.slots) {
+    out += (out.empty() ? "" : " ") + std::to_string(first) +
+           (last == first ? "" : "-" + std::to_string(last));
+  }
+  return out;
+}
+
 void print_status(const std::vector<NodeStatus>& nodes, bool json, bool roles) {
   auto opt = [](const auto& o, const char* none) {
     return o ? std::to_string(*o) : std::string(none);
@@ -120,7 +152,9 @@ void print_status(const std::vector<NodeStatus>& nodes, bool json, bool roles) {
                    {"keys", opt(n.keys)},
                    {"persistence", n.persistence},  // a fixed label
                    {"role", n.role.empty() ? Json(nullptr) : Json(n.role)},
-                   {"master_name", n.master_name.empty() ? Json(nullptr) : Json(n.master_name)}});
+                   {"master_name", n.master_name.empty() ? Json(nullptr) : Json(n.master_name)},
+                   {"cluster", n.cluster.empty() ? Json(nullptr) : Json(n.cluster)},
+                   {"slots", slots_json(n)}});
     }
     print_json({{"nodes", std::move(a)}});
     return;
@@ -133,9 +167,12 @@ void print_status(const std::vector<NodeStatus>& nodes, bool json, bool roles) {
                     to_string(n.state), n.uptime_s ? human_uptime(*n.uptime_s) : "-",
                     opt(n.keys, "-"), n.persistence});
     if (roles) {
-      // "master m1", "replica m1", "sentinel"; "- m1" when a data node does not answer.
+      // "master m1", "replica m1", "sentinel", "master c1 slots 0-5460"; "- m1" when a data node
+      // does not answer.
       std::string role = n.role.empty() ? "-" : n.role;
       if (!n.master_name.empty()) role += " " + n.master_name;
+      if (!n.cluster.empty()) role += " " + n.cluster;
+      if (!n.slots.empty()) role += " slots " + slots_text(n);
       rows.back().push_back(role);
     }
   }
@@ -172,13 +209,18 @@ int run(Verb verb, const std::string& name, const ClusterFlags& flags, const Glo
     switch (verb) {
       case Verb::up:
         for (auto& r : m.up()) say(describe(r));
-        if (m.settings().topology == Topology::sentinel) {
-          // The votes: one address per master name, through the sentinels, for -n or
-          // REDLOCK_NODES (the default node list does not follow a failover).
-          say(std::to_string(m.settings().count) + " Sentinel-managed masters (m1..m" +
-              std::to_string(m.settings().count) + ", one replica each, " +
-              std::to_string(sentinel_count) + " sentinels); the votes, for -n or REDLOCK_NODES " +
-              "(eval \"$(redlock-cli cluster env" +
+        if (m.settings().topology != Topology::standalone) {
+          // The votes: one address per master name, through the sentinels, or per cluster, for
+          // -n or REDLOCK_NODES (the default node list does not follow a failover).
+          const std::string n = std::to_string(m.settings().count);
+          const int r = m.settings().replicas;
+          say((m.settings().topology == Topology::sentinel
+                   ? n + " Sentinel-managed masters (m1..m" + n + ", one replica each, " +
+                         std::to_string(sentinel_count) + " sentinels)"
+                   : n + (n == "1" ? " Redis Cluster (c1, " : " Redis Clusters (c1..c" + n + ", ") +
+                         std::to_string(cluster_masters) + " masters with " + std::to_string(r) +
+                         (r == 1 ? " replica" : " replicas") + " each, the slots split evenly)") +
+              "; the votes, for -n or REDLOCK_NODES (eval \"$(redlock-cli cluster env" +
               (flags.dir.empty() ? std::string() : " --dir " + shell_quote(flags.dir)) +
               ")\" sets it):");
           say(m.node_list());
@@ -200,7 +242,7 @@ int run(Verb verb, const std::string& name, const ClusterFlags& flags, const Glo
         break;
       }
       case Verb::status:
-        print_status(m.status(), g.json, m.settings().topology == Topology::sentinel);
+        print_status(m.status(), g.json, m.settings().topology != Topology::standalone);
         break;
       case Verb::kill:
         say(describe(m.kill(*index)));
@@ -236,8 +278,8 @@ std::vector<Option> settings_flags(ClusterFlags& f) {
   return {
       {.names = "--count",
        .target = &f.count,
-       .help = "Number of nodes (with --topology sentinel: of masters, the votes), 1..64 "
-               "(default 5, or what `up` saved)",
+       .help = "Number of nodes (with --topology sentinel: of masters, with --topology cluster: "
+               "of clusters; the votes), 1..64 (default 5, or what `up` saved)",
        .type_name = "N"},
       {.names = "--base-port",
        .target = &f.base_port,
@@ -257,13 +299,22 @@ std::vector<Option> settings_flags(ClusterFlags& f) {
       {.names = "--topology",
        .target = &f.topology,
        .help =
-           "standalone (COUNT independent masters) or sentinel (COUNT Sentinel-managed "
+           "standalone (COUNT independent masters), sentinel (COUNT Sentinel-managed "
            "masters m1..mCOUNT, one replica each, and 3 sentinels: 2*COUNT+3 processes on "
            "consecutive ports, nodes 1..COUNT the first masters, then the replicas, then the "
            "sentinels; the votes are redis+sentinel:// addresses, rediss+sentinel:// with --tls, "
-           "see `cluster env`) "
-           "(default standalone, or what `up` saved)",
-       .type_name = "standalone|sentinel"},
+           "see `cluster env`) or cluster (COUNT Redis Clusters c1..cCOUNT, each of 3 masters with "
+           "R replicas per master, --replicas: COUNT*3*(1+R) processes on consecutive ports, "
+           "grouped by "
+           "cluster, each cluster's 3 masters first, then their replicas; every node's cluster "
+           "bus on its port + 10000; the votes are redis+cluster:// addresses, "
+           "rediss+cluster:// with --tls) (default standalone, or what `up` saved)",
+       .type_name = "standalone|sentinel|cluster"},
+      {.names = "--replicas",
+       .target = &f.replicas,
+       .help = "With --topology cluster: replicas per master, 0..4 (default 1, or what `up` "
+               "saved; with 0 nothing can fail over)",
+       .type_name = "R"},
   };
 }
 
@@ -299,14 +350,17 @@ Command cluster_command(const Globals& g) {
   const Spec specs[] = {
       {"up", Verb::up,
        "Start every node that is not running and wait until all answer PING (with --topology "
-       "sentinel also until every sentinel lists every replica); with --tls (or "
-       "REDLOCK_TLS=1) TLS only, with a throwaway CA made in the directory",
+       "sentinel also until every sentinel lists every replica, with --topology cluster until "
+       "every cluster is formed and whole: cluster_state:ok on every node, all agreeing); with "
+       "--tls (or REDLOCK_TLS=1) TLS only, with a throwaway CA made in the directory (and with "
+       "--topology cluster the cluster bus and replication over TLS too)",
        false},
       {"down", Verb::down, "Stop the nodes started from this directory (SIGTERM, then SIGKILL)",
        false},
       {"status", Verb::status,
        "One row per node: port, pid, up/paused/down, uptime, keys, persistence (and with "
-       "--topology sentinel its role: master/replica of mI, or sentinel)",
+       "--topology sentinel its role: master/replica of mI, or sentinel; with --topology "
+       "cluster master/replica of cluster cI, and a master's slots)",
        false},
       {"env", Verb::env,
        "Print the shell commands that point redlock-cli at these nodes: eval \"$(redlock-cli "
@@ -317,7 +371,10 @@ Command cluster_command(const Globals& g) {
       {"stop", Verb::stop,
        "SIGSTOP node I (paused: connections hang, like a partition or a long GC)", true},
       {"cont", Verb::cont, "SIGCONT node I (resume a paused node)", true},
-      {"start", Verb::start, "Restart node I (same port and persistence), after --delay if given",
+      {"start", Verb::start,
+       "Restart node I (same port and persistence), after --delay if given (with --topology "
+       "cluster it rejoins its cluster, as a replica if it was failed over, and this waits until "
+       "the cluster is whole)",
        true},
   };
   for (const auto& spec : specs) {
@@ -327,7 +384,8 @@ Command cluster_command(const Globals& g) {
                              .target = &flags->node,
                              .help = "Node number, 1..count (with --topology sentinel "
                                      "1..2*count+3: the first masters, their replicas, then "
-                                     "the sentinels)",
+                                     "the sentinels; with --topology cluster "
+                                     "1..count*3*(1+replicas), by cluster)",
                              .type_name = "N",
                              .required = true});
     }

@@ -93,17 +93,24 @@ Options Demo::options(Millis min_uptime) const {
   o.retry_delay = 50ms;
   o.retry_jitter = 25ms;
   o.min_node_uptime = min_uptime;
-  if (sentinel_) {
-    // A Sentinel vote's first answer waits for the sentinel's and then the master's handshake.
+  if (sentinel_ || cluster_) {
+    // A Sentinel vote's first answer waits for the sentinel's and then the master's handshake, a
+    // cluster vote's for the slot map and then the master's.
     o.node_timeout = 200ms;
     o.connect_timeout = 500ms;
     o.reconnect_max = 200ms;
-    o.restart_quarantine = sentinel_ttl;  // every client of the chapter uses this one ttl
+    // Every client of the chapter uses this one ttl.
+    o.restart_quarantine = sentinel_ ? sentinel_ttl : cluster_ttl;
   }
   return o;
 }
 
 std::string Demo::shown_address(const std::string& node) const {
+  for (std::string_view cluster : {"redis+cluster://", "rediss+cluster://"}) {
+    if (std::string_view(node).starts_with(cluster)) {
+      return "Redis Cluster via " + node.substr(cluster.size(), node.find('?') - cluster.size());
+    }
+  }
   constexpr std::string_view scheme = "redis+sentinel://";
   if (!std::string_view(node).starts_with(scheme)) return node;
   const auto slash = node.find('/', scheme.size());
@@ -206,9 +213,10 @@ StatusResult Demo::settle(const std::string& resource,
 }
 
 void Demo::print_state(const std::string& resource, const StatusResult& st) {
-  say(std::string(sentinel_ ? "what the master of each vote stores for "
-                            : "what each node stores for ") +
-      resource + ":");
+  say(std::string(sentinel_  ? "what the master of each vote stores for "
+                  : cluster_ ? "what each vote stores for "
+                             : "what each node stores for ") +
+      resource + (cluster_ ? " (on the master of its slot):" : ":"));
   std::size_t w = 0;
   for (const auto& s : st.nodes) w = std::max(w, shown_address(s.node).size());
   for (std::size_t i = 0; i < st.nodes.size(); ++i) {
@@ -217,7 +225,7 @@ void Demo::print_state(const std::string& resource, const StatusResult& st) {
     std::string ttl = s.up && s.pttl ? "ttl " + fmt_s(*s.pttl) : "";
     line("      " + vote_name(static_cast<int>(i) + 1) + "  " + pad(shown_address(s.node), w) +
          "  " + p_.paint(pad(s.up ? "up" : "down", 5), s.up ? green : red) + "  " + pad(value, 14) +
-         "  " + ttl);
+         "  " + pad(ttl, 10) + (s.where.empty() ? "" : "  " + p_.paint(s.where, dim)));
   }
 }
 
@@ -251,6 +259,12 @@ void Demo::kill_node(int i) {
 void Demo::start_node(int i) {
   auto r = m_.start(i);
   down_.erase(i);
+  if (cluster_) {
+    say("restart " + node_name(i) + " (pid " + std::to_string(r.pid) +
+        "): back in its cluster as " + r.role +
+        (durable_ ? "" : " (it came back empty and copied the master's data)"));
+    return;
+  }
   say("restart " + node_name(i) + " (pid " + std::to_string(r.pid) + ")" +
       (durable_ ? ", with its AOF" : ", empty (no persistence)"));
 }
@@ -416,6 +430,8 @@ int Demo::run() {
   std::string refused;
   if (sentinel_)
     intro_sentinel();
+  else if (cluster_)
+    intro_cluster();
   else
     intro();
   try {
@@ -424,6 +440,10 @@ int Demo::run() {
       step_sentinel_lock();
       step_sentinel_failover();
       step_sentinel_replicated();
+    } else if (cluster_) {
+      step_cluster_lock();
+      step_cluster_failover();
+      step_cluster_replicated();
     } else {
       step_lock();
       step_kills();
@@ -527,8 +547,11 @@ int run_demo(const DemoFlags& f, const Globals& g) {
     s.topology = nodes::Topology::standalone;
   } else if (f.topology == "sentinel") {
     s.topology = nodes::Topology::sentinel;
+  } else if (f.topology == "cluster") {
+    s.topology = nodes::Topology::cluster;
   } else if (!f.topology.empty()) {
-    throw UsageError("demo: --topology " + f.topology + ": expected standalone or sentinel");
+    throw UsageError("demo: --topology " + f.topology +
+                     ": expected standalone, sentinel or cluster");
   }
   // --tls (or REDLOCK_TLS=1) starts the nodes with TLS; a cluster `up --tls` made stays TLS.
   s.tls = s.tls || tls_wanted(g);
@@ -565,6 +588,13 @@ Command demo_command(const Globals& g) {
           "failover of a\nmajority whose promoted replicas lost the key (refused until the "
           "restart quarantine ends),\nthen replicated votes (--min-replicas 1), with which the "
           "promoted replicas have it.\n"
+          "With --topology cluster (or on a cluster `cluster up --topology cluster` made) it runs "
+          "the\nRedis Cluster chapter (~35 s): a lock over COUNT Redis Clusters, the master of "
+          "the key's slot\nkilled in a majority of them and its replica promoted without the "
+          "key: a long-lived client\nwithout the guard (restart quarantine 0) lets a second "
+          "holder in, one with it is refused; a\nfresh process cannot see a cluster promotion, "
+          "and replicated votes (--min-replicas 1) are\nthe defence then: the promoted replicas "
+          "have the key.\n"
           "With --tls (or REDLOCK_TLS=1, or a cluster `cluster up --tls` made) every step runs "
           "over TLS,\nverified against the cluster's own CA.\n"
           "Colour when stdout is a terminal and NO_COLOR is unset. Exit status: 0 every check "
@@ -577,7 +607,8 @@ Command demo_command(const Globals& g) {
           {
               {.names = "--count",
                .target = &f->count,
-               .help = "Number of masters (default 5, or what `cluster up` saved in DIR)",
+               .help = "Number of masters (with --topology sentinel or cluster: of votes) "
+                       "(default 5, or what `cluster up` saved in DIR)",
                .type_name = "N"},
               {.names = "--base-port",
                .target = &f->base_port,
@@ -591,11 +622,12 @@ Command demo_command(const Globals& g) {
                .type_name = "DIR"},
               {.names = "--topology",
                .target = &f->topology,
-               .help = "standalone (the failover demonstration on independent masters) or "
+               .help = "standalone (the failover demonstration on independent masters), "
                        "sentinel (the Sentinel chapter: COUNT Sentinel-managed masters with a "
-                       "replica each, 3 sentinels) (default standalone, or what `cluster up` "
-                       "saved)",
-               .type_name = "standalone|sentinel"},
+                       "replica each, 3 sentinels) or cluster (the Redis Cluster chapter: COUNT "
+                       "Redis Clusters of 3 masters with a replica each) (default standalone, or "
+                       "what `cluster up` saved)",
+               .type_name = "standalone|sentinel|cluster"},
           },
       .run = [f, &g] { return run_demo(*f, g); },
       .storage = f,

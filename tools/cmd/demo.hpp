@@ -42,6 +42,10 @@ inline constexpr Millis guard_min_uptime{10000};
 // least 30 s). Long enough that A's lock outlives a failover on a busy machine, short enough that
 // waiting out the quarantine keeps the chapter near 15 s.
 inline constexpr Millis sentinel_ttl{6000};
+// The Redis Cluster chapter (--topology cluster): the same for its clients. Longer: A's lock must
+// outlive a cluster failover (cluster-node-timeout, 2 s, then an election) and the clients'
+// next look at the slot maps (every second) on a busy machine with 18 or more servers.
+inline constexpr Millis cluster_ttl{15000};
 
 // Set from SIGINT/SIGTERM/SIGHUP; the demo checks it between operations so that it can still
 // restore the nodes before exiting (an abandoned half-killed cluster is worse than a late exit).
@@ -151,6 +155,7 @@ class Demo {
         n_(m.settings().count),
         q_(n_ / 2 + 1),
         sentinel_(m.settings().topology == nodes::Topology::sentinel),
+        cluster_(m.settings().topology == nodes::Topology::cluster),
         procs_(m.process_count()),
         started_(static_cast<std::size_t>(procs_) + 1, false) {}
 
@@ -190,6 +195,42 @@ class Demo {
   void step_sentinel_replicated();
   // Votes 1..Q (those the chapter fails over) that said yes.
   [[nodiscard]] int promoted_votes_ok(const std::vector<NodeOutcome>& nodes) const;
+  // What the Sentinel and Redis Cluster chapters share (demo_failover.cpp): both fail votes
+  // 1..Q over while A holds held_, with the key lost on the promoted masters.
+  // "m1..m3" or "c1..c3": the names of votes from..to.
+  [[nodiscard]] std::string votes_text(int from, int to) const;
+  // Shows what each vote stores and checks that the promoted masters of 1..Q lack A's key.
+  void check_promoted_lack_key(const std::string& resource);
+  // 3a: U (restart quarantine 0) takes `resource` while A's lock is still valid.
+  void show_unguarded_hazard(Client& u, const std::string& resource, Millis ttl);
+  // 3b: `who`'s attempt `a` was refused while A's lock is valid, no promoted master gave its vote,
+  // one at least was excluded and says `reason`.
+  void check_guard_refusal(const Attempt& a, const std::string& who, std::string_view reason);
+  // `c` tries every 250 ms until it gets `resource` (at most ttl + 10 s): it must get it only once
+  // A's lock has expired. Releases it, then A's.
+  void retry_until_a_expired(Client& c, const std::string& who, const std::string& resource,
+                             Millis ttl, std::optional<SteadyClock::time_point> first_promotion);
+  // Step 4: U, without the quarantine, is refused a resource replicated votes hold.
+  void check_unguarded_refused(const std::string& resource, Millis ttl);
+  // Whether process I stores `value` at `key`; DEL `key` there.
+  [[nodiscard]] bool stores(int index, const std::string& key, const std::string& value) const;
+  void delete_on(int index, const std::string& key) const;
+  // How many votes store `token` for the resource.
+  [[nodiscard]] static int holders(const StatusResult& st, const std::string& token);
+  // The Redis Cluster chapter (demo_cluster.cpp), instead of steps 2-4 on a cluster topology.
+  void intro_cluster();
+  void step_cluster_lock();
+  void step_cluster_failover();
+  void step_cluster_replicated();
+  // Kills the master of `resource`'s slot in clusters c1..cQ and waits until each is whole again
+  // (ClusterManager::kill_slot_masters); the killed nodes are restarted by step_restore.
+  std::vector<ClusterManager::Failover> fail_over_majority(
+      const std::string& resource,
+      const std::function<void(const ClusterManager::Failover&)>& on_promoted = {});
+  // Waits (at most 5 s) until `c`'s view of every vote of `failovers` names the promoted master
+  // as the one serving `resource` (clients ask for the slot map every second).
+  bool wait_new_maps(Client& c, const std::string& resource,
+                     const std::vector<ClusterManager::Failover>& failovers);
 
   // Data on the nodes (demo.cpp).
   // Reads every key (but the demo's own) of every running master, with its expiry.
@@ -205,19 +246,23 @@ class Demo {
   std::string node_name(int i) const {
     return "node " + lpad(std::to_string(i), std::to_string(procs_).size());
   }
-  // The I-th vote of an operation: "node I", or "vote I" when it is a Sentinel-managed master.
+  // The I-th vote of an operation: "node I", or "vote I" when it is a Sentinel-managed master or a
+  // Redis Cluster.
   std::string vote_name(int i) const {
-    return (sentinel_ ? "vote " : "node ") + lpad(std::to_string(i), std::to_string(n_).size());
+    return (sentinel_ || cluster_ ? "vote " : "node ") +
+           lpad(std::to_string(i), std::to_string(n_).size());
   }
-  // A vote's address as shown: "m1 via Sentinel" for a redis+sentinel:// one (too long a line).
+  // A vote's address as shown: "m1 via Sentinel" for a redis+sentinel:// one, "Redis Cluster via
+  // 127.0.0.1:7001" for a redis+cluster:// one (its seeds make too long a line).
   [[nodiscard]] std::string shown_address(const std::string& node) const;
   // Sentinel votes of a fresh client are resolved (SENTINEL MASTER, the master's INFO) on its
   // first use: asks the status until every vote answers (at most 3 s), so that its first
   // acquisition shows the votes rather than that start-up.
   void warm_up(Client& c, const std::string& resource);
-  // "all 5 masters are up", or "all 13 processes are up" with Sentinel.
+  // "all 5 masters are up", or "all 13 processes are up" with Sentinel or Redis Clusters.
   [[nodiscard]] std::string all_up_text() const {
-    return "all " + std::to_string(procs_) + (sentinel_ ? " processes are up" : " masters are up");
+    return "all " + std::to_string(procs_) +
+           (sentinel_ || cluster_ ? " processes are up" : " masters are up");
   }
   std::string token_label(const std::string& token) const;
   Attempt acquire(Client& c, const std::string& who, const std::string& resource, Millis ttl);
@@ -238,7 +283,8 @@ class Demo {
   const int n_;                    // votes
   const int q_;                    // quorum
   const bool sentinel_;            // the votes are Sentinel-managed masters (--topology sentinel)
-  const int procs_;                // processes: n_, or 2 n_ + 3 with Sentinel
+  const bool cluster_;             // the votes are Redis Clusters (--topology cluster)
+  const int procs_;                // processes: n_, 2 n_ + 3 with Sentinel, 6 n_ with clusters
   bool durable_ = false;           // killed nodes come back with their keys (AOF, fsync always)
   bool ready_ = false;             // step 1 brought every node up
   std::vector<ProcState> before_;  // by index - 1: each node's state before the demo
@@ -248,7 +294,7 @@ class Demo {
   std::map<std::string, std::string> labels_;  // token -> "A", "B", ...
   std::set<std::string> resources_;            // every resource used, checked empty at the end
   std::unique_ptr<Client> client_;             // client A of steps 2-3 (a long-lived service)
-  Lock held_;                                  // the Sentinel chapter: A's lock of steps 2-3
+  Lock held_;  // the Sentinel and Redis Cluster chapters: A's lock of steps 2-3
   int checks_ = 0;
   std::vector<std::string> failures_;
   std::vector<KeptKey> kept_keys_;  // what the masters held before the demo (snapshot_keys)

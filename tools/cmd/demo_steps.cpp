@@ -52,15 +52,16 @@ void Demo::step_nodes() {
   auto status = m_.status();
   line("      " + pad("", node_name(1).size()) + "  " + pad("ADDRESS", 15) + "  " + pad("PID", 8) +
        "  " + pad("STATE", 6) + "  " + pad("UPTIME", 7) + "  " + pad("PERSISTENCE", 11) + "  " +
-       (sentinel_ ? pad("ROLE", 10) + "  " : ""));
+       (sentinel_ || cluster_ ? pad("ROLE", 10) + "  " : ""));
   for (const auto& s : status) {
     std::string how = started_[static_cast<std::size_t>(s.index)] ? "started by the demo"
                       : resumed_.count(s.index)                   ? "was paused: resumed"
                                                                   : "already running";
     std::string role;
-    if (sentinel_) {
+    if (sentinel_ || cluster_) {
       role = (s.role.empty() ? std::string("-") : s.role) +
-             (s.master_name.empty() ? "" : " " + s.master_name);
+             (s.master_name.empty() ? "" : " " + s.master_name) +
+             (s.cluster.empty() ? "" : " " + s.cluster);
       role = pad(role, 10) + "  ";
     }
     line("      " + node_name(s.index) + "  " + pad("127.0.0.1:" + std::to_string(s.port), 15) +
@@ -78,6 +79,14 @@ void Demo::step_nodes() {
     // deletes only its own demo:* keys), so nothing of others is at stake.
     say("every sentinel lists every replica and knows the other sentinels (cluster up waits for "
         "that)");
+    return;
+  }
+  if (cluster_) {
+    // The same: a killed master's replica takes over its slots with the data, and the killed
+    // master comes back as a replica that copies it.
+    say("every cluster is whole: cluster_state:ok on every node, all agree on the slot map and "
+        "the roles");
+    say("(cluster up waits for that)");
     return;
   }
   // Before anything is killed: the data of masters that were running already is someone's.
@@ -313,7 +322,7 @@ void Demo::step_restore(bool interrupted) {
   } else if (all_ours) {
     m_.down();
     say("stopped the " + std::to_string(procs_) +
-        (sentinel_ ? " processes the demo started" : " masters the demo started"));
+        (sentinel_ || cluster_ ? " processes the demo started" : " masters the demo started"));
   } else {
     for (int i = 1; i <= procs_; ++i) {
       if (started_[static_cast<std::size_t>(i)]) {
@@ -328,6 +337,9 @@ void Demo::step_restore(bool interrupted) {
     if (ready_) say("left the other masters running, as they were before the demo");
     if (ready_ && sentinel_) {
       say("(the failovers changed which node of each vote is the master: Sentinel keeps it so)");
+    }
+    if (ready_ && cluster_) {
+      say("(the failovers changed which nodes are masters: the clusters keep it so)");
     }
   }
   check_keys_kept();

@@ -21,6 +21,7 @@
 #include "cluster_dir.hpp"
 #include "launcher.hpp"
 #include "process.hpp"
+#include "redis_cluster.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -113,7 +114,15 @@ std::optional<long long> parse_int(std::string_view s) {
 const char* to_string(Persistence p) noexcept { return p == Persistence::aof ? "aof" : "none"; }
 
 const char* to_string(Topology t) noexcept {
-  return t == Topology::sentinel ? "sentinel" : "standalone";
+  switch (t) {
+    case Topology::sentinel:
+      return "sentinel";
+    case Topology::cluster:
+      return "cluster";
+    case Topology::standalone:
+      break;
+  }
+  return "standalone";
 }
 
 const char* to_string(ProcessState s) noexcept {
@@ -180,12 +189,20 @@ ClusterManager::ClusterManager(ClusterSettings settings, bool create_dir)
     fail(K::usage, "base port " + std::to_string(settings_.base_port) + " is out of range (" +
                        std::to_string(min_port) + ".." + std::to_string(max_port) + ")");
   }
-  if (settings_.base_port + process_count() - 1 > max_port) {
+  if (settings_.replicas < 0 || settings_.replicas > max_cluster_replicas) {
+    fail(K::usage, "replicas " + std::to_string(settings_.replicas) + " is out of range (0.." +
+                       std::to_string(max_cluster_replicas) + ")");
+  }
+  const bool cluster = settings_.topology == Topology::cluster;
+  // The cluster bus of the last node listens 10000 above it.
+  const int top = settings_.base_port + process_count() - 1 + (cluster ? cluster_bus_offset : 0);
+  if (top > max_port) {
     fail(K::usage, "base port " + std::to_string(settings_.base_port) + " with " +
                        std::to_string(process_count()) +
-                       (settings_.topology == Topology::sentinel ? " processes" : " nodes") +
-                       " would put node " + std::to_string(process_count()) + " on port " +
-                       std::to_string(settings_.base_port + process_count() - 1) + ", above 65535");
+                       (settings_.topology == Topology::standalone ? " nodes" : " processes") +
+                       " would put " + (cluster ? "the cluster bus of " : "") + "node " +
+                       std::to_string(process_count()) + " on port " + std::to_string(top) +
+                       ", above 65535");
   }
   if (settings_.dir.empty()) settings_.dir = default_dir();
   std::error_code ec;
@@ -256,14 +273,34 @@ std::optional<ClusterSettings> ClusterManager::load_saved(const fs::path& dir) {
         s.topology = Topology::standalone;
       else if (value == "sentinel")
         s.topology = Topology::sentinel;
+      else if (value == "cluster")
+        s.topology = Topology::cluster;
       else
         bad();
+    } else if (key == "replicas") {
+      auto v = parse_int(value);
+      if (!v || *v < 0 || *v > max_cluster_replicas) bad();
+      s.replicas = static_cast<int>(*v);
     }
   }
   return s;
 }
 
 std::string ClusterManager::node_list() const {
+  if (settings_.topology == Topology::cluster) {
+    std::string out;
+    for (int v = 1; v <= settings_.count; ++v) {
+      const int first = first_of_cluster(v);
+      out += std::string(v > 1 ? "," : "") +
+             (settings_.tls ? "rediss+cluster://" : "redis+cluster://") +
+             "127.0.0.1:" + std::to_string(port_of(first));
+      for (int k = 1; k < cluster_size(); ++k) {
+        out += std::string(k == 1 ? "?" : "&") +
+               "seed=127.0.0.1:" + std::to_string(port_of(first + k));
+      }
+    }
+    return out;
+  }
   if (settings_.topology == Topology::sentinel) {
     const int first = 2 * settings_.count + 1;  // the sentinels' numbers
     std::string sentinels = "127.0.0.1:" + std::to_string(port_of(first));
@@ -346,7 +383,8 @@ void ClusterManager::save_settings() const {
                         "base_port=" + std::to_string(settings_.base_port) + "\n" +
                         "persistence=" + to_string(settings_.persistence) + "\n" +
                         "tls=" + (settings_.tls ? "yes" : "no") + "\n" +
-                        "topology=" + to_string(settings_.topology) + "\n");
+                        "topology=" + to_string(settings_.topology) + "\n" +
+                        "replicas=" + std::to_string(settings_.replicas) + "\n");
 }
 
 ClusterManager::Proc ClusterManager::inspect(int index) const {
@@ -411,6 +449,7 @@ pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
     if (!fs::exists(conf, ec)) write_file_atomic(conf, sentinel_conf(index));
   } else {
     if (settings_.topology == Topology::sentinel) text += data_node_conf(index);
+    if (settings_.topology == Topology::cluster) text += cluster_node_conf();
     write_file_atomic(conf, text);
   }
 
@@ -500,6 +539,11 @@ std::vector<NodeReport> ClusterManager::up() {
       fail(K::refused, node_name(i, p.port) + " is running in the " + to_string(saved->topology) +
                            " topology, not " + to_string(settings_.topology) + down_hint);
     }
+    if (saved && settings_.topology == Topology::cluster && saved->replicas != settings_.replicas) {
+      fail(K::refused, node_name(i, p.port) + " is running in clusters with " +
+                           std::to_string(saved->replicas) + " replicas per master, not " +
+                           std::to_string(settings_.replicas) + down_hint);
+    }
     bool paused = p.state == 'T';
     reports.push_back(
         {i, p.port, *p.pid,
@@ -519,18 +563,18 @@ std::vector<NodeReport> ClusterManager::up() {
   }
   // Check every port before starting anything, so a conflict leaves the machine as it was.
   for (int i : to_start) {
-    if (auto why = port_busy(port_of(i)); !why.empty()) {
+    if (auto [what, why] = ports_busy(i); !why.empty()) {
       std::string who =
           answers_ping(Endpoint::local(static_cast<std::uint16_t>(port_of(i))), ping_timeout)
               ? "another Redis server"
               : "another process";
-      fail(K::refused, "port " + std::to_string(port_of(i)) + " (node " + std::to_string(i) +
-                           ") is already in use by " + who + " (not a node started from " +
+      fail(K::refused, what + " is already in use by " + who + " (not a node started from " +
                            settings_.dir.string() + "): " + why);
     }
   }
   const bool fresh = running.empty() && reports.empty();
   ensure_certificates(fresh);
+  if (fresh && settings_.topology == Topology::cluster) prepare_fresh_clusters(saved);
   save_settings();
   if (fresh) {
     // From nothing, the data nodes start with their first roles: the sentinels' configs of an
@@ -566,6 +610,9 @@ std::vector<NodeReport> ClusterManager::up() {
     // Every sentinel must know every replica (learnt from the master's INFO) before a failover
     // can promote it, and the other sentinels (for the quorum of an automatic failover).
     wait_sentinels_agree(sentinel_agree_deadline);
+  }
+  if (settings_.topology == Topology::cluster) form_clusters();
+  if (settings_.topology != Topology::standalone) {
     for (auto& r : reports) r.role = role_label(r.index);
   }
   return reports;
@@ -639,7 +686,9 @@ NodeStatus ClusterManager::node_status(int index) const {
     s.role = "sentinel";
     s.persistence = "-";  // its config file is its state, rewritten as it learns
   }
-  if (const int v = vote_of(index); v != 0) s.master_name = master_name(v);
+  if (const int v = vote_of(index); v != 0) {
+    (settings_.topology == Topology::cluster ? s.cluster : s.master_name) = vote_name(v);
+  }
   // A paused node accepts the TCP connection and then never answers: do not even try.
   if (s.state == ProcessState::up) {
     Endpoint e = endpoint(index);
@@ -657,6 +706,14 @@ NodeStatus ClusterManager::node_status(int index) const {
           info && info->type == Reply::Type::string) {
         const auto role = info_field(info->str, "role");
         if (role) s.role = *role == "slave" ? "replica" : *role;
+      }
+      if (settings_.topology == Topology::cluster && s.role == "master") {
+        if (auto nodes = c.command({"CLUSTER", "NODES"});
+            nodes && nodes->type == Reply::Type::string) {
+          for (const auto& n : parse_cluster_nodes(nodes->str)) {
+            if (n.has_flag("myself")) s.slots = n.slots;
+          }
+        }
       }
     }
   }
@@ -685,8 +742,12 @@ NodeReport ClusterManager::kill(int index) {
                                          " still alive after SIGKILL");
   }
   // The main thread can be a zombie while redis's other threads still hold the listening
-  // socket: wait until the port is free, so an immediate `start` does not find it taken.
+  // socket: wait until the port (and a cluster node's bus port) is free, so an immediate `start`
+  // does not find it taken.
   (void)wait_for([&] { return port_busy(p.port).empty(); }, 2s);
+  if (settings_.topology == Topology::cluster) {
+    (void)wait_for([&] { return port_busy(p.port + cluster_bus_offset).empty(); }, 2s);
+  }
   remove_file(node_file(index, ".pid"));
   return {index, p.port, *p.pid, NodeReport::Outcome::killed};
 }
@@ -732,8 +793,19 @@ NodeReport ClusterManager::start(int index, std::chrono::milliseconds delay) {
   remove_file(node_file(index, ".pid"));
   pid_t pid = spawn(index, redis_server);
   wait_ready({{index, pid}});
+  if (settings_.topology == Topology::cluster) {
+    // Back in its cluster (as a replica, when it was failed over meanwhile), synced.
+    const int v = vote_of(index);
+    std::string why;
+    if (!wait_for([&] { return (why = cluster_problem(v)).empty(); }, startup_deadline)) {
+      fail(ClusterError::Kind::failed,
+           node_name(index, port_of(index)) + " started (pid " + std::to_string(pid) +
+               ") but cluster " + vote_name(v) + " is not whole within " +
+               std::to_string(startup_deadline.count()) + " s: " + why + "; it is left running");
+    }
+  }
   return {index, port_of(index), pid, NodeReport::Outcome::started,
-          settings_.topology == Topology::sentinel ? role_label(index) : std::string()};
+          settings_.topology == Topology::standalone ? std::string() : role_label(index)};
 }
 
 void ClusterManager::require_dir(int index) const {
@@ -752,10 +824,82 @@ void ClusterManager::check_can_start(int index) const {
     fail(K::refused, node_name(index, p.port) + " is already running (pid " +
                          std::to_string(*p.pid) + (p.state == 'T' ? ", paused" : "") + ")");
   }
-  if (auto why = port_busy(port_of(index)); !why.empty()) {
-    fail(K::refused, "port " + std::to_string(port_of(index)) + " (node " + std::to_string(index) +
-                         ") is already in use by another process: " + why);
+  if (auto [what, why] = ports_busy(index); !why.empty()) {
+    fail(K::refused, what + " is already in use by another process: " + why);
   }
+}
+
+std::pair<std::string, std::string> ClusterManager::ports_busy(int index) const {
+  const int port = port_of(index);
+  const std::string node = std::to_string(index);
+  if (auto why = port_busy(port); !why.empty()) {
+    return {"port " + std::to_string(port) + " (node " + node + ")", why};
+  }
+  if (settings_.topology != Topology::cluster) return {};
+  if (auto why = port_busy(port + cluster_bus_offset); !why.empty()) {
+    return {"port " + std::to_string(port + cluster_bus_offset) + " (the cluster bus of node " +
+                node + ")",
+            why};
+  }
+  return {};
+}
+
+int ClusterManager::process_count() const noexcept {
+  switch (settings_.topology) {
+    case Topology::sentinel:
+      return 2 * settings_.count + sentinel_count;
+    case Topology::cluster:
+      return settings_.count * cluster_size();
+    case Topology::standalone:
+      break;
+  }
+  return settings_.count;
+}
+
+int ClusterManager::vote_of(int index) const noexcept {
+  if (index < 1 || index > process_count()) return 0;
+  switch (settings_.topology) {
+    case Topology::sentinel:
+      if (index <= settings_.count) return index;
+      if (index <= 2 * settings_.count) return index - settings_.count;
+      return 0;
+    case Topology::cluster:
+      return (index - 1) / cluster_size() + 1;
+    case Topology::standalone:
+      break;
+  }
+  return 0;
+}
+
+void ClusterManager::wait_no_problem(const std::function<std::string()>& problem,
+                                     std::chrono::milliseconds limit, const std::string& what) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string why;
+  while (!(why = problem()).empty()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      fail(ClusterError::Kind::failed,
+           what + " within " + std::to_string(limit.count() / 1000) + " s: " + why +
+               "; the processes are left running (`redlock-cli cluster down` stops them)");
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+std::string ClusterManager::vote_name(int vote) const {
+  switch (settings_.topology) {
+    case Topology::sentinel:
+      return master_name(vote);
+    case Topology::cluster:
+      return "c" + std::to_string(vote);
+    case Topology::standalone:
+      break;
+  }
+  return "node " + std::to_string(vote);
+}
+
+std::string ClusterManager::role_label(int index) const {
+  return settings_.topology == Topology::cluster ? cluster_role_label(index)
+                                                 : sentinel_role_label(index);
 }
 
 }  // namespace redlock::nodes

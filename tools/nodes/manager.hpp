@@ -4,7 +4,7 @@
 // `demo` command, which drives the same nodes through this class. Started through launcher.hpp
 // (detached: they outlive the CLI) and checked through client.hpp.
 //
-// Two topologies (ClusterSettings::topology):
+// Three topologies (ClusterSettings::topology):
 //   standalone  `count` independent masters, nodes 1..count: one vote each.
 //   sentinel    `count` Sentinel-managed masters, each with one replica, watched by 3 sentinels
 //               (`redis-server CONF --sentinel`): 2*count+3 processes, numbered by port like the
@@ -15,6 +15,18 @@
 //               After a failover the roles change; the numbers do not. A data node that is
 //               started again comes back as a replica of the master the sentinels name (or as a
 //               master when they name it), a sentinel with the configuration it rewrote itself.
+//   cluster     `count` Redis Clusters (`--cluster-enabled yes`), one vote each (redis+cluster://),
+//               each of cluster_masters masters with `replicas` replicas per master:
+//               count * P processes, P = cluster_masters * (1 + replicas), numbered by port and
+//               grouped by cluster (cluster_topology.cpp):
+//                 (V-1)*P + 1 .. (V-1)*P + 3   the first masters of cluster cV (slots split
+//                                              evenly, in order)
+//                 then                          their replicas, replica r of master m at
+//                                              (V-1)*P + 3 + m*replicas + r + 1 (m, r from 0)
+//               Every node's cluster bus listens on its port + 10000. Redis fails a master over
+//               by itself (a replica is promoted once the other masters agree the master has
+//               failed, cluster_node_timeout_ms); a node started again rejoins with its
+//               nodes.conf, as a replica if it was failed over meanwhile.
 //
 // Files in the cluster directory (all owned by this class):
 //   cluster.conf    the settings of the last `up` (count, base port, persistence, TLS, topology)
@@ -24,7 +36,12 @@
 //                   state there)
 //   node-I.pid      the pid of node I, written by us (never by redis)
 //   node-I.log      redis's log (stdout/stderr of the process are appended to it too)
-//   node-I/         redis's working directory (AOF files live here)
+//   node-I/         redis's working directory (AOF files live here; with the cluster topology
+//                   also nodes.conf, the node's cluster state)
+//   cluster-V.ids   cluster topology: the node ids of cluster cV, written once `up` formed it;
+//                   an `up` from nothing starts the same clusters again only when every file is
+//                   there and the settings are those it was formed with, else it empties the
+//                   nodes' directories and forms new ones
 //   tls/            with TLS: a throwaway CA (ca.crt), the nodes' certificate (server.crt,
 //                   127.0.0.1 and localhost) and a client certificate (client.crt), with their
 //                   keys (certs.hpp); made again by an `up` that finds no node running
@@ -45,6 +62,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "client.hpp"
@@ -69,11 +87,17 @@ enum class Persistence {
 enum class Topology {
   standalone,  // independent masters, one vote each
   sentinel,    // Sentinel-managed masters with one replica each, and 3 sentinels
+  cluster,     // Redis Clusters, one vote each
 };
 
 [[nodiscard]] const char* to_string(Topology t) noexcept;
 
-inline constexpr int sentinel_count = 3;  // sentinels of the sentinel topology (quorum 2)
+inline constexpr int sentinel_count = 3;   // sentinels of the sentinel topology (quorum 2)
+inline constexpr int cluster_masters = 3;  // masters of each Redis Cluster of the cluster topology
+inline constexpr int max_cluster_replicas = 4;  // replicas per master, cluster topology
+// The cluster topology's cluster-node-timeout: a master silent this long is failed over. Short,
+// for a demonstration, but not so short that a busy machine fails masters over by itself.
+inline constexpr int cluster_node_timeout_ms = 2000;
 
 struct ClusterSettings {
   int count = 5;              // 1..64
@@ -91,6 +115,10 @@ struct ClusterSettings {
   // and sentinels reach the masters (and each other) over TLS (tls-replication yes); the votes
   // are rediss+sentinel:// addresses.
   Topology topology = Topology::standalone;
+  // Cluster topology: replicas per master (0..max_cluster_replicas; with 0 nothing fails over).
+  // With TLS the cluster bus and replication are TLS too (tls-cluster, tls-replication), the
+  // clusters announce the TLS ports, and the votes are rediss+cluster:// addresses.
+  int replicas = 1;
 };
 
 // Why a call failed; exit_code() is the redlock-cli exit status for it.
@@ -125,6 +153,9 @@ struct NodeStatus {
   // "master", "replica" (what INFO replication says; empty when not answering) or "sentinel".
   std::string role;
   std::string master_name;  // sentinel topology, data nodes: the vote's master name ("m1")
+  std::string cluster;      // cluster topology: the vote's cluster ("c1")
+  // Cluster topology, a master that answers: the slot ranges it serves [first, last].
+  std::vector<std::pair<int, int>> slots;
 };
 
 // What up/down/kill/stop/cont/start did to one node.
@@ -171,19 +202,25 @@ class ClusterManager {
 
   [[nodiscard]] const ClusterSettings& settings() const noexcept { return settings_; }
   [[nodiscard]] int port_of(int index) const noexcept { return settings_.base_port + index - 1; }
-  // The processes of the topology, numbered 1..process_count(): count, or 2*count+3 (sentinel).
+  // The processes of the topology, numbered 1..process_count(): count, 2*count+3 (sentinel), or
+  // count * cluster_size() (cluster).
   [[nodiscard]] int process_count() const noexcept;
   // "127.0.0.1:7001,127.0.0.1:7002,..." for Options / --nodes ("rediss://127.0.0.1:7001,..."
   // with TLS); with the sentinel topology one redis+sentinel:// address per master name,
-  // "redis+sentinel://127.0.0.1:S1/m1?sentinel=127.0.0.1:S2&sentinel=127.0.0.1:S3,...".
+  // "redis+sentinel://127.0.0.1:S1/m1?sentinel=127.0.0.1:S2&sentinel=127.0.0.1:S3,...";
+  // with the cluster topology one redis+cluster:// address per cluster, its first node and the
+  // others as seeds, "redis+cluster://127.0.0.1:P1?seed=127.0.0.1:P2&...&seed=127.0.0.1:P6,...".
   [[nodiscard]] std::string node_list() const;
+
+  // The vote data node I belongs to (1..count), or 0 for a sentinel and in the standalone
+  // topology.
+  [[nodiscard]] int vote_of(int index) const noexcept;
+  // Vote V's name: "mV" (sentinel: its master name), "cV" (cluster), "node V" (standalone).
+  [[nodiscard]] std::string vote_name(int vote) const;
 
   // ---- the sentinel topology (ClusterError{usage} from the calls that need it otherwise) ----
   // The master name of vote V (1..count): "mV".
   [[nodiscard]] static std::string master_name(int vote);
-  // The vote data node I belongs to (1..count), or 0 for a sentinel and in the standalone
-  // topology.
-  [[nodiscard]] int vote_of(int index) const noexcept;
   [[nodiscard]] bool is_sentinel(int index) const noexcept;
   // The node that vote V's master is now, as the first running sentinel that answers names it;
   // nullopt when none answers or it names an address that is not one of ours.
@@ -200,7 +237,8 @@ class ClusterManager {
     int vote = 0;
     int old_master = 0;  // process numbers
     int new_master = 0;
-    std::chrono::milliseconds took{0};  // from SENTINEL FAILOVER to role:master on the replica
+    // From SENTINEL FAILOVER (cluster: the kill) to role:master on the replica.
+    std::chrono::milliseconds took{0};
   };
   // SENTINEL FAILOVER for every vote given, all at once (on the first running sentinel that
   // accepts it); then for each, as soon as its replica says role:master: `on_promoted` (to
@@ -211,6 +249,28 @@ class ClusterManager {
   // in progress), {failed} when it does not happen within ~10 s.
   std::vector<Failover> failover(const std::vector<int>& votes,
                                  const std::function<void(const Failover&)>& on_promoted = {});
+
+  // ---- the cluster topology (cluster_topology.cpp; ClusterError{usage} otherwise) ----
+  // Processes per cluster: cluster_masters * (1 + replicas).
+  [[nodiscard]] int cluster_size() const noexcept;
+  // The node that serves `key`'s slot in cluster V now, as its first running node says; nullopt
+  // when none answers.
+  [[nodiscard]] std::optional<int> slot_owner(int vote, const std::string& key) const;
+  // "" when every cluster is whole: each running node says cluster_state:ok, knows the others,
+  // agrees with them on the slot map and the roles, no running node is flagged failed, every
+  // running replica's link is up (redis_cluster.hpp); else the first thing that is not so.
+  [[nodiscard]] std::string cluster_problem() const;
+  // Waits until cluster_problem() is "": ClusterError{failed} naming it after `limit`.
+  void wait_clusters_whole(std::chrono::milliseconds limit) const;
+  // For each cluster given, all at once: SIGKILLs the master that serves `key`'s slot; then, as
+  // soon as one of its replicas says it is master, `on_promoted` (to delete a key there: a write
+  // replication lost); returns once each cluster is whole again (the killed masters stay down).
+  // ClusterError{refused} when such a master has no running replica (nothing is killed then),
+  // {failed} when a failover does not happen within ~30 s.
+  std::vector<Failover> kill_slot_masters(
+      const std::vector<int>& votes, const std::string& key,
+      const std::function<void(const Failover&)>& on_promoted = {});
+
   // How to reach node I: 127.0.0.1:port, with TLS (the cluster's CA and client certificate) when
   // the cluster has it.
   [[nodiscard]] Endpoint endpoint(int index) const;
@@ -218,11 +278,12 @@ class ClusterManager {
   [[nodiscard]] std::filesystem::path ca_file() const;
 
   // Starts every node that is not running, saves cluster.conf, and waits until all answer PING
-  // (deadline ~5 s). Idempotent: our running nodes are left alone. Throws ClusterError:
-  // usage (redis-server missing, the certificates cannot be made), refused (a port is taken by
-  // another process, or our running nodes were started with other settings, TLS included:
-  // nothing is started then), failed (a node did not
-  // answer in time; the message has the tail of its log; the others stay up).
+  // (deadline ~20 s); with the sentinel topology also until the sentinels agree, with the cluster
+  // topology until every cluster is whole (formed first when its nodes are fresh). Idempotent: our
+  // running nodes are left alone. Throws ClusterError: usage (redis-server missing, the
+  // certificates cannot be made), refused (a port is taken by another process, or our running nodes
+  // were started with other settings, TLS included: nothing is started then), failed (a node did
+  // not answer in time; the message has the tail of its log; the others stay up).
   std::vector<NodeReport> up();
 
   // Stops every node this directory has a pid file for (SIGCONT if paused, SIGTERM, ~3 s, then
@@ -240,8 +301,10 @@ class ClusterManager {
   NodeReport stop(int index);  // SIGSTOP (paused: accepts connections, answers nothing)
   NodeReport cont(int index);  // SIGCONT
   // Restarts a node that is down with the same port and persistence, after sleeping `delay`
-  // (the "delayed restart" of the Redlock docs), then waits for PING. ClusterError{refused} if it
-  // is running (checked before and after the delay) or its port is taken.
+  // (the "delayed restart" of the Redlock docs), then waits for PING (cluster topology: until its
+  // cluster is whole again, else ClusterError{failed}, the node left running).
+  // ClusterError{refused} if it is running (checked before and after the delay) or its port is
+  // taken.
   NodeReport start(int index, std::chrono::milliseconds delay = std::chrono::milliseconds{0});
   // The refusals of start() without starting anything: ClusterError{usage} for a bad number,
   // {refused} if the node is running or its port is taken. For announcing a delayed restart.
@@ -259,8 +322,10 @@ class ClusterManager {
   void ensure_certificates(bool fresh) const;
   pid_t spawn(int index, const std::string& redis_server);
   void wait_ready(const std::vector<std::pair<int, pid_t>>& nodes) const;
+  // "master m1", "replica c2" ...: the role now (or as last configured) and the vote.
+  [[nodiscard]] std::string role_label(int index) const;
   // The sentinel topology (sentinel_topology.cpp).
-  [[nodiscard]] std::string role_label(int index) const;  // "master m1", "replica of m2" ...
+  [[nodiscard]] std::string sentinel_role_label(int index) const;
   // What a data node is started as: the port of the master it replicates, or nullopt (master).
   [[nodiscard]] std::optional<int> replica_of_on_start(int index) const;
   // The redis.conf lines of a data node (after the common ones) and a sentinel's whole file.
@@ -272,6 +337,25 @@ class ClusterManager {
   void wait_replicas_attached(std::chrono::milliseconds limit) const;
   // The listener lines of a redis.conf: `port P`, or with TLS `port 0` + tls-port and the files.
   [[nodiscard]] std::string listen_conf(int port) const;
+  // The cluster topology (cluster_topology.cpp).
+  class ClusterVote;  // one cluster's nodes as nodes::ClusterMembers
+  [[nodiscard]] int first_of_cluster(int vote) const noexcept;  // its first node's number
+  [[nodiscard]] std::string cluster_node_conf() const;          // after the common lines
+  [[nodiscard]] std::string cluster_role_label(int index) const;
+  // `up` from nothing: each cluster whose files and settings do not let it start again as it was
+  // loses its nodes' directories and ids file, so that its nodes start fresh.
+  void prepare_fresh_clusters(const std::optional<ClusterSettings>& saved) const;
+  // `up`: forms each cluster whose nodes are all fresh, then waits until every one is whole.
+  void form_clusters();
+  // "" or why cluster V is not whole.
+  [[nodiscard]] std::string cluster_problem(int vote) const;
+  // Polls `problem` (every 50 ms) until it says "": ClusterError{failed} "WHAT within N s: why"
+  // after `limit`.
+  static void wait_no_problem(const std::function<std::string()>& problem,
+                              std::chrono::milliseconds limit, const std::string& what);
+  // A port node I needs that is taken, its own or (cluster topology) its bus port: {"port 7001
+  // (node 1)", why}; {"", ""} when both are free.
+  [[nodiscard]] std::pair<std::string, std::string> ports_busy(int index) const;
   [[nodiscard]] bool live(int index) const;  // our process runs, not paused (it may answer)
 
   ClusterSettings settings_;

@@ -50,19 +50,7 @@ bool conf_says_replica(const fs::path& conf) {
 
 }  // namespace
 
-int ClusterManager::process_count() const noexcept {
-  return settings_.topology == Topology::sentinel ? 2 * settings_.count + sentinel_count
-                                                  : settings_.count;
-}
-
 std::string ClusterManager::master_name(int vote) { return "m" + std::to_string(vote); }
-
-int ClusterManager::vote_of(int index) const noexcept {
-  if (settings_.topology != Topology::sentinel || index < 1) return 0;
-  if (index <= settings_.count) return index;
-  if (index <= 2 * settings_.count) return index - settings_.count;
-  return 0;
-}
 
 bool ClusterManager::is_sentinel(int index) const noexcept {
   return settings_.topology == Topology::sentinel && index > 2 * settings_.count &&
@@ -185,7 +173,7 @@ std::string ClusterManager::sentinel_conf(int index) {
   return text;
 }
 
-std::string ClusterManager::role_label(int index) const {
+std::string ClusterManager::sentinel_role_label(int index) const {
   if (is_sentinel(index)) return "sentinel";
   const int v = vote_of(index);
   if (v == 0) return {};
@@ -295,18 +283,7 @@ void ClusterManager::wait_replicas_attached(std::chrono::milliseconds limit) con
 }
 
 void ClusterManager::wait_sentinels_agree(std::chrono::milliseconds limit) const {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  std::string why;
-  while (!(why = sentinel_problem()).empty()) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw ClusterError(ClusterError::Kind::failed,
-                         "the sentinels did not agree within " +
-                             std::to_string(limit.count() / 1000) + " s: " + why +
-                             "; the processes are left running (`redlock-cli cluster down` "
-                             "stops them)");
-    }
-    std::this_thread::sleep_for(50ms);
-  }
+  wait_no_problem([this] { return sentinel_problem(); }, limit, "the sentinels did not agree");
 }
 
 std::vector<ClusterManager::Failover> ClusterManager::failover(
