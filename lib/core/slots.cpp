@@ -28,8 +28,8 @@ bool parse_endpoint(const Reply& r, ClusterEndpoint& e, std::string& id) {
 }
 
 bool is_multi(const Command& c) {
-  return c.script && (*c.script == ScriptId::acquire_multi || *c.script == ScriptId::release_multi ||
-                      *c.script == ScriptId::extend_multi);
+  return c.script && (*c.script == ScriptId::acquire_multi ||
+                      *c.script == ScriptId::release_multi || *c.script == ScriptId::extend_multi);
 }
 
 // release_multi: how many of its keys are lock keys (the rest are their waiting marks, one each,

@@ -224,8 +224,8 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     std::erase_if(topology_, [](const TopologyLink& l) { return l.closed; });
     std::vector<ClusterEndpoint> candidates = seeds_;
     for (const auto& [addr, m] : masters_) {
-      if (!m->retired && std::find(candidates.begin(), candidates.end(), m->endpoint) ==
-                             candidates.end()) {
+      if (!m->retired &&
+          std::find(candidates.begin(), candidates.end(), m->endpoint) == candidates.end()) {
         candidates.push_back(m->endpoint);
       }
     }
@@ -280,8 +280,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
 
   void ask_map() {
     if (closing_ || question_ == nullptr || asked_ || !question_->ready()) return;
-    asked_ =
-        question_->send(ask_slots_, options_.connect_timeout, *this, 0, BootClock::now());
+    asked_ = question_->send(ask_slots_, options_.connect_timeout, *this, 0, BootClock::now());
   }
 
   // Connection::Listener (the topology connection)
@@ -362,7 +361,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   bool closing_ = false;
   bool finished_ = false;
   Timer map_timer_;
-  PendingCommands waiting_;  // commands sent before the first map
+  PendingCommands waiting_;                                 // commands sent before the first map
   std::map<std::string, std::unique_ptr<Master>> masters_;  // by host:port
   std::vector<std::unique_ptr<Master>> retired_;            // closing; dropped once closed
   std::vector<Master*> slots_;                              // the owner of each slot, or null
@@ -665,8 +664,8 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
     m.last_in_map = at;
     if (!range.master_id.empty()) {
       if (!first && replica_ids_.count(range.master_id) != 0) {
-        m.promotion.promoted(at, "master " + m.address +
-                                     " was a replica in the last slot map (a cluster failover)");
+        m.promotion.promoted(
+            at, "master " + m.address + " was a replica in the last slot map (a cluster failover)");
         host_.log(LogLevel::warning, name_ + ": " + m.address +
                                          " was promoted from replica: its answers wait out the "
                                          "restart quarantine");

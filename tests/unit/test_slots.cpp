@@ -19,15 +19,15 @@ Reply integer(long long v) { return Reply{Reply::Type::integer, v, {}, {}}; }
 Reply bulk(std::string s) { return Reply{Reply::Type::string, 0, std::move(s), {}}; }
 Reply array(std::vector<Reply> e) { return Reply{Reply::Type::array, 0, {}, std::move(e)}; }
 
-constexpr KeyRole all_roles[] = {KeyRole::fence,  KeyRole::readers,    KeyRole::writer_waiting,
-                                 KeyRole::ticket, KeyRole::queue,      KeyRole::heartbeats,
+constexpr KeyRole all_roles[] = {KeyRole::fence,  KeyRole::readers, KeyRole::writer_waiting,
+                                 KeyRole::ticket, KeyRole::queue,   KeyRole::heartbeats,
                                  KeyRole::wake,   KeyRole::waiting};
 
 }  // namespace
 
 TEST_CASE("hash_slot: the Redis Cluster specification's CRC16 and hash tags") {
   CHECK(hash_slot("123456789") == (0x31C3u & 16383u));  // the spec's CRC16 check value
-  CHECK(hash_slot("foo") == 12182);                      // CLUSTER KEYSLOT foo
+  CHECK(hash_slot("foo") == 12182);                     // CLUSTER KEYSLOT foo
   CHECK(hash_slot("hello") == 866);
   CHECK(hash_slot("bar") == 5061);
   CHECK(hash_slot("{user1000}.following") == hash_slot("{user1000}.followers"));
@@ -41,9 +41,9 @@ TEST_CASE("hash_slot: the Redis Cluster specification's CRC16 and hash tags") {
 
 TEST_CASE("derived keys share their lock key's slot, for every kind of resource name") {
   std::vector<std::string> names = {
-      "job",     "orders:42", "{user1000}.x", "a{tag}b", "{}",     "{}x",   "x{}",     "a}b",
-      "}",       "}{",        "{",            "}}",      "a}b{c}", "{a}{b}", "x{}y}",   "{{}}",
-      "{x}}",    "",          "日本語",       "a\nb",    "{ }",    "{}}{",  "ab}{}cd", "}}}{x}"};
+      "job",    "orders:42", "{user1000}.x", "a{tag}b", "{}",      "{}x",   "x{}",  "a}b",  "}",
+      "}{",     "{",         "}}",           "a}b{c}",  "{a}{b}",  "x{}y}", "{{}}", "{x}}", "",
+      "日本語", "a\nb",      "{ }",          "{}}{",    "ab}{}cd", "}}}{x}"};
   std::mt19937 rng(7);
   const std::string alphabet = "ab{}:x";
   for (int i = 0; i < 2000; ++i) {
@@ -86,7 +86,8 @@ TEST_CASE("CLUSTER SLOTS: ranges, masters, replicas; malformed answers are refus
     return array({bulk(std::move(ip)), integer(port), bulk(std::move(id))});
   };
   Reply r = array({
-      array({integer(0), integer(5460), node("127.0.0.1", 7000, "m1"), node("127.0.0.1", 7003, "r1")}),
+      array({integer(0), integer(5460), node("127.0.0.1", 7000, "m1"),
+             node("127.0.0.1", 7003, "r1")}),
       array({integer(5461), integer(10922), node("?", 7001, "m2")}),
       array({integer(10923), integer(16383), array({bulk("10.0.0.3"), integer(7002)})}),
   });
@@ -104,11 +105,14 @@ TEST_CASE("CLUSTER SLOTS: ranges, masters, replicas; malformed answers are refus
   CHECK(parse_cluster_slots(array({}), err)->empty());
   CHECK_FALSE(parse_cluster_slots(error("ERR This instance has cluster support disabled"), err));
   CHECK(err.find("cluster support disabled") != std::string::npos);
-  CHECK_FALSE(parse_cluster_slots(array({array({integer(0), integer(16384), node("h", 1, "x")})}), err));
+  CHECK_FALSE(
+      parse_cluster_slots(array({array({integer(0), integer(16384), node("h", 1, "x")})}), err));
   CHECK(err.find("0-16384") != std::string::npos);
-  CHECK_FALSE(parse_cluster_slots(array({array({integer(9), integer(3), node("h", 1, "x")})}), err));
+  CHECK_FALSE(
+      parse_cluster_slots(array({array({integer(9), integer(3), node("h", 1, "x")})}), err));
   CHECK_FALSE(parse_cluster_slots(array({array({integer(0), integer(3), bulk("h")})}), err));
-  CHECK_FALSE(parse_cluster_slots(array({array({integer(0), integer(3), node("h", 70000, "x")})}), err));
+  CHECK_FALSE(
+      parse_cluster_slots(array({array({integer(0), integer(3), node("h", 70000, "x")})}), err));
 }
 
 TEST_CASE("redirections: MOVED and ASK; anything else is not one") {
@@ -153,43 +157,47 @@ TEST_CASE("split_by_slot: a multi-resource command whose keys span slots, one pa
   CHECK((*parts)[0].slot == 12182);
   CHECK((*parts)[0].lock_keys == std::vector<std::string>{"foo", "{foo}x"});
   CHECK((*parts)[0].command.numkeys == 2);
-  CHECK((*parts)[0].command.args ==
-        std::vector<std::string>{"foo", "{foo}x", "tok", "5000"});
+  CHECK((*parts)[0].command.args == std::vector<std::string>{"foo", "{foo}x", "tok", "5000"});
   CHECK((*parts)[1].command.args == std::vector<std::string>{"hello", "tok", "5000"});
 
   // Release with wake-ups: lock keys, their marks, the token, their channels.
-  const Command release = kind_for_acquire(AcquireOptions{}, keys.size()).release(keys, "tok", true);
+  const Command release =
+      kind_for_acquire(AcquireOptions{}, keys.size()).release(keys, "tok", true);
   auto rp = split_by_slot(release);
   REQUIRE(rp);
   REQUIRE(rp->size() == 2);
   CHECK((*rp)[0].command.numkeys == 4);
-  CHECK((*rp)[0].command.args ==
-        std::vector<std::string>{"foo", "{foo}x", keys::waiting("foo"), keys::waiting("{foo}x"), "tok",
-                                 keys::wake("foo"), keys::wake("{foo}x")});
+  CHECK((*rp)[0].command.args == std::vector<std::string>{"foo", "{foo}x", keys::waiting("foo"),
+                                                          keys::waiting("{foo}x"), "tok",
+                                                          keys::wake("foo"), keys::wake("{foo}x")});
   CHECK((*rp)[1].command.args ==
         std::vector<std::string>{"hello", keys::waiting("hello"), "tok", keys::wake("hello")});
   for (const auto& p : *rp) {
     for (int i = 0; i < p.command.numkeys; ++i) CHECK(hash_slot(p.command.args[i]) == p.slot);
   }
   // Without wake-ups: lock keys only.
-  auto plain = split_by_slot(kind_for_acquire(AcquireOptions{}, keys.size()).release(keys, "tok", false));
+  auto plain =
+      split_by_slot(kind_for_acquire(AcquireOptions{}, keys.size()).release(keys, "tok", false));
   REQUIRE(plain);
   CHECK((*plain)[1].command.args == std::vector<std::string>{"hello", "tok"});
 
   // One slot, or one resource: the command goes whole.
   const std::vector<std::string> same_slot = {"{a}1", "{a}2"};
-  CHECK_FALSE(split_by_slot(kind_for_acquire(AcquireOptions{}, 2).acquire(
-      AttemptArgs{.keys = same_slot, .token = "t", .ttl = Millis{1}})));
+  CHECK_FALSE(
+      split_by_slot(kind_for_acquire(AcquireOptions{}, 2)
+                        .acquire(AttemptArgs{.keys = same_slot, .token = "t", .ttl = Millis{1}})));
   CHECK_FALSE(split_by_slot(Command::plain({"SET", "foo", "t"})));
 }
 
 TEST_CASE("combine_parts and rollback: the whole command's answer from its parts") {
-  const Command acquire = Command::call(ScriptId::acquire_multi, {"foo", "hello"}).arg("tok").arg(1000);
+  const Command acquire =
+      Command::call(ScriptId::acquire_multi, {"foo", "hello"}).arg("tok").arg(1000);
   Reply one = integer(1), zero = integer(0), two = integer(2), err = error("TRYAGAIN later");
   CHECK(combine_parts(acquire, {&one, &one}).is_integer(1));
   CHECK(combine_parts(acquire, {&one, &zero}).is_integer(0));
   CHECK(combine_parts(acquire, {&one, &err}).str == "TRYAGAIN later");
-  const Command extend = Command::call(ScriptId::extend_multi, {"foo", "hello"}).arg("tok").arg(1000);
+  const Command extend =
+      Command::call(ScriptId::extend_multi, {"foo", "hello"}).arg("tok").arg(1000);
   CHECK(combine_parts(extend, {&one, &one}).is_integer(1));
   CHECK(combine_parts(extend, {&zero, &one}).is_integer(0));
   const Command release = Command::call(ScriptId::release_multi, {"foo", "hello"}).arg("tok");
