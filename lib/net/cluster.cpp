@@ -17,6 +17,13 @@
 // node learned of it, as a restarted server's do: asynchronous replication may have lost the key.
 // A process that starts after the failover cannot tell (neither CLUSTER SLOTS nor INFO carries
 // the time of a promotion); replicated votes (Options::min_replicas) are the defence then.
+//
+// The quarantine follows the keys, not only the server: a slot that leaves a master whose answers
+// are excluded (migrated away, MOVED), or whose master is gone from the slot map (failed over),
+// carries the exclusion for one quarantine from when this node saw it move, and an answer that an
+// ASK from an excluded master led to is excluded as that master's would be. Otherwise the keys a
+// promotion lost would be vouched for by another master: a migrating source without the key
+// answers ASK, and the importing master grants.
 
 #include <algorithm>
 #include <map>
@@ -43,6 +50,12 @@ constexpr int max_redirects = 5;      // per part of a command
 // A master that no longer serves a slot is kept this long (a redirection may name it before the
 // map does) before its connections close.
 constexpr Millis retire_after{5000};
+
+// An exclusion's reason without its " (N ms left)": a taint outlives that count.
+std::string without_time_left(const std::string& why) {
+  const auto at = why.rfind(" (");
+  return at != std::string::npos && why.ends_with(" ms left)") ? why.substr(0, at) : why;
+}
 
 std::string host_port(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
@@ -179,10 +192,28 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   Master& master_at(ClusterEndpoint e);
   Master* owner_of(unsigned slot) const { return slots_[slot]; }
   Master* any_master() const;
-  // A MOVED answer: the slot is `m`'s now; a fresh map soon.
-  void moved(unsigned slot, Master& m) {
+  // A MOVED answer from `from`: the slot is `m`'s now (and excluded as long as `from`'s answers
+  // would be, for one quarantine); a fresh map soon.
+  void moved(unsigned slot, Master& m, const Master* from) {
+    const auto now = BootClock::now();
+    if (from != nullptr && from != &m) {
+      if (auto why = from->exclusion(now))
+        taint(slot, slot, now, from->address, without_time_left(*why));
+    }
     slots_[slot] = &m;
     ask_map_soon();
+  }
+  // Why answers about keys of `slot` must not count at `now`: they came from a master that may
+  // have lost them (see the top of this file).
+  [[nodiscard]] std::optional<std::string> slot_exclusion(unsigned slot,
+                                                          BootClock::time_point now) const {
+    for (const auto& t : taints_) {
+      if (slot >= t.first && slot <= t.last && now < t.until) {
+        return "restart guard: slot " + std::to_string(slot) + " came from " + t.why + " (" +
+               std::to_string(std::chrono::ceil<Millis>(t.until - now).count()) + " ms left)";
+      }
+    }
+    return std::nullopt;
   }
   void note_failure(const Result& r, const Master* m) {
     if (r.kind == Result::Kind::refused) refused_ = true;
@@ -200,6 +231,24 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     std::unique_ptr<Connection> conn;
     bool closed = false;
   };
+  // Slots [first, last] whose keys came from a master that may have lost them.
+  struct Taint {
+    unsigned first = 0, last = 0;
+    BootClock::time_point until;
+    std::string why;
+  };
+
+  // Slots [first, last] left `from` at `now` for the reason `why`: their answers wait out one
+  // quarantine (none with a quarantine of 0: the guard is off).
+  void taint(unsigned first, unsigned last, BootClock::time_point now, const std::string& from,
+             const std::string& why) {
+    const Millis q = host_.restart_quarantine();
+    if (q <= Millis{0}) return;
+    taints_.push_back({first, last, now + q, "master " + from + " (" + why + ")"});
+    host_.log(LogLevel::warning, name_ + ": slots " + std::to_string(first) + "-" +
+                                     std::to_string(last) + " left master " + from + " (" + why +
+                                     "): their answers wait out the restart quarantine");
+  }
 
   void resubscribe(const std::string& key, Subscription& s) {
     Master* owner = slots_[hash_slot(key)];
@@ -333,6 +382,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   void on_done() override {}
 
   void apply(const std::vector<detail::SlotRange>& map, BootClock::time_point at);
+  void taint_moved_slots(const std::vector<Master*>& owners, BootClock::time_point at);
   void retire_unused();
 
   uv_loop_t* loop_;
@@ -365,6 +415,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   std::map<std::string, std::unique_ptr<Master>> masters_;  // by host:port
   std::vector<std::unique_ptr<Master>> retired_;            // closing; dropped once closed
   std::vector<Master*> slots_;                              // the owner of each slot, or null
+  std::vector<Taint> taints_;                               // dropped once over
 };
 
 // --- Master ---------------------------------------------------------------------------------
@@ -444,8 +495,12 @@ class Routed final : public Sink {
         Master& m = node_.master_at(to);
         if (red->ask) {
           p.asked = true;
+          // The excluded source has no key: the importing master's answer is as good as its.
+          if (auto why = p.target->exclusion(r.at)) {
+            p.inherited = "restart guard: ASK from master " + p.target->address + ": " + *why;
+          }
         } else {
-          node_.moved(static_cast<unsigned>(red->slot), m);
+          node_.moved(static_cast<unsigned>(red->slot), m, p.target);
         }
         if (!dispatch(i, &m, red->ask)) maybe_deliver();
         return;
@@ -477,6 +532,7 @@ class Routed final : public Sink {
     Result::Kind kind = Result::Kind::down;
     std::optional<Reply> reply;
     std::string error, exclusion;
+    std::string inherited;  // the exclusion of the master whose ASK led here
     BootClock::time_point at{};
     std::chrono::microseconds latency{0};
   };
@@ -532,6 +588,10 @@ class Routed final : public Sink {
       if (p.target != nullptr) {
         if (auto why = p.target->exclusion(r.at)) p.exclusion = std::move(*why);
       }
+      if (p.exclusion.empty()) {
+        if (auto why = node_.slot_exclusion(p.slot, r.at)) p.exclusion = std::move(*why);
+      }
+      if (p.exclusion.empty()) p.exclusion = p.inherited;
     }
     node_.note_failure(r, p.target);
   }
@@ -675,6 +735,7 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
     for (int s = range.first; s <= range.last; ++s) owners[static_cast<std::size_t>(s)] = &m;
     replicas.insert(range.replica_ids.begin(), range.replica_ids.end());
   }
+  if (!first) taint_moved_slots(owners, at);
   slots_ = std::move(owners);
   replica_ids_ = std::move(replicas);
   map_error_.clear();
@@ -690,9 +751,42 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
   });
 }
 
+// A new map moves slots from `slots_` to `owners`: those that leave a master whose answers are
+// excluded now, or a master that serves no slot any more (failed over: killed, or a replica now),
+// are tainted. A migration between live masters taints nothing.
+void ClusterNode::taint_moved_slots(const std::vector<Master*>& owners, BootClock::time_point at) {
+  const std::set<const Master*> serving(owners.begin(), owners.end());
+  std::map<const Master*, std::optional<std::string>> why_of;  // per old owner, asked once
+  auto reason = [&](const Master* old) -> const std::optional<std::string>& {
+    auto it = why_of.find(old);
+    if (it != why_of.end()) return it->second;
+    std::optional<std::string> why = old->exclusion(at);
+    if (why) why = without_time_left(*why);
+    if (!why && serving.count(old) == 0) why = "it serves no slot any more: a failover";
+    return why_of.emplace(old, std::move(why)).first->second;
+  };
+  // Consecutive slots with the same old owner and reason become one range.
+  constexpr auto n = static_cast<unsigned>(detail::cluster_slots);
+  unsigned start = 0;
+  const Master* run_owner = nullptr;
+  for (unsigned s = 0; s <= n; ++s) {  // one past the end closes the last range
+    const Master* old = s < n ? slots_[s] : nullptr;
+    const bool moved = old != nullptr && owners[s] != old && reason(old).has_value();
+    if (run_owner != nullptr && (!moved || old != run_owner)) {
+      taint(start, s - 1, at, run_owner->address, *reason(run_owner));
+      run_owner = nullptr;
+    }
+    if (moved && run_owner == nullptr) {
+      start = s;
+      run_owner = old;
+    }
+  }
+}
+
 void ClusterNode::retire_unused() {
   std::set<const Master*> serving(slots_.begin(), slots_.end());
   const auto now = BootClock::now();
+  std::erase_if(taints_, [now](const Taint& t) { return now >= t.until; });
   for (auto it = masters_.begin(); it != masters_.end();) {
     Master& m = *it->second;
     if (serving.count(&m) != 0 || now - m.last_in_map < retire_after) {
