@@ -109,7 +109,7 @@ class Nemesis {
   // nemesis_cluster.cpp
   void cluster_migrate();
   void cluster_promote(bool kill);
-  void cluster_restart(std::size_t g, std::size_t node);
+  void cluster_restart(std::size_t g, std::size_t node, std::size_t promoted);
   void write_faketime(const std::string& spec);
 
   int pick_idle_slot();

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "cluster_fixture.hpp"
@@ -184,20 +185,34 @@ void Nemesis::cluster_promote(bool kill) {
     if (!kill) continue;
     vote_busy_[p.g] = true;  // one dead node per cluster at a time
     const long delay = uniform(200, 2 * s_.ttl_ms);
-    at(mono_ns() + delay * ms, [this, g = p.g, node = p.master] { cluster_restart(g, node); });
+    const std::size_t promoted = p.promoted.value_or(p.replica);
+    at(mono_ns() + delay * ms,
+       [this, g = p.g, node = p.master, promoted] { cluster_restart(g, node, promoted); });
   }
 }
 
-void Nemesis::cluster_restart(std::size_t g, std::size_t node) {
+void Nemesis::cluster_restart(std::size_t g, std::size_t node, std::size_t promoted) {
   try {
     ClusterFixture& c = *s_.clusters[g];
     c.restart_node(node);
+    // It rejoins as a replica of the master that took its slots, unless some of those slots
+    // moved elsewhere meanwhile (a migration): then it stays a master without slots
+    // (--cluster-allow-replica-migration no), and is made its old replica's replica, as an
+    // operator would.
+    std::string how = "a replica now";
     if (c.is_master(node)) {
-      errors_.push_back("vote " + std::to_string(g) + "'s node " + std::to_string(node) +
-                        " came back as a master");
+      const auto r = c.node(node).command({"CLUSTER", "REPLICATE", c.node_id(promoted)});
+      if (!r.is_ok()) throw std::runtime_error("CLUSTER REPLICATE: " + r.to_string());
+      c.wait_until_stable();
+      how = "a master without slots: made a replica with CLUSTER REPLICATE";
     }
-    note("restarted vote " + std::to_string(g) + "'s node " + std::to_string(node) +
-         " (a replica now)");
+    if (c.master_of(node) != promoted) {
+      errors_.push_back("vote " + std::to_string(g) + "'s node " + std::to_string(node) +
+                        " is not a replica of node " + std::to_string(promoted) +
+                        " after its restart");
+    }
+    note("restarted vote " + std::to_string(g) + "'s node " + std::to_string(node) + " (" + how +
+         ")");
   } catch (const std::exception& e) {
     errors_.push_back("restart of vote " + std::to_string(g) + "'s node " + std::to_string(node) +
                       ": " + e.what());
