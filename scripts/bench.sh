@@ -4,12 +4,16 @@
 # TLS is measured beside plaintext in the same run: 5 more nodes from `cluster up --tls` (TLS
 # only, a throwaway CA), the same healthy benchmark right after the plaintext one.
 #
-#   scripts/bench.sh [--quick] [--out DIR] [--soak S]
+#   scripts/bench.sh [--quick] [--out DIR] [--soak S] [--seconds S] [--cluster-only]
 #
 #   --quick   1 s phases, 10 s soak, shorter redis-benchmark: a smoke test of the whole pipeline.
 #             Writes to build/perf/ unless --out is given, so it never replaces the recorded report.
 #   --out     where results.md, results.json and bench.png go (default docs/perf/).
 #   --soak S  length of the held-locks soak in seconds (default 60; 10 with --quick).
+#   --seconds S  length of each phase (default 3; 1 with --quick).
+#   --cluster-only  only the Redis Cluster scenario (7. below: 3 cluster votes of 3 masters against
+#             3 standalone votes, per-master load, replicated votes), on 3 standalone nodes and 3
+#             clusters of its own; its report has that section alone (default out: build/perf/).
 #
 # Environment: REDLOCK_CLI (default build/tools/redlock-cli, rebuilt with ninja when it is that),
 # BENCH_BASE_PORT (default: a free range picked at random).
@@ -22,11 +26,15 @@ cd "$(dirname "$0")/.."
 quick=0
 out=""
 soak_arg=""
+seconds_arg=""
+cluster_only=0
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
     --soak) soak_arg=${2:?--soak needs seconds}; shift ;;
+    --seconds) seconds_arg=${2:?--seconds needs seconds}; shift ;;
+    --cluster-only) cluster_only=1 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -39,8 +47,13 @@ else
   seconds=3; soak=60; bench_requests=200000; out=${out:-docs/perf}
 fi
 soak=${soak_arg:-$soak}
+seconds=${seconds_arg:-$seconds}
 hold_locks=10000
 max_nodes=9
+if ((cluster_only)); then
+  max_nodes=3
+  out=${out:-build/perf}
+fi
 
 cli=${REDLOCK_CLI:-build/tools/redlock-cli}
 if [[ -z ${REDLOCK_CLI:-} ]]; then
@@ -51,7 +64,7 @@ if [[ -z ${REDLOCK_CLI:-} ]]; then
   fi
 fi
 [[ -x $cli ]] || { echo "bench.sh: $cli is not executable" >&2; exit 1; }
-for tool in redis-server redis-benchmark python3; do
+for tool in redis-server redis-benchmark redis-cli python3; do
   command -v "$tool" >/dev/null || { echo "bench.sh: $tool is missing (Debian: redis-server, redis-tools, python3)" >&2; exit 1; }
 done
 
@@ -66,6 +79,11 @@ cleanup() {
   # `down` resumes a paused node before stopping it.
   "$cli" -q cluster down --dir "$cluster_dir" >/dev/null 2>&1 || true
   "$cli" -q cluster down --dir "$tls_dir" >/dev/null 2>&1 || true
+  # The Redis Cluster nodes: only the daemons this script started (their pid files).
+  local pidfile
+  for pidfile in "$work"/rc*/*/redis.pid; do
+    [[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
   rm -rf "$work"
   exit "$rc"
 }
@@ -117,12 +135,86 @@ bench() {  # bench NAME NODE_COUNT [bench flags...]: on the plaintext cluster
   bench_on "$name" "$(nodes "$n")" "$@"
 }
 
+# A Redis Cluster of MASTERS masters with REPLICAS replicas each, for the cluster-vote scenario:
+# start_redis_cluster DIR MASTERS REPLICAS sets started_ports. Ports P below 20000 whose bus twin
+# P + 10000 is free too (both below the ephemeral range); each node a daemon with its pid file in
+# DIR/P/, which the cleanup kills. Returns once `redis-cli --cluster check` is happy, every node
+# says cluster_state:ok and every replica's link is up.
+start_redis_cluster() {
+  local dir=$1 masters=$2 replicas=$3 n base p ok=0 tries
+  n=$((masters * (1 + replicas)))
+  for ((tries = 0; tries < 20 && !ok; tries++)); do
+    base=$((10000 + RANDOM % (9990 - n)))
+    ok=1
+    for ((p = base; p < base + n; p++)); do
+      if port_taken "$p" || port_taken $((p + 10000)); then ok=0; break; fi
+    done
+  done
+  ((ok)) || { echo "bench.sh: no free ports for a Redis Cluster" >&2; return 1; }
+  started_ports=()
+  for ((p = base; p < base + n; p++)); do
+    mkdir -p "$dir/$p"
+    redis-server --port "$p" --bind 127.0.0.1 --dir "$dir/$p" --daemonize yes \
+      --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" --save "" --appendonly no \
+      --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
+      --repl-diskless-sync-delay 0 >/dev/null
+    started_ports+=("$p")
+  done
+  for p in "${started_ports[@]}"; do
+    for ((tries = 0; tries < 100; tries++)); do
+      [[ $(redis-cli -p "$p" ping 2>/dev/null) == PONG ]] && break
+      sleep 0.1
+    done
+  done
+  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${started_ports[@]}") \
+    --cluster-replicas "$replicas" --cluster-yes >"$dir/create.log" 2>&1 ||
+    { echo "bench.sh: redis-cli --cluster create failed:" >&2; cat "$dir/create.log" >&2; return 1; }
+  for ((tries = 0; tries < 300; tries++)); do
+    ok=1
+    redis-cli --cluster check "127.0.0.1:${started_ports[0]}" >/dev/null 2>&1 || ok=0
+    for p in "${started_ports[@]}"; do
+      ((ok)) || break
+      redis-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || ok=0
+      if redis-cli -p "$p" info replication 2>/dev/null | grep -q '^role:slave'; then
+        redis-cli -p "$p" info replication | grep -q '^master_link_status:up' || ok=0
+      fi
+    done
+    ((ok)) && return 0
+    sleep 0.1
+  done
+  echo "bench.sh: the Redis Cluster in $dir did not become stable" >&2
+  return 1
+}
+
+# The masters of a Redis Cluster (as the node on PORT sees it): "port first-last ..." for each
+# master that serves slots, its slot ranges after its port.
+cluster_masters() {
+  redis-cli -p "$1" cluster nodes | tr -d '\r' | awk '$3 ~ /master/ && NF > 8 {
+    split($2, a, "[:@]"); line = a[2]; for (i = 9; i <= NF; i++) line = line " " $i; print line }' | sort -n
+}
+
+# commands_processed FILE PORT...: one line "port total_commands_processed" per server.
+commands_processed() {
+  local file=$1 p
+  shift
+  : >"$file"
+  for p in "$@"; do
+    echo "$p $(redis-cli -p "$p" info stats | tr -d '\r' | awk -F: '$1 == "total_commands_processed" { print $2 }')" >>"$file"
+  done
+}
+
 start_cluster "$cluster_dir" "$max_nodes" 0
 base_port=$started_base
-start_cluster "$tls_dir" "$tls_count" "$max_nodes" --tls
-tls_base=$started_base
-echo "bench.sh: $max_nodes nodes on 127.0.0.1:$base_port-$((base_port + max_nodes - 1)), $tls_count TLS-only" \
-  "nodes on 127.0.0.1:$tls_base-$((tls_base + tls_count - 1)), ${seconds} s phases" >&2
+if ((cluster_only)); then
+  echo "bench.sh: $max_nodes nodes on 127.0.0.1:$base_port-$((base_port + max_nodes - 1)), ${seconds} s phases" >&2
+else
+  start_cluster "$tls_dir" "$tls_count" "$max_nodes" --tls
+  tls_base=$started_base
+  echo "bench.sh: $max_nodes nodes on 127.0.0.1:$base_port-$((base_port + max_nodes - 1)), $tls_count TLS-only" \
+    "nodes on 127.0.0.1:$tls_base-$((tls_base + tls_count - 1)), ${seconds} s phases" >&2
+fi
+
+if ((!cluster_only)); then
 
 # 1. Healthy: 5 nodes, every concurrency level; then the same over TLS (rediss://, verified
 #    against the TLS cluster's CA), in the same conditions.
@@ -162,6 +254,39 @@ bench hold 5 --hold "$hold_locks" --soak "$soak"
 
 # 6. One hot lock: 2, 8 and 32 clients taking it in turn, plain and fair, wake-ups off and on.
 bench handoff 5 --handoff 2,8,32 --seconds "$seconds"
+fi
+
+# 7. Redis Cluster votes: 3 votes that are clusters of 3 masters (one replica each) against 3
+#    standalone votes, at C=256, one after the other; the commands each master processed during
+#    each run (INFO stats total_commands_processed, before and after), to show how a vote's load
+#    spreads over its masters; and the same clusters with replicated votes (--min-replicas 1:
+#    WAIT for a replica after each vote write).
+cluster_votes=""
+for c in 0 1 2; do
+  echo "bench.sh: Redis Cluster $c (3 masters, 1 replica each) ..." >&2
+  start_redis_cluster "$work/rc$c" 3 1
+  vote="redis+cluster://127.0.0.1:${started_ports[0]}"
+  sep="?"
+  for p in "${started_ports[@]:1}"; do vote+="${sep}seed=127.0.0.1:$p"; sep="&"; done
+  cluster_votes+="${cluster_votes:+,}$vote"
+  cluster_masters "${started_ports[0]}" | sed "s/^/$c /" >>"$work/cluster-masters.txt"
+done
+standalone_ports=("$base_port" $((base_port + 1)) $((base_port + 2)))
+mapfile -t master_ports < <(awk '{ print $2 }' "$work/cluster-masters.txt")
+((${#master_ports[@]} == 9)) || { echo "bench.sh: expected 9 cluster masters:" >&2; cat "$work/cluster-masters.txt" >&2; exit 1; }
+commands_processed "$work/cmds-cluster-standalone-before.txt" "${standalone_ports[@]}"
+bench cluster-standalone 3 --seconds "$seconds" --concurrency 256
+commands_processed "$work/cmds-cluster-standalone-after.txt" "${standalone_ports[@]}"
+# Replicated votes twice: with the default timeouts (WAIT gets half of the 50 ms node timeout),
+# and with a node timeout of 250 ms, where the replicas' answers arrive in time under load.
+for run in cluster-votes cluster-replicated cluster-replicated-250ms; do
+  flags=()
+  [[ $run == cluster-replicated* ]] && flags=(--min-replicas 1)
+  [[ $run == *-250ms ]] && flags+=(--node-timeout 250ms)
+  commands_processed "$work/cmds-$run-before.txt" "${master_ports[@]}"
+  bench_on "$run" "$cluster_votes" --seconds "$seconds" --concurrency 256 "${flags[@]}"
+  commands_processed "$work/cmds-$run-after.txt" "${master_ports[@]}"
+done
 
 keys_after=$("$cli" cluster status --dir "$cluster_dir" --json)
 
@@ -175,7 +300,8 @@ BENCH_KERNEL=$(uname -r)
 BENCH_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 BENCH_REDIS=$(redis-server --version | grep -Eo 'v=[^ ]+' | cut -d= -f2)
 BENCH_REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)
-export BENCH_CPU BENCH_NPROC BENCH_KERNEL BENCH_LOAD BENCH_REDIS BENCH_REV
+export BENCH_CPU BENCH_NPROC BENCH_KERNEL BENCH_LOAD BENCH_REDIS BENCH_REV BENCH_CLUSTER_ONLY=$cluster_only
+if ((!cluster_only)); then
 python3 - <<'PY'
 import json, os, datetime
 
@@ -439,6 +565,155 @@ with open(os.path.join(w, "throughput.dat"), "w") as f:
 for name, value, unit, ok, context in targets:
     print("%-4s %-55s %.2f %s" % ("PASS" if ok(value) else "MISS", name, value, unit))
 PY
+fi
+
+# The Redis Cluster section (7.), appended to results.md (written here alone with --cluster-only).
+python3 - <<'PY'
+import json, os, datetime
+
+w, out = os.environ["BENCH_WORK"], os.environ["BENCH_OUT"]
+def load(name):
+    with open(os.path.join(w, name + ".json")) as f:
+        return json.load(f)
+def counts(name):
+    with open(os.path.join(w, "cmds-%s.txt" % name)) as f:
+        return {int(p): int(n) for p, n in (line.split() for line in f if line.strip())}
+def delta(run):
+    before, after = counts(run + "-before"), counts(run + "-after")
+    return {p: after[p] - before[p] for p in after}
+def ratio(a, b):
+    return a / b if b else float("inf")
+
+standalone, votes, replicated = load("cluster-standalone"), load("cluster-votes"), load("cluster-replicated")
+replicated_250 = load("cluster-replicated-250ms")
+vote_of, ranges_of = {}, {}  # master port -> cluster number, slot ranges
+with open(os.path.join(w, "cluster-masters.txt")) as f:
+    for line in f:
+        c, p, *ranges = line.split()
+        vote_of[int(p)] = int(c)
+        ranges_of[int(p)] = [tuple(int(x) for x in (r.split("-") * 2)[:2]) for r in ranges if r[0].isdigit()]
+
+def crc16(data):  # CRC16-CCITT (XModem), the Redis Cluster key hash
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+def key_slot(key):
+    s = key.find("{")
+    if s >= 0:
+        e = key.find("}", s + 1)
+        if e > s + 1:
+            key = key[s + 1:e]
+    return crc16(key.encode()) % 16384
+def owner(port_list, slot):
+    for p in port_list:
+        if any(a <= slot <= b for a, b in ranges_of[p]):
+            return p
+    return None
+runs = [("3 standalone votes", standalone, delta("cluster-standalone")),
+        ("3 cluster votes (3 masters each)", votes, delta("cluster-votes")),
+        ("3 cluster votes, --min-replicas 1", replicated, delta("cluster-replicated")),
+        ("3 cluster votes, --min-replicas 1 --node-timeout 250ms", replicated_250,
+         delta("cluster-replicated-250ms"))]
+def total_cycles(j):  # sequential cycles + cycles at C=256 (the commands counted cover both)
+    return j["cycles"] + sum(t["cycles"] for t in j["throughput"])
+
+L = []
+if os.environ["BENCH_CLUSTER_ONLY"] == "1":
+    L.append("# redlock benchmark results: Redis Cluster votes")
+    L.append("")
+    L.append("Written by `scripts/bench.sh --cluster-only --seconds %s`: %s, %s CPUs (%s), load average "
+             "at the end %s, redis-server %s, revision %s. A benchmark, not a test." % (
+                 os.environ["BENCH_SECONDS"],
+                 datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+                 os.environ["BENCH_NPROC"], os.environ["BENCH_CPU"], os.environ["BENCH_LOAD"],
+                 os.environ["BENCH_REDIS"], os.environ["BENCH_REV"]))
+    L.append("")
+L.append("## Redis Cluster votes (3 votes, C=256)")
+L.append("")
+L.append("3 standalone masters as votes, then 3 Redis Clusters as votes (`redis+cluster://`, 3 masters "
+         "and 3 replicas each, `redis-cli --cluster create`), then the same clusters with replicated "
+         "votes (`--min-replicas 1`: WAIT for one replica after each vote write); %s s phases, one run "
+         "after the other, client and all %d servers on the same %s CPUs. Commands: INFO stats "
+         "`total_commands_processed` of each master, after minus before the run (the sequential phase "
+         "and the C=256 phase; a few are the client's slot-map and handshake questions)." % (
+             os.environ["BENCH_SECONDS"], 3 + 18, os.environ["BENCH_NPROC"]))
+L.append("")
+L.append("| votes | cycles/s at C=256 | cycle p50 at C=256 (µs) | p99 | client CPU µs/cycle | sequential cycle p50 (µs) | errors | commands per cycle | busiest master's share of its vote |")
+L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+for name, j, d in runs:
+    t = j["throughput"][-1]
+    cyc = total_cycles(j)
+    by_vote = {}
+    for p, n in d.items():
+        by_vote.setdefault(vote_of.get(p, p), []).append(n)
+    shares = [max(v) / sum(v) for v in by_vote.values() if sum(v) > 0 and len(v) > 1]
+    L.append("| %s | %.0f | %.1f | %.1f | %.1f | %.1f | %d | %.1f | %s |" % (
+        name, t["cycles_per_s"], t["cycle_us_p50"], t["cycle_us_p99"], t["cpu_us_per_cycle"],
+        j["cycle_us_p50"], j["errors"], ratio(sum(d.values()), cyc),
+        "%.0f %%" % (100 * max(shares)) if shares else "- (one server per vote)"))
+L.append("")
+L.append("Cluster / standalone: cycles/s at C=256 **%.2f**. Replicated / plain cluster votes: cycles/s "
+         "%.2f (%.2f with a 250 ms node timeout), cycle p50 at C=256 %.2f (%.2f), sequential cycle p50 "
+         "%.2f (%.2f). A cycle that failed (errors: no quorum, mostly WAIT running out of time) is "
+         "not counted in cycles/s." % (
+             ratio(votes["cycles_per_s"], standalone["cycles_per_s"]),
+             ratio(replicated["cycles_per_s"], votes["cycles_per_s"]),
+             ratio(replicated_250["cycles_per_s"], votes["cycles_per_s"]),
+             ratio(replicated["throughput"][-1]["cycle_us_p50"], votes["throughput"][-1]["cycle_us_p50"]),
+             ratio(replicated_250["throughput"][-1]["cycle_us_p50"], votes["throughput"][-1]["cycle_us_p50"]),
+             ratio(replicated["cycle_us_p50"], votes["cycle_us_p50"]),
+             ratio(replicated_250["cycle_us_p50"], votes["cycle_us_p50"])))
+L.append("")
+L.append("Commands each server processed (per second of the run, and per lock cycle; a cycle is 4 "
+         "commands on each vote: the SET, the release script and the GET and DEL it runs), and how many "
+         "of the C=256 phase's 256 resources hash to its slots (the sequential phase's one resource: "
+         "`seq`):")
+L.append("")
+L.append("| run | vote | server (port) | commands | per s | per cycle | share of its vote | C=256 resources |")
+L.append("|---|--:|--:|--:|--:|--:|--:|--:|")
+for name, j, d in runs:
+    cyc = total_cycles(j)
+    secs = j["seconds"] * (1 + len(j["throughput"]))
+    resources = [j["prefix"] + "c256:%d" % i for i in range(256)]
+    for p in sorted(d, key=lambda p: (vote_of.get(p, -1), p)):
+        vote = vote_of.get(p, sorted(d).index(p))
+        in_vote = [q for q in d if vote_of.get(q, q) == vote_of.get(p, p)]
+        if p in ranges_of:
+            mine = [q for q in in_vote if q in ranges_of]
+            keys = "%d%s" % (sum(owner(mine, key_slot(r)) == p for r in resources),
+                             " + `seq`" if owner(mine, key_slot(j["prefix"] + "seq")) == p else "")
+        else:
+            keys = "256 + `seq`"
+        L.append("| %s | %d | %d | %d | %.0f | %.2f | %.0f %% | %s |" % (
+            name, vote, p, d[p], d[p] / secs, ratio(d[p], cyc), 100 * ratio(d[p], sum(d[q] for q in in_vote)), keys))
+L.append("")
+left = sum(j["keys_left"] for j in (standalone, votes, replicated, replicated_250))
+L.append("Keys left by these runs (every master of every cluster swept): %d." % left)
+L.append("")
+
+path = os.path.join(out, "results.md")
+mode = "w" if os.environ["BENCH_CLUSTER_ONLY"] == "1" else "a"
+with open(path, mode) as f:
+    f.write("\n".join(L) + "\n")
+jpath = os.path.join(out, "results.json")
+data = {}
+if mode == "a" and os.path.exists(jpath):
+    with open(jpath) as f:
+        data = json.load(f)
+data["cluster"] = {"standalone": standalone, "cluster": votes, "replicated": replicated,
+                   "replicated_250ms": replicated_250,
+                   "commands": {name: {str(p): n for p, n in d.items()} for name, _, d in runs}}
+with open(jpath, "w") as f:
+    json.dump(data, f, indent=1)
+PY
+if ((cluster_only)); then
+  echo "bench.sh: wrote $out/results.md, $out/results.json" >&2
+  exit 0
+fi
 
 # The plot: gnuplot from Debian, installed when missing and we are root; skipped otherwise.
 if ! command -v gnuplot >/dev/null; then

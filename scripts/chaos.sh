@@ -8,6 +8,8 @@
 #   scripts/chaos.sh --minutes N [--seed S]           soak: N minutes over all mixes
 #   scripts/chaos.sh --minutes N --report FILE        ... and append the table to FILE (markdown)
 #   scripts/chaos.sh --list                           the fault mixes
+#   scripts/chaos.sh --mix sentinel-failover --seconds 10         Sentinel votes (meson test chaos-sentinel)
+#   scripts/chaos.sh --mix cluster-migrate-failover --seconds 10  Redis Cluster votes (meson test chaos-cluster)
 # Other arguments go to chaos-driver: --mix a,b  --seconds S (per mix)  --workers W  --nodes N
 #   --resources R  --ttl-ms T  --verbose  --keep-logs  --no-netns  --tls (nodes over TLS)
 #

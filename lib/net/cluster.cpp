@@ -17,13 +17,28 @@
 // node learned of it, as a restarted server's do: asynchronous replication may have lost the key.
 // A process that starts after the failover cannot tell (neither CLUSTER SLOTS nor INFO carries
 // the time of a promotion); replicated votes (Options::min_replicas) are the defence then.
+//
+// The quarantine follows the keys, not only the server: a slot that leaves a master whose answers
+// are excluded (migrated away, MOVED), or whose master is gone from the slot map (failed over),
+// carries the exclusion for one quarantine from when this node saw it move, and an answer that an
+// ASK from an excluded master led to is excluded as that master's would be. Otherwise the keys a
+// promotion lost would be vouched for by another master: a migrating source without the key
+// answers ASK, and the importing master grants.
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
 
 #include "net/cluster_node.hpp"
 
 namespace redlock::net {
 namespace cluster {
+
+std::string without_time_left(const std::string& why) {
+  const auto at = why.rfind(" (");
+  return at != std::string::npos && why.ends_with(" ms left)") ? why.substr(0, at) : why;
+}
 
 std::string host_port(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
@@ -111,6 +126,7 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
     for (int s = range.first; s <= range.last; ++s) owners[static_cast<std::size_t>(s)] = &m;
     replicas.insert(range.replica_ids.begin(), range.replica_ids.end());
   }
+  if (!first) taint_moved_slots(owners, at);
   slots_ = std::move(owners);
   replica_ids_ = std::move(replicas);
   map_error_.clear();
@@ -126,9 +142,42 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
   });
 }
 
+// A new map moves slots from `slots_` to `owners`: those that leave a master whose answers are
+// excluded now, or a master that serves no slot any more (failed over: killed, or a replica now),
+// are tainted. A migration between live masters taints nothing.
+void ClusterNode::taint_moved_slots(const std::vector<Master*>& owners, BootClock::time_point at) {
+  const std::set<const Master*> serving(owners.begin(), owners.end());
+  std::map<const Master*, std::optional<std::string>> why_of;  // per old owner, asked once
+  auto reason = [&](const Master* old) -> const std::optional<std::string>& {
+    auto it = why_of.find(old);
+    if (it != why_of.end()) return it->second;
+    std::optional<std::string> why = old->exclusion(at);
+    if (why) why = without_time_left(*why);
+    if (!why && serving.count(old) == 0) why = "it serves no slot any more: a failover";
+    return why_of.emplace(old, std::move(why)).first->second;
+  };
+  // Consecutive slots with the same old owner and reason become one range.
+  constexpr auto n = static_cast<unsigned>(detail::cluster_slots);
+  unsigned start = 0;
+  const Master* run_owner = nullptr;
+  for (unsigned s = 0; s <= n; ++s) {  // one past the end closes the last range
+    const Master* old = s < n ? slots_[s] : nullptr;
+    const bool moved = old != nullptr && owners[s] != old && reason(old).has_value();
+    if (run_owner != nullptr && (!moved || old != run_owner)) {
+      taint(start, s - 1, at, run_owner->address, *reason(run_owner));
+      run_owner = nullptr;
+    }
+    if (moved && run_owner == nullptr) {
+      start = s;
+      run_owner = old;
+    }
+  }
+}
+
 void ClusterNode::retire_unused() {
   std::set<const Master*> serving(slots_.begin(), slots_.end());
   const auto now = BootClock::now();
+  std::erase_if(taints_, [now](const Taint& t) { return now >= t.until; });
   for (auto it = masters_.begin(); it != masters_.end();) {
     Master& m = *it->second;
     if (serving.count(&m) != 0 || now - m.last_in_map < retire_after) {

@@ -30,6 +30,8 @@ inline constexpr Millis retire_after{5000};
 
 // "host:port", IPv6 in brackets.
 std::string host_port(const std::string& host, int port);
+// An exclusion's reason without its " (N ms left)": a taint outlives that count.
+std::string without_time_left(const std::string& why);
 
 class ClusterNode;
 
@@ -153,10 +155,28 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   Master& master_at(ClusterEndpoint e);
   Master* owner_of(unsigned slot) const { return slots_[slot]; }
   Master* any_master() const;
-  // A MOVED answer: the slot is `m`'s now; a fresh map soon.
-  void moved(unsigned slot, Master& m) {
+  // A MOVED answer from `from`: the slot is `m`'s now (and excluded as long as `from`'s answers
+  // would be, for one quarantine); a fresh map soon.
+  void moved(unsigned slot, Master& m, const Master* from) {
+    const auto now = BootClock::now();
+    if (from != nullptr && from != &m) {
+      if (auto why = from->exclusion(now))
+        taint(slot, slot, now, from->address, without_time_left(*why));
+    }
     slots_[slot] = &m;
     ask_map_soon();
+  }
+  // Why answers about keys of `slot` must not count at `now`: they came from a master that may
+  // have lost them (see the top of cluster.cpp).
+  [[nodiscard]] std::optional<std::string> slot_exclusion(unsigned slot,
+                                                          BootClock::time_point now) const {
+    for (const auto& t : taints_) {
+      if (slot >= t.first && slot <= t.last && now < t.until) {
+        return "restart guard: slot " + std::to_string(slot) + " came from " + t.why + " (" +
+               std::to_string(std::chrono::ceil<Millis>(t.until - now).count()) + " ms left)";
+      }
+    }
+    return std::nullopt;
   }
   // A part's result, for last_error() and refused(). A master that is down may have been failed
   // over: a fresh map soon.
@@ -181,6 +201,24 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     std::unique_ptr<Connection> conn;
     bool closed = false;
   };
+  // Slots [first, last] whose keys came from a master that may have lost them.
+  struct Taint {
+    unsigned first = 0, last = 0;
+    BootClock::time_point until;
+    std::string why;
+  };
+
+  // Slots [first, last] left `from` at `now` for the reason `why`: their answers wait out one
+  // quarantine (none with a quarantine of 0: the guard is off).
+  void taint(unsigned first, unsigned last, BootClock::time_point now, const std::string& from,
+             const std::string& why) {
+    const Millis q = host_.restart_quarantine();
+    if (q <= Millis{0}) return;
+    taints_.push_back({first, last, now + q, "master " + from + " (" + why + ")"});
+    host_.log(LogLevel::warning, name_ + ": slots " + std::to_string(first) + "-" +
+                                     std::to_string(last) + " left master " + from + " (" + why +
+                                     "): their answers wait out the restart quarantine");
+  }
 
   void resubscribe(const std::string& key, Subscription& s) {
     Master* owner = slots_[hash_slot(key)];
@@ -305,6 +343,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   void on_done() override {}
 
   void apply(const std::vector<detail::SlotRange>& map, BootClock::time_point at);
+  void taint_moved_slots(const std::vector<Master*>& owners, BootClock::time_point at);
   void retire_unused();
 
   uv_loop_t* loop_;
@@ -337,6 +376,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   std::map<std::string, std::unique_ptr<Master>> masters_;  // by host:port
   std::vector<std::unique_ptr<Master>> retired_;            // closing; dropped once closed
   std::vector<Master*> slots_;                              // the owner of each slot, or null
+  std::vector<Taint> taints_;                               // dropped once over
 };
 
 }  // namespace redlock::net::cluster

@@ -59,8 +59,12 @@ class Routed final : public Sink {
         Master& m = node_.master_at(to);
         if (red->ask) {
           p.asked = true;
+          // The excluded source has no key: the importing master's answer is as good as its.
+          if (auto why = p.target->exclusion(r.at)) {
+            p.inherited = "restart guard: ASK from master " + p.target->address + ": " + *why;
+          }
         } else {
-          node_.moved(static_cast<unsigned>(red->slot), m);
+          node_.moved(static_cast<unsigned>(red->slot), m, p.target);
         }
         if (!dispatch(i, &m, red->ask)) maybe_deliver();
         return;
@@ -92,6 +96,7 @@ class Routed final : public Sink {
     Result::Kind kind = Result::Kind::down;
     std::optional<Reply> reply;
     std::string error, exclusion;
+    std::string inherited;  // the exclusion of the master whose ASK led here
     BootClock::time_point at{};
     std::chrono::microseconds latency{0};
   };
@@ -147,6 +152,10 @@ class Routed final : public Sink {
       if (p.target != nullptr) {
         if (auto why = p.target->exclusion(r.at)) p.exclusion = std::move(*why);
       }
+      if (p.exclusion.empty()) {
+        if (auto why = node_.slot_exclusion(p.slot, r.at)) p.exclusion = std::move(*why);
+      }
+      if (p.exclusion.empty()) p.exclusion = p.inherited;
     }
     node_.note_result(r, p.target);
   }

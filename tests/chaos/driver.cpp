@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "checker.hpp"
+#include "cluster_fixture.hpp"
 #include "common.hpp"
 #include "nemesis.hpp"
 #include "oracle.hpp"
@@ -79,6 +80,9 @@ struct Mix {
   // instead of standalone nodes; the sentinel faults delete the lock keys on a promoted replica
   // this often (percent), as if replication had lost them.
   bool sentinel = false;
+  // > 0: the votes are this many Redis Clusters (ClusterFixture: 3 masters with one replica each)
+  // instead of standalone nodes; their promotions delete the lock keys as the Sentinel ones do.
+  int clusters = 0;
   int delete_key_percent = 0;
   long ttl_ms = 0;  // 0: the run's --ttl-ms
   long cs_min_ms = 5, cs_max_ms = 50;
@@ -229,6 +233,46 @@ std::vector<Mix> all_mixes() {
                .short_seconds = 10,
                .weight = 1,
                .about = "the same failovers, keys always lost, restart quarantine 0 (no guard); "
+                        "ttl 3 s"});
+  // Redis Cluster votes (issue 17): 3 votes, each a cluster of 3 masters with one replica each.
+  // The lock keys' slots move between masters (at once, or with an ASK phase under load), and
+  // their masters fail over: kill -9 and the cluster's own election (the killed node started
+  // again later, as a replica), or CLUSTER FAILOVER [FORCE]; in 1..Q votes at once, a majority
+  // right after an ENTER half the time; 3 promotions in 4 delete the lock keys on the new master
+  // as soon as it says it is one. Workers are long-lived clients that follow the slot map: a
+  // master they knew as a replica, or that was promoted since it started, waits out the restart
+  // quarantine (ttl + drift here, as in the Sentinel mixes). ttl 3 s and critical sections of
+  // 0.5-2.5 s: a kill takes the cluster 1.5-2.5 s to fail over, a manual failover well under one.
+  m.push_back({.name = "cluster-migrate-failover",
+               .faults = {F::cluster_migrate, F::cluster_migrate, F::cluster_failover,
+                          F::cluster_kill_master},
+               .restart_quarantine_ms = -3,
+               .fence = Fencing::off,
+               .in_short = false,
+               .clusters = 3,
+               .delete_key_percent = 75,
+               .ttl_ms = 3000,
+               .cs_min_ms = 500,
+               .cs_max_ms = 2500,
+               .short_seconds = 10,
+               .weight = 2,
+               .about =
+                   "3 Redis Cluster votes: slots of the lock keys migrated, their masters "
+                   "failed over (kill -9, CLUSTER FAILOVER); keys lost on promotion; ttl 3 s"});
+  m.push_back({.name = "cluster-failover-unguarded",
+               .must_be_zero = false,
+               .faults = {F::cluster_failover},
+               .restart_quarantine_ms = 0,
+               .fence = Fencing::off,
+               .in_short = false,
+               .clusters = 3,
+               .delete_key_percent = 100,
+               .ttl_ms = 3000,
+               .cs_min_ms = 500,
+               .cs_max_ms = 2500,
+               .short_seconds = 10,
+               .weight = 1,
+               .about = "the manual failovers, keys always lost, restart quarantine 0 (no guard); "
                         "ttl 3 s"});
   return m;
 }
@@ -399,9 +443,9 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
     r.skip_reason = "no partitions: " + *env.no_partition;
     return r;
   }
-  if (mix.sentinel && env.tls != nullptr) {
+  if ((mix.sentinel || mix.clusters > 0) && env.tls != nullptr) {
     r.skipped = true;
-    r.skip_reason = "the Sentinel mixes run without --tls";
+    r.skip_reason = "the Sentinel and cluster mixes run without --tls";
     return r;
   }
 
@@ -437,8 +481,18 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
       sc.server = cfg;
       sentinels = std::make_unique<redlock::test::SentinelFixture>(sc);
     }
+    // Cluster mixes: each vote a Redis Cluster, 3 masters with a replica each.
+    std::vector<std::unique_ptr<redlock::test::ClusterFixture>> clusters;
+    for (int i = 0; i < mix.clusters; ++i) {
+      redlock::test::ClusterConfig cc;
+      cc.masters = 3;
+      cc.replicas_per_master = 1;
+      cc.server = cfg;
+      clusters.push_back(std::make_unique<redlock::test::ClusterFixture>(cc));
+    }
     std::unique_ptr<redlock::test::RedisCluster> cluster;
-    if (!mix.sentinel) cluster = std::make_unique<redlock::test::RedisCluster>(s.nodes, cfg);
+    if (!mix.sentinel && mix.clusters == 0)
+      cluster = std::make_unique<redlock::test::RedisCluster>(s.nodes, cfg);
     // The ports the workers use: the TLS ones with --tls (the fixture keeps its plaintext ports).
     std::vector<std::uint16_t> ports;
     for (std::size_t i = 0; cluster && i < cluster->size(); ++i)
@@ -484,6 +538,14 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
             (i ? "," : "") + std::string("redis+sentinel://") + addrs.at(0) + "/" + master_names[i];
         for (std::size_t j = 1; j < addrs.size(); ++j)
           ws.nodes_csv += (j == 1 ? "?sentinel=" : "&sentinel=") + addrs[j];
+      }
+    } else if (!clusters.empty()) {
+      // redis+cluster://first?seed=second&seed=...: every node of the cluster is a seed.
+      for (std::size_t i = 0; i < clusters.size(); ++i) {
+        const auto seeds = clusters[i]->seed_addresses();
+        ws.nodes_csv += (i ? "," : "") + std::string("redis+cluster://") + seeds.at(0);
+        for (std::size_t j = 1; j < seeds.size(); ++j)
+          ws.nodes_csv += (j == 1 ? "?seed=" : "&seed=") + seeds[j];
       }
     } else {
       ws.nodes_csv = cluster->nodes_csv();
@@ -537,6 +599,7 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
       ns.master_names = master_names;
       ns.lock_keys = ws.resources;
       ns.delete_key_percent = mix.delete_key_percent;
+      for (const auto& c : clusters) ns.clusters.push_back(c.get());
       ns.verbose = s.verbose;
       Nemesis nemesis(ns, cluster.get(), pool, oracle, r.seed);
       nemesis.run(static_cast<long>(seconds * 1000));

@@ -41,6 +41,12 @@ const char* to_string(Fault f) {
       return "sentinel-failover";
     case Fault::sentinel_kill_master:
       return "sentinel-kill-master";
+    case Fault::cluster_migrate:
+      return "cluster-migrate";
+    case Fault::cluster_kill_master:
+      return "cluster-kill-master";
+    case Fault::cluster_failover:
+      return "cluster-failover";
   }
   return "?";
 }
@@ -55,7 +61,7 @@ Nemesis::Nemesis(NemesisSettings s, redlock::test::RedisCluster* cluster, Worker
       node_down_(cluster != nullptr ? cluster->size() : 0, false),
       node_paused_(cluster != nullptr ? cluster->size() : 0, false),
       slot_busy_(static_cast<std::size_t>(workers.size()), false),
-      vote_busy_(s_.master_names.size(), false) {}
+      vote_busy_(std::max(s_.master_names.size(), s_.clusters.size()), false) {}
 
 long Nemesis::uniform(long lo, long hi) {
   if (hi <= lo) return lo;
@@ -63,6 +69,7 @@ long Nemesis::uniform(long lo, long hi) {
 }
 
 void Nemesis::note(const std::string& what) {
+  const std::lock_guard<std::recursive_mutex> lock(mu_);
   char head[32];
   std::snprintf(head, sizeof head, "%8.3f s  ", static_cast<double>(mono_ns() - t0_) / 1e9);
   log_.push_back(head + what);
@@ -148,6 +155,15 @@ void Nemesis::inject(Fault f) {
       break;
     case Fault::sentinel_kill_master:
       sentinel_kill_master();
+      break;
+    case Fault::cluster_migrate:
+      cluster_migrate();
+      break;
+    case Fault::cluster_kill_master:
+      cluster_promote(/*kill=*/true);
+      break;
+    case Fault::cluster_failover:
+      cluster_promote(/*kill=*/false);
       break;
   }
 }

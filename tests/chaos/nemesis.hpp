@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,7 +19,8 @@
 
 namespace redlock::test {
 class SentinelFixture;
-}
+class ClusterFixture;
+}  // namespace redlock::test
 
 namespace chaos {
 
@@ -40,6 +42,13 @@ enum class Fault {
   // replica at once (NemesisSettings::delete_key_percent), as if replication had lost them.
   sentinel_failover,     // SENTINEL FAILOVER of 1..Q votes at once; old masters demoted at once
   sentinel_kill_master,  // kill -9 of a vote's master, Sentinel's own failover, restarted later
+  // Redis Cluster votes (NemesisSettings::clusters); the promotions may lose the lock keys as the
+  // Sentinel ones do. Each acts on the shard (master) that owns a lock key's slot.
+  cluster_migrate,      // a lock key's slot moved to another master (at once, or with an ASK phase)
+  cluster_kill_master,  // kill -9 of the slot's master in 1..Q votes, the replica's own election;
+                        // the killed node started again 0.2 s .. 2 ttl later (it rejoins as
+                        // replica)
+  cluster_failover,     // CLUSTER FAILOVER [FORCE] on the slot's replica in 1..Q votes at once
 };
 
 [[nodiscard]] const char* to_string(Fault f);
@@ -57,6 +66,8 @@ struct NemesisSettings {
   std::vector<std::string> master_names;
   std::vector<std::string> lock_keys;
   int delete_key_percent = 0;
+  // For the cluster faults: the votes' clusters (their promotions use delete_key_percent too).
+  std::vector<redlock::test::ClusterFixture*> clusters;
   bool verbose = false;
 };
 
@@ -95,6 +106,10 @@ class Nemesis {
   void sentinel_kill_master();
   // After a promotion of vote `g`'s node `promoted`: deletes the lock keys there (sometimes).
   void lose_replication(std::size_t g, std::size_t promoted);
+  // nemesis_cluster.cpp
+  void cluster_migrate();
+  void cluster_promote(bool kill);
+  void cluster_restart(std::size_t g, std::size_t node, std::size_t promoted);
   void write_faketime(const std::string& spec);
 
   int pick_idle_slot();
@@ -111,6 +126,8 @@ class Nemesis {
   std::vector<bool> node_paused_;
   std::vector<bool> slot_busy_;
   std::vector<bool> vote_busy_;  // sentinel: a killed master of the vote waits for its restart
+  // note() and counts_ from the threads of a cluster fault (one per vote it acts on).
+  std::recursive_mutex mu_;
   std::map<std::string, long long> counts_;
   std::vector<std::string> log_;
   std::vector<std::string> errors_;

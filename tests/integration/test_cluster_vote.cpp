@@ -73,6 +73,11 @@ std::vector<std::string> keys_on_distinct_masters(const ClusterFixture& c, const
   return out;
 }
 
+// How many keys master `m` of `c` holds in `slot` (whatever the slot's migration state).
+long long keys_in_slot(const ClusterFixture& c, std::size_t m, int slot) {
+  return c.node(m).command({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).integer;
+}
+
 }  // namespace
 
 TEST_CASE("cluster votes: every lock kind through three 3-master clusters") {
@@ -433,4 +438,84 @@ TEST_CASE("cluster votes over TLS: rediss+cluster:// to a cluster that announces
     CHECK(c.node(c.owner_of_key(k)).command({"GET", k}).str == r.lock.token());
   }
   CHECK(client.try_release(r.lock));
+}
+
+TEST_CASE("cluster votes: a slot that leaves a promoted master keeps its quarantine (ASK, MOVED)") {
+  // As above: vote 0 a cluster with replicas, votes 1 and 2 standalone; the holder took the lock
+  // while vote 2 was down, vote 2 came back empty. Vote 0's master for the key is failed over to
+  // its replica, which lost the key, and the contender sees the promoted master in quarantine.
+  // Then the slot migrates away from it: first half-way (the promoted master answers ASK, as it
+  // has no key, and the importing master grants), then wholly (MOVED, then the slot map). The
+  // answers of the other master are about keys that came from the promoted one: they must wait
+  // out its quarantine too, or votes 0 and 2 hand the lock out twice (found by the chaos mix
+  // cluster-migrate-failover, seed 103: an overlap during the ASK phase of such a migration).
+  ClusterFixture c(with_replicas());
+  RedisCluster plain(2);
+  const std::string csv = cluster_address(c) + "," + client_csv(plain);
+  Options o = cluster_options(csv);
+  Client holder(o);
+  plain[1].kill();
+  const std::string key = "promo-mig";
+  auto held = holder.try_acquire({key}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  plain[1].start();
+  Client contender(o);
+  auto warm = contender.try_acquire({"promo-mig-warm"}, ttl_opts(1s));
+  REQUIRE_MESSAGE(warm, warm.message);
+  CHECK(contender.try_release(warm.lock));
+
+  // One attempt each: a failed attempt's retries leave waiting marks, which are not the point.
+  const auto once = ttl_opts(30s, std::nullopt, 0);
+  const int slot = c.key_slot(key);
+  const auto old_master = c.owner_of_slot(slot);
+  REQUIRE(c.node(old_master).command({"WAIT", "1", "2000"}).integer == 1);
+  const auto replicas = c.replicas_of(old_master);
+  REQUIRE(!replicas.empty());
+  const auto promoted = replicas.front();
+  c.manual_failover(promoted, redlock::test::FailoverMode::graceful, [&](std::size_t p) {
+    (void)c.node(p).command({"DEL", key});  // the write replication lost
+  });
+  const std::string on_promoted = "slot " + std::to_string(slot) + " on " + c.address(promoted);
+  REQUIRE(eventually([&] { return contender.status(key).nodes[0].where == on_promoted; }, 5s));
+  auto refused = contender.try_acquire({key}, once);
+  CHECK_FALSE(refused);
+  CHECK_MESSAGE(refused.nodes.at(0).state == NodeState::excluded, refused.nodes.at(0).detail);
+  // (Once the refused attempt's rollback has taken its key back from the promoted master.)
+  CHECK(eventually([&] { return c.node(promoted).command({"EXISTS", key}).integer == 0; }));
+
+  // ASK: the promoted master is the source of a migration and has no key.
+  const auto other = c.other_master(promoted);
+  c.begin_slot_migration(slot, other);
+  auto asked = contender.try_acquire({key}, once);
+  CHECK_FALSE(asked);
+  CHECK_MESSAGE(asked.nodes.at(0).state == NodeState::excluded, asked.nodes.at(0).detail);
+  CHECK_MESSAGE(
+      asked.nodes.at(0).detail.find("ASK from master " + c.address(promoted)) != std::string::npos,
+      asked.nodes.at(0).detail);
+  if (asked) CHECK(contender.try_release(asked.lock));
+
+  // MOVED, then the slot map: the slot is the other master's now. (Without the key the refused
+  // attempt left there: its rollback, the release script over the lock key and its derived keys,
+  // got TRYAGAIN from the importing master, which refuses a multi-key command with missing keys
+  // while it imports the slot; the key would only make the next answers "held".)
+  c.finish_slot_migration(slot);
+  (void)c.node(other).command({"DEL", key});
+  auto moved = contender.try_acquire({key}, once);
+  CHECK_FALSE(moved);
+  CHECK_MESSAGE(moved.nodes.at(0).state == NodeState::excluded, moved.nodes.at(0).detail);
+  CHECK_MESSAGE(
+      moved.nodes.at(0).detail.find("came from master " + c.address(promoted)) != std::string::npos,
+      moved.nodes.at(0).detail);
+  if (moved) CHECK(contender.try_release(moved.lock));
+  CHECK(eventually([&] { return keys_in_slot(c, other, slot) == 0; }));
+  const std::string on_other = "slot " + std::to_string(slot) + " on " + c.address(other);
+  REQUIRE(eventually([&] { return contender.status(key).nodes[0].where == on_other; }, 5s));
+  auto mapped = contender.try_acquire({key}, once);
+  CHECK_FALSE(mapped);
+  CHECK_MESSAGE(mapped.nodes.at(0).state == NodeState::excluded, mapped.nodes.at(0).detail);
+  CHECK_MESSAGE(mapped.nodes.at(0).detail.find("came from master " + c.address(promoted)) !=
+                    std::string::npos,
+                mapped.nodes.at(0).detail);
+  if (mapped) CHECK(contender.try_release(mapped.lock));
+  CHECK(holder.try_release(held.lock));
 }

@@ -288,7 +288,8 @@ void ClusterFixture::migrate_slot(int slot, std::size_t to) {
 
 // --- failover ---------------------------------------------------------------------------------
 
-std::size_t ClusterFixture::kill_master_and_wait_failover(std::size_t m) {
+std::size_t ClusterFixture::kill_master_and_wait_failover(
+    std::size_t m, const std::function<void(std::size_t)>& on_promoted) {
   if (!node(m).running() || !is_master(m)) {
     throw std::logic_error("ClusterFixture: node " + std::to_string(m) +
                            " is not a running master");
@@ -300,14 +301,17 @@ std::size_t ClusterFixture::kill_master_and_wait_failover(std::size_t m) {
   for (std::size_t r : candidates) wait_out_last_election(r);
   node(m).kill();
   std::optional<std::size_t> promoted;
-  const bool ok = wait_until(
+  const bool seen = wait_until(
       [&] {
         for (std::size_t r : candidates) {
           if (node(r).running() && is_master(r)) promoted = r;
         }
-        return promoted && why_unstable().empty();
+        return promoted.has_value();
       },
-      cfg_.timeout, std::chrono::milliseconds(50));
+      cfg_.timeout, std::chrono::milliseconds(5));
+  if (seen && on_promoted) on_promoted(*promoted);
+  const bool ok = seen && wait_until([&] { return why_unstable().empty(); }, cfg_.timeout,
+                                     std::chrono::milliseconds(50));
   if (!ok) {
     throw std::runtime_error("ClusterFixture: no failover of node " + std::to_string(m) + ": " +
                              why_unstable() + "\n" + describe_views());
@@ -326,7 +330,8 @@ void ClusterFixture::wait_out_last_election(std::size_t replica) const {
   }
 }
 
-void ClusterFixture::manual_failover(std::size_t replica, FailoverMode mode) {
+void ClusterFixture::manual_failover(std::size_t replica, FailoverMode mode,
+                                     const std::function<void(std::size_t)>& on_promoted) {
   if (is_master(replica)) throw std::logic_error("ClusterFixture: node is already a master");
   std::vector<std::string> argv = {"CLUSTER", "FAILOVER"};
   if (mode == FailoverMode::force) argv.emplace_back("FORCE");
@@ -340,8 +345,9 @@ void ClusterFixture::manual_failover(std::size_t replica, FailoverMode mode) {
   while (!promoted && std::chrono::steady_clock::now() < deadline) {
     const Reply r = must(replica, argv);
     if (!r.is_ok()) throw std::runtime_error("ClusterFixture: CLUSTER FAILOVER: " + r.to_string());
-    promoted = wait_until([&] { return is_master(replica); }, round, std::chrono::milliseconds(20));
+    promoted = wait_until([&] { return is_master(replica); }, round, std::chrono::milliseconds(5));
   }
+  if (promoted && on_promoted) on_promoted(replica);
   if (mode != FailoverMode::takeover) last_election_[replica] = std::chrono::steady_clock::now();
   if (!promoted) {
     throw std::runtime_error("ClusterFixture: manual failover to node " + std::to_string(replica) +

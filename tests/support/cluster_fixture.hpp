@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -106,7 +107,12 @@ class ClusterFixture {
   // promoted and every running node says cluster_state:ok and agrees on the slot map; returns the
   // promoted node. Throws std::logic_error if `m` is not a master with a running replica. (Kills
   // only once no replica of `m` won an election in the last 4 x node_timeout: see below.)
-  std::size_t kill_master_and_wait_failover(std::size_t m);
+  // `on_promoted`, when given, runs once with the promoted node as soon as it says it is a master
+  // (polled every 5 ms), before the wait for the others to agree: what a test does to the new
+  // master then (e.g. delete keys, as if replication had lost them) happens before clients that
+  // follow the slot map can know of it.
+  std::size_t kill_master_and_wait_failover(
+      std::size_t m, const std::function<void(std::size_t)>& on_promoted = {});
   // CLUSTER FAILOVER [FORCE|TAKEOVER] sent to `replica`; waits until it is master, the others
   // agree and the cluster is ok. graceful needs its master reachable; force and takeover do not;
   // graceful and force need the other masters' votes, which they give for the replicas of one
@@ -114,7 +120,9 @@ class ClusterFixture {
   // refused by Redis and retried here after its 5 s manual-failover timeout. takeover needs no
   // votes. A replica that won an election less than 4 x node_timeout ago is made to wait that out
   // first (Redis 7.0 would reuse that election's stale votes and epoch, and the cluster fails).
-  void manual_failover(std::size_t replica, FailoverMode mode = FailoverMode::graceful);
+  // `on_promoted`: as for kill_master_and_wait_failover (runs once, with `replica`).
+  void manual_failover(std::size_t replica, FailoverMode mode = FailoverMode::graceful,
+                       const std::function<void(std::size_t)>& on_promoted = {});
   // Starts a killed node again (same port, dir and nodes.conf: it rejoins with its old identity,
   // as a replica when it was failed over meanwhile) and waits until the cluster is stable.
   void restart_node(std::size_t i);

@@ -142,9 +142,84 @@ nodes::Endpoint endpoint_of(const NodeAddress& a, const TlsOptions& tls) {
   return e;
 }
 
-// The server behind a vote: itself, or for a Sentinel vote the master a sentinel names now
-// (the first that answers; unchanged when none does, so that the connection fails as before).
-NodeAddress server_of(const NodeAddress& a, const TlsOptions& tls, Millis timeout) {
+// One server of a cluster vote, as a plain address with the vote's credentials and TLS.
+NodeAddress cluster_member(const NodeAddress& vote, const std::string& host, std::uint16_t port) {
+  NodeAddress m = vote;
+  m.kind = NodeAddress::Kind::server;
+  m.more_seeds.clear();
+  m.host = host;
+  m.port = port;
+  return m;
+}
+
+// A cluster vote's slot map, from the first seed that answers CLUSTER SLOTS; with `key`, also the
+// key's slot (CLUSTER KEYSLOT on the same seed). Empty when no seed answers.
+struct SlotMap {
+  struct Range {
+    long long first = 0, last = 0;
+    NodeAddress master;
+  };
+  std::vector<Range> ranges;
+  long long key_slot = -1;
+};
+
+SlotMap slot_map(const NodeAddress& vote, const TlsOptions& tls, Millis timeout,
+                 const std::string& key = {}) {
+  std::vector<NodeAddress::Host> seeds{{vote.host, vote.port}};
+  seeds.insert(seeds.end(), vote.more_seeds.begin(), vote.more_seeds.end());
+  for (const auto& seed : seeds) {
+    nodes::SyncClient c(endpoint_of(cluster_member(vote, seed.host, seed.port), tls),
+                        {.connect_timeout = timeout,
+                         .command_timeout = timeout,
+                         .user = vote.user,
+                         .password = vote.password});
+    SlotMap map;
+    if (!key.empty()) {
+      auto slot = c.command({"CLUSTER", "KEYSLOT", key});
+      if (!slot || slot->type != Reply::Type::integer) continue;
+      map.key_slot = slot->integer;
+    }
+    auto r = c.command({"CLUSTER", "SLOTS"});
+    if (!r || r->type != Reply::Type::array) continue;
+    // [[first, last, [host, port, id], replicas...], ...]; an empty host is the seed's.
+    for (const Reply& range : r->elements) {
+      if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
+      const Reply& m = range.elements[2];
+      const std::string host = m.elements[0].str.empty() ? seed.host : m.elements[0].str;
+      map.ranges.push_back(
+          {range.elements[0].integer, range.elements[1].integer,
+           cluster_member(vote, host, static_cast<std::uint16_t>(m.elements[1].integer))});
+    }
+    if (!map.ranges.empty()) return map;
+  }
+  return {};
+}
+
+// Every master of a cluster vote (each once); the vote itself for any other kind, or when its
+// slot map cannot be had (so that the connection fails as before).
+std::vector<NodeAddress> masters_of(const NodeAddress& vote, const TlsOptions& tls,
+                                    Millis timeout) {
+  if (vote.kind != NodeAddress::Kind::cluster) return {vote};
+  std::vector<NodeAddress> out;
+  for (const auto& range : slot_map(vote, tls, timeout).ranges) {
+    if (std::find(out.begin(), out.end(), range.master) == out.end()) out.push_back(range.master);
+  }
+  if (out.empty()) out.push_back(vote);
+  return out;
+}
+
+// The server behind a vote for `key`: itself; for a Sentinel vote the master a sentinel names now
+// (the first that answers); for a cluster vote the master of the key's slot. Unchanged when
+// nobody answers, so that the connection fails as before.
+NodeAddress server_of(const NodeAddress& a, const TlsOptions& tls, Millis timeout,
+                      const std::string& key) {
+  if (a.kind == NodeAddress::Kind::cluster) {
+    const SlotMap map = slot_map(a, tls, timeout, key);
+    for (const auto& range : map.ranges) {
+      if (map.key_slot >= range.first && map.key_slot <= range.last) return range.master;
+    }
+    return a;
+  }
   if (a.kind != NodeAddress::Kind::sentinel) return a;
   std::vector<NodeAddress::Host> sentinels{{a.host, a.port}};
   sentinels.insert(sentinels.end(), a.more_sentinels.begin(), a.more_sentinels.end());
@@ -175,10 +250,11 @@ NodeAddress server_of(const NodeAddress& a, const TlsOptions& tls, Millis timeou
   return a;
 }
 
-// A raw connection to one node (for a Sentinel vote, its master now), with its AUTH and SELECT;
-// a paused node must not hang the benchmark, hence the deadline on every command.
-nodes::SyncClient connect(const NodeAddress& vote, const TlsOptions& tls, Millis timeout) {
-  const NodeAddress a = server_of(vote, tls, timeout);
+// A raw connection to the server of a vote that serves `key` (server_of), with its AUTH and
+// SELECT; a paused node must not hang the benchmark, hence the deadline on every command.
+nodes::SyncClient connect(const NodeAddress& vote, const TlsOptions& tls, Millis timeout,
+                          const std::string& key) {
+  const NodeAddress a = server_of(vote, tls, timeout, key);
   return nodes::SyncClient(endpoint_of(a, tls), {.connect_timeout = timeout,
                                                  .command_timeout = timeout,
                                                  .user = a.user,
@@ -206,7 +282,7 @@ class RttProbe {
  public:
   RttProbe(const NodeAddress& node, const TlsOptions& tls, std::string key, Millis ttl)
       : node_(node.to_string()),
-        conn_(connect(node, tls, Millis{1000})),
+        conn_(connect(node, tls, Millis{1000}, key)),
         key_(std::move(key)),
         value_(40, 'x'),  // the size of a token: the same shape as the lock's SET, without NX
         px_(std::to_string(ttl.count())) {
@@ -275,7 +351,7 @@ class FanoutProbe {
         value_(40, 'x'),
         px_(std::to_string(ttl.count())) {
     for (const auto& n : nodes) {
-      auto c = std::make_unique<nodes::SyncClient>(connect(n, tls, Millis{1000}));
+      auto c = std::make_unique<nodes::SyncClient>(connect(n, tls, Millis{1000}, key));
       if (c->ok()) {
         conns_.push_back(std::move(c));
       } else if (errors_++ == 0) {
@@ -586,8 +662,12 @@ CycleRun measure_cycles(Options options, const std::string& prefix, const Acquir
 Sweep sweep(const std::vector<NodeAddress>& nodes, const TlsOptions& tls,
             const std::string& prefix) {
   Sweep s;
-  for (const auto& n : nodes) {
-    nodes::SyncClient conn = connect(n, tls, Millis{500});
+  std::vector<NodeAddress> servers;  // a cluster vote's keys are spread over its masters
+  for (const auto& vote : nodes) {
+    for (auto& m : masters_of(vote, tls, Millis{500})) servers.push_back(std::move(m));
+  }
+  for (const auto& n : servers) {
+    nodes::SyncClient conn = connect(n, tls, Millis{500}, {});
     bool ok = conn.ok();
     // The lock keys, and the keys derived from them ({<lock key>}:redlock:...).
     for (const std::string& pattern : {prefix + "*", "{" + prefix + "*"}) {
