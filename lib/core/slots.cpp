@@ -189,6 +189,22 @@ Reply combine_parts(const Command& whole, const std::vector<const Reply*>& parts
   return out;
 }
 
+std::optional<Command> without_wake_keys(const Command& c) {
+  if (!c.script || c.numkeys <= 1) return std::nullopt;
+  const auto nkeys = static_cast<std::size_t>(c.numkeys);
+  if (nkeys >= c.args.size()) return std::nullopt;
+  const std::string& token = c.args[nkeys];
+  if (*c.script == ScriptId::release)
+    return Command::call(ScriptId::release, {c.args[0]}).arg(token);
+  if (*c.script != ScriptId::release_multi) return std::nullopt;
+  const std::size_t m = lock_key_count(c);
+  if (m == nkeys) return std::nullopt;  // no marks to leave out
+  return Command::call(ScriptId::release_multi,
+                       std::vector<std::string>(c.args.begin(),
+                                                c.args.begin() + static_cast<std::ptrdiff_t>(m)))
+      .arg(token);
+}
+
 Command rollback(const Command& whole, const SlotPart& part) {
   const std::size_t token_at = static_cast<std::size_t>(whole.numkeys);
   Command c = Command::call(ScriptId::release_multi, part.lock_keys);

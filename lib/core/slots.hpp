@@ -76,6 +76,13 @@ struct SlotPart {
 // only if every part answered 1, else 0; release_multi is the sum.
 [[nodiscard]] Reply combine_parts(const Command& whole, const std::vector<const Reply*>& parts);
 
+// A release that also names its waiting marks (and a fair queue) to publish on the wake channel,
+// as the compare-and-delete of its lock keys alone; nullopt for any other command. For a slot
+// being migrated: Redis answers TRYAGAIN to a command over several keys of such a slot when some
+// are missing (the marks usually are), and the release must still happen; its waiters then
+// notice by polling.
+[[nodiscard]] std::optional<Command> without_wake_keys(const Command& c);
+
 // Takes back what one part of an acquire_multi set (its keys, where they still carry the token):
 // release_multi on that part's lock keys.
 [[nodiscard]] Command rollback(const Command& whole, const SlotPart& part);

@@ -50,6 +50,17 @@ class Routed final : public Sink {
 
   void on_result(int, std::uint32_t i, const Result& r) override {
     Part& p = parts_[i];
+    if (r.kind == Result::Kind::reply && r.reply->starts_with("TRYAGAIN") && !node_.closing() &&
+        p.redirects < max_redirects) {
+      // A release over a slot being migrated: again without its waiting marks (slots.hpp).
+      if (auto simpler = detail::without_wake_keys(p.req->command)) {
+        ++p.redirects;
+        p.req = Request::make(std::move(*simpler), p.req->gives_vote);
+        p.asked = false;
+        if (!dispatch(i, node_.owner_of(p.slot), /*asking=*/false)) maybe_deliver();
+        return;
+      }
+    }
     if (r.kind == Result::Kind::reply && r.reply->is_error() && !node_.closing()) {
       if (auto red = detail::parse_redirect(r.reply->str);
           red && p.redirects < max_redirects && !(red->ask && p.asked)) {

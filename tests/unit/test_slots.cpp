@@ -208,3 +208,24 @@ TEST_CASE("combine_parts and rollback: the whole command's answer from its parts
   CHECK(undo.script == ScriptId::release_multi);
   CHECK(undo.args == std::vector<std::string>{"hello", "tok"});
 }
+
+TEST_CASE("without_wake_keys: a publishing release as the compare-and-delete alone") {
+  const auto& kind = kind_for_acquire(AcquireOptions{}, 1);
+  const Command one = kind.release({"job"}, "tok", /*wake=*/true);
+  REQUIRE(one.numkeys == 3);
+  auto plain = without_wake_keys(one);
+  REQUIRE(plain);
+  CHECK(plain->script == ScriptId::release);
+  CHECK(plain->numkeys == 1);
+  CHECK(plain->args == std::vector<std::string>{"job", "tok"});
+  const Command many = kind_for_acquire(AcquireOptions{}, 2).release({"a", "b"}, "tok", true);
+  auto lock_keys = without_wake_keys(many);
+  REQUIRE(lock_keys);
+  CHECK(lock_keys->script == ScriptId::release_multi);
+  CHECK(lock_keys->args == std::vector<std::string>{"a", "b", "tok"});
+  // Nothing to leave out, or not a release.
+  CHECK_FALSE(without_wake_keys(kind.release({"job"}, "tok", false)));
+  CHECK_FALSE(
+      without_wake_keys(kind_for_acquire(AcquireOptions{}, 2).release({"a", "b"}, "t", false)));
+  CHECK_FALSE(without_wake_keys(Command::call(ScriptId::extend_multi, {"a", "b"}).arg("t").arg(1)));
+}
