@@ -31,10 +31,13 @@ enum class KeyRole {
   ticket,          // fair-lock ticket counter (string integer; lives as long as the queue)
   queue,           // fair-lock waiters (sorted set waiter -> ticket)
   heartbeats,      // fair-lock waiters' heartbeats (sorted set waiter -> expiry, server ms)
-  wake,            // not a key: the pub/sub channel releases publish on (the next fair waiter's
-                   // id, or ""), so waiters try at once instead of at their next poll
-  waiting,         // a waiter listens on `wake` (string, short expiry, renewed while it waits):
-                   // releases publish only while it exists, so an uncontended release does not
+  wake,            // not a key: the pub/sub channel releases publish on ("#<n>": n clients
+                   // listen), so waiters try at once instead of at their next poll; a release
+                   // that names one waiter ("<id>@<channel>") publishes on that channel instead
+  waiting,         // waiters listening on `wake` (sorted set: exclusive waiters' ids -> since
+                   // when they wait, "*" -> 0 for the others; short expiry, renewed while they
+                   // wait): releases publish only while it exists, so an uncontended release
+                   // publishes nothing
 };
 
 // "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake", "waiting": the <role>

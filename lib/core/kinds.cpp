@@ -29,6 +29,7 @@ class Plain : public LockKind {
     if (r.type == Reply::Type::nil) return no(NodeState::held_by_other);
     return unexpected(r);
   }
+  bool named_wake() const override { return true; }
 };
 
 class Multi : public LockKind {
@@ -38,6 +39,7 @@ class Multi : public LockKind {
     return Command::call(ScriptId::acquire_multi, a.keys).arg(a.token).arg(ms(a.ttl));
   }
   Verdict classify_acquire(const Reply& r) const override { return one_or_zero(r); }
+  bool named_wake() const override { return true; }
 };
 
 class Fenced : public Plain {
@@ -171,8 +173,16 @@ Command LockKind::release(const std::vector<std::string>& lock_keys, std::string
       .arg(keys::wake(key));
 }
 
-Command mark_waiting(std::string_view key, Millis ttl) {
-  return Command::plain({"SET", keys::waiting(key), "1", "PX"}).arg(ms(ttl));
+Command mark_waiting(std::string_view key, Millis ttl, std::string_view waiter, long long since) {
+  const bool named = !waiter.empty();
+  return Command::call(ScriptId::mark_waiting, {keys::waiting(key)})
+      .arg(named ? waiter : std::string_view("*"))
+      .arg(named ? since : 0)
+      .arg(ms(ttl));
+}
+
+Command unmark_waiting(std::string_view key, std::string_view waiter) {
+  return Command::plain({"ZREM", keys::waiting(key), std::string(waiter)});
 }
 
 Verdict LockKind::classify_extend(const Reply& r) {

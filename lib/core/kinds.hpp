@@ -77,6 +77,10 @@ class LockKind {
                                                               bool acquired) const;
   // Write and fair waiters keep one id across their attempts (the token changes every attempt).
   [[nodiscard]] virtual bool has_waiter_id() const { return false; }
+  // Wake-ups: a release wakes one waiter of this kind by name (it marks itself waiting by its
+  // id), rather than every listening client. Exclusive kinds; readers may all enter at once, and
+  // a fair queue names its own first waiter.
+  [[nodiscard]] virtual bool named_wake() const { return false; }
 };
 
 // The kind that acquires with these options (check_acquire() has accepted them).
@@ -88,8 +92,12 @@ class LockKind {
 // The counter rounds of fencing and fair queues.
 // Ticket: grows the queue's counter and takes a place in the queue at once.
 // Wake-ups: a waiter's mark that it listens on the wake channel of `key`, for `ttl` (releases
-// publish only while one exists).
-[[nodiscard]] Command mark_waiting(std::string_view key, Millis ttl);
+// publish only while one exists). `waiter`: the id a release names it by (named_wake() kinds),
+// `since` its rank (when it began to wait, ms); empty: a waiter that every release wakes.
+[[nodiscard]] Command mark_waiting(std::string_view key, Millis ttl, std::string_view waiter = {},
+                                   long long since = 0);
+// A named waiter that is done (acquired or not) takes its id off the mark.
+[[nodiscard]] Command unmark_waiting(std::string_view key, std::string_view waiter);
 [[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
                                   Millis heartbeat_ttl);
 [[nodiscard]] Verdict classify_ticket(const Reply& r);  // the new counter (> 0)

@@ -6,19 +6,31 @@ namespace {
 constexpr std::string_view bodies[] = {
     // release (KEYS lock, [waiting mark, fair queue]; ARGV token, [wake channel]): the
     // documented compare-and-delete, and then, while a waiter listens (its mark exists), a publish
-    // on the wake channel: the fair queue's first waiter, so only it tries; else "#<n>", the
-    // number of clients listening, so that their waiters spread out over a window that grows with
-    // it. With pcall: a user whose ACL forbids the channel still releases. Other clients'
-    // releases publish nothing: their waiters poll, as before.
+    // on the wake channel naming who should try now: the fair queue's first waiter; else the
+    // exclusive waiter that has waited longest, taken off the mark (it marks itself again if it
+    // loses); else (a reader or writer waits: the mark lists "*") "#<n>", the number of clients
+    // listening, so that their waiters spread out over a window that grows with it. A named
+    // waiter's id ends in "@<its client's own channel>": the publish goes there, so only that
+    // client wakes, not every client listening on the lock's channel. With pcall: a
+    // user whose ACL forbids the channel still releases. Other clients' releases publish nothing:
+    // their waiters poll, as before.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
 if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   local head = KEYS[3] and redis.call("zrange",KEYS[3],0,0)[1]
-  if not head then
+  if not head and redis.call("type",KEYS[2]).ok == "zset" and
+      not redis.call("zscore",KEYS[2],"*") then
+    head = redis.call("zpopmin",KEYS[2])[1]
+  end
+  local channel = ARGV[2]
+  if head then
+    local at = string.find(head,"@",1,true)
+    if at then channel = string.sub(head,at + 1) end
+  else
     local s = redis.pcall("pubsub","numsub",ARGV[2])
     head = "#" .. (type(s) == "table" and s[2] or 1)
   end
-  redis.pcall("publish",ARGV[2],head)
+  redis.pcall("publish",channel,head)
 end
 return n)",
     // extend
@@ -28,16 +40,29 @@ return n)",
 for _, k in ipairs(KEYS) do redis.call("set", k, ARGV[1], "PX", ARGV[2]) end
 return 1)",
     // release_multi (KEYS the m lock keys, then their m waiting marks; ARGV token, then the m
-    // wake channels; without channels KEYS are the lock keys only)
+    // wake channels; without channels KEYS are the lock keys only): each freed key wakes whom the
+    // single release would
     R"(local m = #ARGV - 1
 if m == 0 then m = #KEYS end
 local n = 0
 for i = 1, m do
   if redis.call("get", KEYS[i]) == ARGV[1] then
     n = n + redis.call("del", KEYS[i])
-    if ARGV[i + 1] and redis.call("exists", KEYS[m + i]) == 1 then
-      local s = redis.pcall("pubsub", "numsub", ARGV[i + 1])
-      redis.pcall("publish", ARGV[i + 1], "#" .. (type(s) == "table" and s[2] or 1))
+    local mark = KEYS[m + i]
+    if ARGV[i + 1] and redis.call("exists", mark) == 1 then
+      local head
+      if redis.call("type", mark).ok == "zset" and not redis.call("zscore", mark, "*") then
+        head = redis.call("zpopmin", mark)[1]
+      end
+      local channel = ARGV[i + 1]
+      if head then
+        local at = string.find(head, "@", 1, true)
+        if at then channel = string.sub(head, at + 1) end
+      else
+        local s = redis.pcall("pubsub", "numsub", ARGV[i + 1])
+        head = "#" .. (type(s) == "table" and s[2] or 1)
+      end
+      redis.pcall("publish", channel, head)
     end
   end
 end
@@ -192,13 +217,24 @@ redis.call("zrem", KEYS[2], ARGV[5])
 redis.call("zrem", KEYS[3], ARGV[5])
 return 1)",
     // fair_leave (KEYS queue, heartbeats, [waiting mark]; ARGV waiter, [wake channel]): a first
-    // waiter that leaves names the next one on the wake channel
+    // waiter that leaves names the next one (on its own channel, as release does)
     R"(local first = redis.call("zrange", KEYS[1], 0, 0)[1] == ARGV[1]
 redis.call("zrem", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
 if first and ARGV[2] and redis.call("exists", KEYS[3]) == 1 then
-  redis.pcall("publish", ARGV[2], redis.call("zrange", KEYS[1], 0, 0)[1] or "#1")
+  local head = redis.call("zrange", KEYS[1], 0, 0)[1] or "#1"
+  local at = string.find(head, "@", 1, true)
+  redis.pcall("publish", at and string.sub(head, at + 1) or ARGV[2], head)
 end
+return 1)",
+    // mark_waiting (KEYS mark; ARGV member, score, ttl): a waiter listens on the wake channel.
+    // Exclusive waiters are members by their id, scored by when they began to wait, so a release
+    // names the one that has waited longest; readers, writers and fair waiters are the member "*"
+    // (releases wake them all). The mark lives while any waiter renews it (its expiry only grows);
+    // a string mark (older versions) is replaced.
+    R"(if redis.call("type", KEYS[1]).ok ~= "zset" then redis.call("del", KEYS[1]) end
+redis.call("zadd", KEYS[1], ARGV[2], ARGV[1])
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[1], ARGV[3]) end
 return 1)",
 };
 static_assert(std::size(bodies) == script_count());

@@ -31,6 +31,8 @@ enum class ScriptId {
   ticket_take,   // KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl -> the new counter
   acquire_fair,  // ARGV token, ttl, ticket, heartbeat ttl, waiter -> 1 granted / 0 not yet
   fair_leave,    // KEYS queue, heartbeats, [mark]; ARGV waiter, [channel] -> 1
+  // Wake-ups. KEYS[1]=waiting mark (zset waiter -> since when it waits, or "*" -> 0).
+  mark_waiting,  // ARGV member, score, ttl -> 1
   count_,
 };
 

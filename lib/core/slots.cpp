@@ -118,7 +118,8 @@ std::optional<unsigned> command_slot(const Command& c) {
   // The plain commands the lock kinds send name their key first (SET key ..., GET key, ...);
   // anything else (PING, INFO, ...) has no key.
   if (c.args.size() < 2) return std::nullopt;
-  static constexpr std::string_view keyed[] = {"SET", "GET", "DEL", "PEXPIRE", "PTTL", "EXISTS"};
+  static constexpr std::string_view keyed[] = {"SET",  "GET",    "DEL", "PEXPIRE",
+                                               "PTTL", "EXISTS", "ZREM"};
   for (auto k : keyed) {
     if (c.args[0] == k) return hash_slot(c.args[1]);
   }

@@ -53,11 +53,16 @@ AcquireOp::AcquireOp(Engine::Impl& e, std::vector<std::string> resources, Acquir
   if (opts_.wait) wait_until_ = started_ + *opts_.wait;
   // A fair waiter's place in the queue and a writer's waiting mark must stay ours across
   // attempts, while every attempt's lock token is fresh.
-  if (kind_.has_waiter_id()) waiter_ = detail::make_token();
+  if (kind_.has_waiter_id()) waiter_ = new_waiter_id();
   // Without a wait, a fair waiter waits as long as the retries would have taken.
   if (kind_.queued() && !opts_.wait)
     wait_until_ = started_ + retries_left_ * e_.options_.retry_delay;
   e_.note_ttl(opts_.ttl);
+}
+
+// With wake-ups, a release that names this waiter publishes on this client's own channel.
+std::string AcquireOp::new_waiter_id() const {
+  return e_.options_.wake_ups ? e_.new_waiter_id() : detail::make_token();
 }
 
 void AcquireOp::start() {
@@ -120,7 +125,7 @@ void AcquireOp::rejoin_queue() {
   e_.log(LogLevel::debug, "fair waiter not refreshed for " +
                               std::to_string(opts_.heartbeat_ttl.count()) +
                               " ms: it may have lost its place; joining the queue again");
-  waiter_ = detail::make_token();
+  waiter_ = new_waiter_id();
   refreshed_.reset();
   start_ticket();
 }
@@ -318,7 +323,16 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
   last_message_ = std::move(message);
   const auto now = BootClock::now();
   Millis sleep = e_.retry_sleep();
-  if (kind_.queued()) {
+  if (named_while_busy_) {
+    // A release named us while this attempt was out (it lost to a client that had not waited,
+    // or went out before the release): the lock may be free now, and nobody else was told.
+    named_while_busy_ = false;
+    sleep = Millis{0};
+  } else if (kind_.queued() && e_.options_.wake_ups) {
+    // The release names the first in line: polling is the fallback (a first waiter that died
+    // before its turn, a lost subscription), and refreshes the heartbeat well within its ttl.
+    sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
+  } else if (kind_.queued()) {
     // A waiter in the queue polls quickly, backing off: the lock is usually handed on soon after
     // a release, and the heartbeat must be refreshed well within heartbeat_ttl.
     sleep = poll_;
@@ -348,13 +362,26 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
     }
     heard_.assign(static_cast<std::size_t>(e_.n()), 0);
     heard_count_ = 0;
+    armed_by_name_ = false;
     // Releases publish only while a waiter's mark says someone listens: kept for the whole wait
     // (renewed before it could lapse during a sleep), so an uncontended release costs nothing.
+    // A named waiter marks itself by its id, ranked by when it began to wait (the same rank on
+    // every node, so their releases name the same waiter), and again once a release named it.
     const auto now = BootClock::now();
-    if (marked_until_ < now + sleep + Millis{500}) {
+    if (kind_.named_wake() && waiting_since_ == 0) {
+      waiter_ = new_waiter_id();
+      waiting_since_ =
+          std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+    }
+    if (marked_until_ < now + sleep + Millis{500} || named_) {
       const Millis ttl = 2 * sleep + Millis{1000};
-      for (const auto& k : keys_) broadcast(e_, detail::mark_waiting(k, ttl));
+      for (const auto& k : keys_) {
+        broadcast(e_, kind_.named_wake() ? detail::mark_waiting(k, ttl, waiter_, waiting_since_)
+                                         : detail::mark_waiting(k, ttl));
+      }
       marked_until_ = now + ttl;
+      named_ = false;
     }
   }
   if (!retry_timer_) {
@@ -371,6 +398,17 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
 }
 
 void AcquireOp::wake(int node, const net::Wake& w) {
+  const bool names_someone = w.why == net::Wake::Why::released && !w.waiter.starts_with('#');
+  if (names_someone && (kind_.named_wake() || kind_.queued())) {
+    // One waiter is named: another one's turn, or ours (an exclusive waiter's release took it
+    // off the mark: it marks itself again if it loses).
+    if (waiter_.empty() || w.waiter != waiter_) return;
+    if (kind_.named_wake()) named_ = true;
+    // Named while a round of ours is out (an attempt that a poll or a resubscription started, a
+    // ticket), it tries again at once if that one fails; not when the attempt is the one a
+    // quorum of these names started.
+    if (phase_ != Phase::sleeping && !armed_by_name_) named_while_busy_ = true;
+  }
   if (phase_ != Phase::sleeping || heard_[static_cast<std::size_t>(node)] != 0) return;
   if (kind_.queued()) {
     // A fair lock goes to the first in line: a release naming another waiter is not for us, and
@@ -383,6 +421,7 @@ void AcquireOp::wake(int node, const net::Wake& w) {
   // Before a quorum has released, the attempt would find the key still held on too many nodes.
   if (++heard_count_ < detail::quorum_of(e_.n())) return;
   heard_count_ = -e_.n();  // once per sleep
+  armed_by_name_ = names_someone;
   retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
 }
 
@@ -391,7 +430,8 @@ void AcquireOp::wake(int node, const net::Wake& w) {
 // counted ("#<n>"): the first goes early on average, and two rarely collide (split votes). A
 // keyspace notification counts nobody: a fixed small window.
 Millis AcquireOp::wake_spread(const net::Wake& w) {
-  if (kind_.queued() && w.why == net::Wake::Why::released && w.waiter == waiter_) return Millis{0};
+  if (w.why == net::Wake::Why::released && !waiter_.empty() && w.waiter == waiter_)
+    return Millis{0};
   long long listeners = 2;
   if (w.waiter.starts_with('#')) {
     listeners = 0;
@@ -464,6 +504,10 @@ void AcquireOp::complete(AcquireResult res) {
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
   if (!e_.closing_) {
     if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error)) broadcast(e_, std::move(*c));
+    // A named waiter that is done leaves the mark, so no release names it any more.
+    if (kind_.named_wake() && waiting_since_ != 0) {
+      for (const auto& k : keys_) broadcast(e_, detail::unmark_waiting(k, waiter_));
+    }
   }
   e_.count_acquire(res, BootClock::now() - started_);
   result_ = std::move(res);

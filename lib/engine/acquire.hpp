@@ -43,6 +43,7 @@ class AcquireOp final : public Operation {
   // try again now (after a spread of at most a millisecond) instead of at the end of the sleep.
   void wake(int node, const net::Wake& w);
   [[nodiscard]] Millis wake_spread(const net::Wake& w);
+  [[nodiscard]] std::string new_waiter_id() const;
   void shutdown() override;
   void deliver() override;
 
@@ -96,13 +97,20 @@ class AcquireOp final : public Operation {
   int heard_count_ = 0;
   bool saw_contention_ = false;           // an attempt found the lock held elsewhere
   BootClock::time_point marked_until_{};  // our waiting mark lasts until then (wake-ups)
+  // Wake-ups, kinds that are named (named_wake()): when we began to wait (wall clock ms, our
+  // rank on the mark; 0 before the first sleep), whether a release named us (and so took us off
+  // the mark), and whether that came while a round of ours was still out (any kind with ids).
+  long long waiting_since_ = 0;
+  bool named_ = false;
+  bool named_while_busy_ = false;
+  bool armed_by_name_ = false;  // this sleep's wake-up was a release naming us
 
   detail::Round attempt_;  // the current (or last) attempt: its record is what the caller sees
   detail::Round counter_;  // the current ticket or write-back round
   std::string token_;      // the current attempt's, fresh for every attempt
   BootClock::time_point t1_{};
   std::uint64_t fence_ = 0;   // max over the granting nodes
-  std::string waiter_;        // write and fair: kept across attempts
+  std::string waiter_;        // write, fair and named waiters: kept across attempts
   std::uint64_t ticket_ = 0;  // fair: max over the quorum
   bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
   // fair: when the last round that a quorum of nodes ran (and so refreshed our heartbeat on) was

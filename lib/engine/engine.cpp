@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/keys.hpp"
 #include "core/quorum.hpp"
+#include "core/token.hpp"
 #include "core/validate.hpp"
 #include "engine/acquire.hpp"
 #include "engine/hold.hpp"
@@ -43,6 +45,7 @@ Engine::Impl::Impl(uv_loop_t* loop, Options options)
     : loop_(loop),
       options_(checked(std::move(options))),
       transports_(transports_for(options_)),
+      own_wake_key_(options_.key_prefix + "client:" + detail::make_token()),
       check_(loop,
              [this] {
                if (!closing_) idle_.stop();
@@ -70,6 +73,13 @@ Engine::Impl::Impl(uv_loop_t* loop, Options options)
 Engine::Impl::~Impl() = default;
 
 void Engine::Impl::watch(AcquireOp* op, const std::vector<std::string>& keys) {
+  // The client's own channel stays subscribed once a waiter needed it: a client that waits again
+  // (a hot lock) would otherwise miss the releases that come before its subscription is back.
+  if (!own_channel_subscribed_) {
+    own_channel_subscribed_ = true;
+    for (auto& n : nodes_) n->subscribe(own_wake_key_);
+  }
+  waiting_.push_back(op);
   for (const auto& k : keys) {
     auto& ops = watchers_[k];
     if (ops.empty()) {
@@ -80,6 +90,7 @@ void Engine::Impl::watch(AcquireOp* op, const std::vector<std::string>& keys) {
 }
 
 void Engine::Impl::unwatch(AcquireOp* op, const std::vector<std::string>& keys) {
+  std::erase(waiting_, op);
   for (const auto& k : keys) {
     auto it = watchers_.find(k);
     if (it == watchers_.end()) continue;
@@ -91,7 +102,17 @@ void Engine::Impl::unwatch(AcquireOp* op, const std::vector<std::string>& keys) 
   }
 }
 
+std::string Engine::Impl::new_waiter_id() const {
+  return detail::make_token() + "@" + detail::keys::wake(own_wake_key_);
+}
+
 void Engine::Impl::on_wake(int index, const std::string& lock_key, const net::Wake& wake) {
+  if (lock_key == own_wake_key_) {
+    // Names one waiter of this client (or says the channel is listened to again): each waiting
+    // acquisition checks whether it is the one.
+    for (AcquireOp* op : waiting_) op->wake(index, wake);
+    return;
+  }
   auto it = watchers_.find(lock_key);
   if (it == watchers_.end()) return;
   // A woken waiter only arms its timer: nothing here changes the list.

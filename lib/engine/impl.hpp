@@ -46,8 +46,14 @@ class Engine::Impl final : public net::NodeHost {
 
   // Wake-ups (Options::wake_ups): `op` hears of releases of `keys` until unwatch(); the nodes
   // listen for a key while some acquisition watches it.
+  // A watching acquisition also hears what is published on this client's own wake channel
+  // (waiter_id()).
   void watch(AcquireOp* op, const std::vector<std::string>& keys);
   void unwatch(AcquireOp* op, const std::vector<std::string>& keys);
+  // A new id for a waiter that a release may name (a fair queue's, a named exclusive waiter's):
+  // random, then "@" and this client's own wake channel, where a release that names it publishes
+  // (so only this client is woken, not every client listening on the lock's channel).
+  [[nodiscard]] std::string new_waiter_id() const;
 
   // Runs `fn` on the loop after the current callback returns (never inside the call that asked):
   // every user callback goes through here.
@@ -99,6 +105,11 @@ class Engine::Impl final : public net::NodeHost {
   Operation* ops_ = nullptr;  // unfinished operations (an intrusive list: no allocation each)
   std::unordered_map<std::uint64_t, AcquireOp*> acquires_;  // unfinished, by id (cancellation)
   std::unordered_map<std::string, std::vector<AcquireOp*>> watchers_;  // lock key -> waiters
+  std::vector<AcquireOp*> waiting_;                                    // every watching acquisition
+  // Not a key: its wake channel is this client's own (new_waiter_id()), listened to like a lock's
+  // from the first watch() on.
+  const std::string own_wake_key_;
+  bool own_channel_subscribed_ = false;
   std::uint64_t next_acquire_id_ = 1;
   std::unordered_map<Engine::HoldId, std::shared_ptr<HoldOp>> holds_;  // running watchdogs
   Engine::HoldId next_hold_id_ = 1;

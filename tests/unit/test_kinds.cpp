@@ -158,3 +158,21 @@ TEST_CASE("describe never shows a bulk string's bytes (it may be a token)") {
   CHECK(array({nil(), nil()}).describe() == "(array of 2)");
   CHECK(error("ERR x").describe() == "(error) ERR x");
 }
+
+TEST_CASE(
+    "wake-ups: exclusive waiters mark themselves by id and are named one at a time; readers, "
+    "writers and fair waiters mark '*' and hear every release") {
+  CHECK(kind_for_acquire(kind_opts(LockMode::exclusive), 1).named_wake());
+  CHECK(kind_for_acquire(kind_opts(LockMode::exclusive), 2).named_wake());        // multi
+  CHECK(kind_for_acquire(kind_opts(LockMode::exclusive, true), 1).named_wake());  // fenced
+  CHECK_FALSE(kind_for_acquire(kind_opts(LockMode::read), 1).named_wake());
+  CHECK_FALSE(kind_for_acquire(kind_opts(LockMode::write), 1).named_wake());
+  CHECK_FALSE(kind_for_acquire(kind_opts(LockMode::exclusive, false, true), 1).named_wake());
+  const auto named = mark_waiting("job", 1500ms, "w1@chan", 1234);
+  CHECK(named.script == ScriptId::mark_waiting);
+  CHECK(named.args == std::vector<std::string>{keys::waiting("job"), "w1@chan", "1234", "1500"});
+  CHECK(mark_waiting("job", 1500ms).args ==
+        std::vector<std::string>{keys::waiting("job"), "*", "0", "1500"});
+  CHECK(unmark_waiting("job", "w1@chan").args ==
+        std::vector<std::string>{"ZREM", keys::waiting("job"), "w1@chan"});
+}

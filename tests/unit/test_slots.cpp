@@ -139,6 +139,7 @@ TEST_CASE("redirections: MOVED and ASK; anything else is not one") {
 
 TEST_CASE("command_slot: the key a lock command names, none for keyless commands") {
   CHECK(command_slot(Command::plain({"SET", "foo", "t", "NX", "PX", "100"})) == 12182u);
+  CHECK(command_slot(Command::plain({"ZREM", "foo", "w"})) == 12182u);  // a waiter leaves
   CHECK(command_slot(Command::call(ScriptId::acquire_fenced, {"hello", keys::fence("hello")})) ==
         866u);
   CHECK_FALSE(command_slot(Command::plain({"PING"})));
