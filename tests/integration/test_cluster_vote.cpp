@@ -4,6 +4,7 @@
 // locks are held and taken, and a cluster failover with and without replicated votes.
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -539,4 +540,42 @@ TEST_CASE("cluster votes: a slot that leaves a promoted master keeps its quarant
                 mapped.nodes.at(0).detail);
   if (mapped) CHECK(contender.try_release(mapped.lock));
   CHECK(holder.try_release(held.lock));
+}
+
+TEST_CASE("cluster votes: a waiter is woken by the release, through any master") {
+  // The release publishes on the waiter's client's own channel from the master of the lock's
+  // slot; the client listens on the master of its channel's slot, which is usually another one:
+  // the cluster bus carries the message across.
+  ClusterFixture c0(masters_only()), c1(masters_only()), c2(masters_only());
+  const std::vector<const ClusterFixture*> all = {&c0, &c1, &c2};
+  const std::string csv =
+      cluster_address(c0) + "," + cluster_address(c1) + "," + cluster_address(c2);
+  Client holder(cluster_options(csv));
+  Options slow = cluster_options(csv);
+  slow.retry_delay = 3000ms;
+  slow.retry_jitter = 0ms;
+  Client waiter(slow);
+  auto held = holder.try_acquire({"cv-hot"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  auto w = std::async(std::launch::async, [&] {
+    auto r = waiter.try_acquire({"cv-hot"}, ttl_opts(10s, 15s));
+    return std::make_pair(std::move(r), Clock::now());
+  });
+  const std::string mark = derived_key("cv-hot", KeyRole::waiting);
+  REQUIRE(eventually(
+      [&] {
+        for (const auto* c : all) {
+          if (c->node(c->owner_of_key(mark)).command({"ZCARD", mark}).integer != 1) return false;
+        }
+        return true;
+      },
+      5000ms));
+  std::this_thread::sleep_for(200ms);  // its attempt after subscribing is over: it sleeps 3 s
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(Lock::from_token({"cv-hot"}, held.lock.token())));
+  auto [got, at] = w.get();
+  REQUIRE_MESSAGE(got, got.message);
+  CHECK_MESSAGE(at - released < 1500ms,
+                "took " << ms_since(released) << " ms: it waited for its poll");
+  CHECK(waiter.try_release(got.lock));
 }
