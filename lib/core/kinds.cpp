@@ -122,6 +122,14 @@ class Fair : public LockKind {
         .arg(a.waiter);
   }
   Verdict classify_acquire(const Reply& r) const override { return one_or_zero(r); }
+  Command rollback(const AttemptArgs& a) const override {
+    const auto& k = a.keys[0];
+    return Command::call(ScriptId::fair_rollback, {k, keys::queue(k), keys::heartbeats(k)})
+        .arg(a.token)
+        .arg(static_cast<long long>(a.ticket))
+        .arg(a.waiter)
+        .arg(ms(a.heartbeat_ttl));
+  }
   bool queued() const override { return true; }
   bool has_waiter_id() const override { return true; }
   // Leave the queue everywhere, acquired or not (nodes that granted already removed us), so

@@ -61,6 +61,12 @@ class LockKind {
                                        Millis ttl) const;
   [[nodiscard]] virtual Command release(const std::vector<std::string>& keys,
                                         std::string_view token, bool wake) const;
+  // What takes back an attempt that did not win (no quorum, too late, cancelled): the release,
+  // with wake-ups; a fair waiter also gets back the place in the queue that a granting node
+  // gave up, so a waiter behind it cannot overtake it meanwhile.
+  [[nodiscard]] virtual Command rollback(const AttemptArgs& a) const {
+    return release(a.keys, a.token, /*wake=*/true);
+  }
   [[nodiscard]] static Verdict classify_extend(const Reply& r);   // 1 extended, 0 not held
   [[nodiscard]] static Verdict classify_release(const Reply& r);  // >0 deleted, 0 not held
 

@@ -227,6 +227,22 @@ if first and ARGV[2] and redis.call("exists", KEYS[3]) == 1 then
   redis.pcall("publish", at and string.sub(head, at + 1) or ARGV[2], head)
 end
 return 1)",
+    // fair_rollback (KEYS lock, queue, heartbeats; ARGV token, ticket, waiter, heartbeat ttl): an
+    // attempt that did not win takes its key back where it was granted, and the place in the
+    // queue that the grant gave up (with a fresh heartbeat): a node that granted after the
+    // attempt had timed out must not leave the waiter out of its queue, or the one behind it
+    // would be first there and could win before it.
+    R"(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call("del", KEYS[1])
+local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call("zadd", KEYS[2], ARGV[2], ARGV[3])
+redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[3])
+local keep = 2 * tonumber(ARGV[4])
+for _, k in ipairs({KEYS[2], KEYS[3]}) do
+  if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
+end
+return 1)",
     // mark_waiting (KEYS mark; ARGV member, score, ttl): a waiter listens on the wake channel.
     // Exclusive waiters are members by their id, scored by when they began to wait, so a release
     // names the one that has waited longest; readers, writers and fair waiters are the member "*"

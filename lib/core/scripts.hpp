@@ -28,9 +28,11 @@ enum class ScriptId {
   extend_read,    // KEYS[1]=readers; ARGV token, ttl -> 1 extended / 0 not held (or expired)
   // Fair locks. KEYS[1]=lock key, KEYS[2]=queue (zset waiter -> ticket), KEYS[3]=heartbeats
   // (zset waiter -> expiry, server ms), KEYS[4]=ticket counter (acquire_fair).
-  ticket_take,   // KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl -> the new counter
-  acquire_fair,  // ARGV token, ttl, ticket, heartbeat ttl, waiter -> 1 granted / 0 not yet
-  fair_leave,    // KEYS queue, heartbeats, [mark]; ARGV waiter, [channel] -> 1
+  ticket_take,    // KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl -> the new counter
+  acquire_fair,   // ARGV token, ttl, ticket, heartbeat ttl, waiter -> 1 granted / 0 not yet
+  fair_leave,     // KEYS queue, heartbeats, [mark]; ARGV waiter, [channel] -> 1
+  fair_rollback,  // KEYS lock, queue, heartbeats; ARGV token, ticket, waiter, heartbeat ttl -> 1
+                  // taken back (and the place restored) / 0 not held
   // Wake-ups. KEYS[1]=waiting mark (zset waiter -> since when it waits, or "*" -> 0).
   mark_waiting,  // ARGV member, score, ttl -> 1
   count_,

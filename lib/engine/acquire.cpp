@@ -111,9 +111,11 @@ void AcquireOp::start_attempt() {
   // Fresh for every attempt, never reused; a multi-resource lock's says how many it has.
   token_ = detail::token_for(detail::make_token(), keys_.size());
   fence_ = 0;
-  detail::AttemptArgs args{
-      keys_, token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl()};
-  start_round(Phase::attempt, attempt_, kind_.acquire(args));
+  start_round(Phase::attempt, attempt_, kind_.acquire(attempt_args()));
+}
+
+detail::AttemptArgs AcquireOp::attempt_args() const {
+  return {keys_, token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl()};
 }
 
 // A fair waiter that no quorum has heard from for heartbeat_ttl (its process stalled, or its
@@ -147,7 +149,7 @@ void AcquireOp::start_writeback(Phase phase, std::string counter_key, std::uint6
 bool AcquireOp::refuse_if_duplicate_servers() {
   if (e_.duplicate_servers_.empty() || phase_ == Phase::done) return false;
   attempt_.close();
-  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_, /*wake=*/true));
+  if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
   finish(Errc::invalid_argument, e_.duplicate_servers_);
   return true;
 }
@@ -318,7 +320,7 @@ void AcquireOp::fail_ticket(std::string message) {
 }
 
 void AcquireOp::fail_attempt(Errc why, std::string message) {
-  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_, /*wake=*/true));
+  if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
   last_error_ = why;
   last_message_ = std::move(message);
   const auto now = BootClock::now();
@@ -446,7 +448,7 @@ Millis AcquireOp::wake_spread(const net::Wake& w) {
 void AcquireOp::cancel() {
   if (phase_ == Phase::done) return;
   attempt_.close();  // nodes that have not answered show as pending
-  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_, /*wake=*/true));
+  if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
   finish(Errc::cancelled,
          "cancelled by the caller after " + std::to_string(attempts_made_) + " attempt(s)" +
              (last_message_.empty() ? std::string() : "; last attempt: " + last_message_));
@@ -456,7 +458,7 @@ void AcquireOp::shutdown() {
   if (phase_ == Phase::done) return;
   attempt_.close();
   // The nodes drain what is queued before they close: the keys of an attempt in flight go too.
-  if (may_hold_keys()) broadcast(e_, kind_.release(keys_, token_, /*wake=*/true));
+  if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
   finish(Errc::shutdown, "engine closed before the lock was acquired");
 }
 

@@ -67,6 +67,7 @@ class AcquireOp final : public Operation {
     return phase_ == Phase::attempt || phase_ == Phase::fence_writeback;
   }
   [[nodiscard]] Millis writer_mark_ttl() const;
+  [[nodiscard]] detail::AttemptArgs attempt_args() const;  // the current attempt's
   void finish_ok(Lock lock);
   void finish(Errc why, std::string message);
   void complete(AcquireResult res);

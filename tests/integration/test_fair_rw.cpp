@@ -442,3 +442,51 @@ TEST_CASE("status shows readers, a waiting writer, the fair queue and the counte
   for (const auto& n : ss.nodes) with_fence += n.fence && *n.fence >= *f.lock.fence();
   CHECK(with_fence >= 2);
 }
+
+TEST_CASE(
+    "fair lock: an attempt granted after it timed out keeps the waiter's place in the queue") {
+  // Two of three nodes stopped: the first waiter's attempt is granted by the third at once and by
+  // the stopped two when they come back, after it timed out; its rollback takes the key back on
+  // all three. A granting node drops the waiter from its queue, so the rollback must put it back,
+  // or the second waiter is first on every node and overtakes it.
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.retry_delay = 1500ms;  // a fair waiter with wake-ups polls at the retry delay
+  o.retry_jitter = 0ms;
+  AcquireOptions fair = fair_opts(10s, 30s);
+  fair.heartbeat_ttl = 20s;  // (its polls are bounded by a quarter of it)
+  Client holder(options_for(c)), first(o), second(o);
+  auto held = holder.try_acquire({"late-grant"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  const std::string queue = derived_key("late-grant", KeyRole::queue);
+  auto queued = [&](long long n) {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (c[i].command({"ZCARD", queue}).integer != n) return false;
+    }
+    return true;
+  };
+  auto w1 = std::async(std::launch::async, [&] { return first.try_acquire({"late-grant"}, fair); });
+  REQUIRE(eventually([&] { return queued(1); }, 5000ms));
+  auto w2 =
+      std::async(std::launch::async, [&] { return second.try_acquire({"late-grant"}, fair); });
+  REQUIRE(eventually([&] { return queued(2); }, 5000ms));
+  c[1].stop();
+  c[2].stop();
+  c[0].del("late-grant");  // free on the running node only: the release reached one node
+  // Both waiters poll during this (1.5 s): the first is granted on node 0, then times out.
+  std::this_thread::sleep_for(2500ms);
+  CHECK_MESSAGE(c[0].command({"ZCARD", queue}).integer == 2,
+                "node 0 lost a waiter from its queue after a failed attempt");
+  c[1].cont();
+  c[2].cont();
+  c[1].del("late-grant");
+  c[2].del("late-grant");
+  auto got1 = w1.get();
+  REQUIRE_MESSAGE(got1, got1.message);
+  CHECK(w2.wait_for(0s) != std::future_status::ready);  // the second waits behind it
+  REQUIRE(first.try_release(got1.lock));
+  auto got2 = w2.get();
+  REQUIRE_MESSAGE(got2, got2.message);
+  CHECK(*got2.lock.ticket() > *got1.lock.ticket());
+  (void)second.try_release(got2.lock);
+}

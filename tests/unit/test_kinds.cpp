@@ -176,3 +176,15 @@ TEST_CASE(
   CHECK(unmark_waiting("job", "w1@chan").args ==
         std::vector<std::string>{"ZREM", keys::waiting("job"), "w1@chan"});
 }
+
+TEST_CASE(
+    "rollback: a fair attempt takes its place in the queue back with its key; others release") {
+  std::vector<std::string> keys{"q"};
+  AttemptArgs a{keys, "tok", 1000ms, "w@c", 7, 2000ms, 0ms};
+  const auto fair = kind_for_acquire(kind_opts(LockMode::exclusive, false, true), 1).rollback(a);
+  CHECK(fair.script == ScriptId::fair_rollback);
+  CHECK(fair.args == std::vector<std::string>{"q", keys::queue("q"), keys::heartbeats("q"), "tok",
+                                              "7", "w@c", "2000"});
+  const auto plain = kind_for_acquire(kind_opts(LockMode::exclusive), 1).rollback(a);
+  CHECK(plain.script == ScriptId::release);
+}
