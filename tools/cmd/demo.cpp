@@ -93,6 +93,10 @@ Options Demo::options(Millis min_uptime) const {
   o.retry_delay = 50ms;
   o.retry_jitter = 25ms;
   o.min_node_uptime = min_uptime;
+  // appendfsync always: a node answers after its fsync, which a busy disk stretches to hundreds
+  // of ms; the 50 ms default would turn those answers into timeouts (no quorum) instead of the
+  // refusals the steps show.
+  if (durable_) o.node_timeout = 500ms;
   if (sentinel_ || cluster_) {
     // A Sentinel vote's first answer waits for the sentinel's and then the master's handshake, a
     // cluster vote's for the slot map and then the master's.
