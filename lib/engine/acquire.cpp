@@ -363,7 +363,9 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
       e_.watch(this, keys_);
     }
     heard_.assign(static_cast<std::size_t>(e_.n()), 0);
-    heard_count_ = 0;
+    freed_count_ = 0;
+    listening_count_ = 0;
+    woken_ = false;
     armed_by_name_ = false;
     // Releases publish only while a waiter's mark says someone listens: kept for the whole wait
     // (renewed before it could lapse during a sleep), so an uncontended release costs nothing.
@@ -411,7 +413,7 @@ void AcquireOp::wake(int node, const net::Wake& w) {
     // quorum of these names started.
     if (phase_ != Phase::sleeping && !armed_by_name_) named_while_busy_ = true;
   }
-  if (phase_ != Phase::sleeping || heard_[static_cast<std::size_t>(node)] != 0) return;
+  if (phase_ != Phase::sleeping || woken_) return;
   if (kind_.queued()) {
     // A fair lock goes to the first in line: a release naming another waiter is not for us, and
     // a deletion by someone else tells nothing about the queue (polling sees it).
@@ -419,10 +421,15 @@ void AcquireOp::wake(int node, const net::Wake& w) {
       return;
     if (w.why == net::Wake::Why::key_gone) return;
   }
-  heard_[static_cast<std::size_t>(node)] = 1;
+  const bool subscribed = w.why == net::Wake::Why::listening;
+  const char bit = subscribed ? 2 : 1;
+  char& seen = heard_[static_cast<std::size_t>(node)];
+  if ((seen & bit) != 0) return;
+  seen = static_cast<char>(seen | bit);
   // Before a quorum has released, the attempt would find the key still held on too many nodes.
-  if (++heard_count_ < detail::quorum_of(e_.n())) return;
-  heard_count_ = -e_.n();  // once per sleep
+  const int count = subscribed ? ++listening_count_ : ++freed_count_;
+  if (count < detail::quorum_of(e_.n())) return;
+  woken_ = true;
   armed_by_name_ = names_someone;
   retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
 }

@@ -39,8 +39,9 @@ class AcquireOp final : public Operation {
   void cancel();
 
   void on_result(int node, std::uint32_t tag, const net::Result& r) override;
-  // Node `node` heard that a key of ours may be free: while sleeping, once a quorum of nodes has,
-  // try again now (after a spread of at most a millisecond) instead of at the end of the sleep.
+  // Node `node` heard that a key of ours may be free: while sleeping, once a quorum of nodes has
+  // reported it gone (or a quorum has just (re)subscribed), try again now (after a small spread)
+  // instead of at the end of the sleep.
   void wake(int node, const net::Wake& w);
   [[nodiscard]] Millis wake_spread(const net::Wake& w);
   [[nodiscard]] std::string new_waiter_id() const;
@@ -93,9 +94,15 @@ class AcquireOp final : public Operation {
   std::optional<BootClock::time_point> wait_until_;
   BootClock::time_point started_{};
   std::unique_ptr<net::Timer> retry_timer_;
-  bool watching_ = false;    // wake-ups: registered with the engine (from the first sleep on)
-  std::vector<char> heard_;  // nodes that reported a release during this sleep
-  int heard_count_ = 0;
+  bool watching_ = false;  // wake-ups: registered with the engine (from the first sleep on)
+  // During this sleep, per node: it reported our key gone (a release, a deletion, an expiry),
+  // and, apart, it (re)subscribed (a release may have been missed). The two are counted apart: a
+  // quorum of the first means the key is free on a quorum; a subscription says nothing about the
+  // key, and counted with releases it started attempts that found the key still held.
+  std::vector<char> heard_;
+  int freed_count_ = 0;
+  int listening_count_ = 0;
+  bool woken_ = false;                    // once per sleep
   bool saw_contention_ = false;           // an attempt found the lock held elsewhere
   BootClock::time_point marked_until_{};  // our waiting mark lasts until then (wake-ups)
   // Wake-ups, kinds that are named (named_wake()): when we began to wait (wall clock ms, our

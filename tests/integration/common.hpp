@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fake_node.hpp"
 #include "redis_fixture.hpp"
@@ -59,12 +60,17 @@ inline redlock::Options options_for(const std::string& csv) {
   return o;
 }
 
-// The cluster's nodes: over TLS (rediss://, their TLS ports) in the suite's TLS run.
-inline std::string client_csv(const RedisCluster& c) {
-  if (test_tls() == nullptr) return c.nodes_csv();
+// The cluster's nodes (or those listed in `only`): over TLS (rediss://, their TLS ports) in the
+// suite's TLS run.
+inline std::string client_csv(const RedisCluster& c, std::vector<std::size_t> only = {}) {
+  if (only.empty()) {
+    if (test_tls() == nullptr) return c.nodes_csv();
+    for (std::size_t i = 0; i < c.size(); ++i) only.push_back(i);
+  }
   std::string csv;
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    csv += (i ? ",rediss://127.0.0.1:" : "rediss://127.0.0.1:") + std::to_string(c[i].tls_port());
+  for (std::size_t i : only) {
+    csv += csv.empty() ? "" : ",";
+    csv += test_tls() ? "rediss://127.0.0.1:" + std::to_string(c[i].tls_port()) : c[i].address();
   }
   return csv;
 }
