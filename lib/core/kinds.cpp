@@ -225,15 +225,20 @@ const LockKind& kind_for_lock(LockMode mode, std::size_t resources) {
 }
 
 Command take_ticket(std::string_view key, std::string_view waiter, Millis heartbeat_ttl) {
-  return Command::call(ScriptId::ticket_take,
-                       {keys::ticket(key), keys::queue(key), keys::heartbeats(key)})
+  return Command::call(ScriptId::ticket_take, {keys::ticket(key), keys::queue(key),
+                                               keys::heartbeats(key), std::string(key)})
       .arg(waiter)
       .arg(ms(heartbeat_ttl));
 }
 
 Verdict classify_ticket(const Reply& r) {
-  if (r.type == Reply::Type::integer && r.integer > 0)
-    return yes(static_cast<std::uint64_t>(r.integer));
+  if (r.type == Reply::Type::array && r.elements.size() == 2 &&
+      r.elements[0].type == Reply::Type::integer && r.elements[0].integer > 0 &&
+      (r.elements[1].is_integer(0) || r.elements[1].is_integer(1))) {
+    Verdict v = yes(static_cast<std::uint64_t>(r.elements[0].integer));
+    v.behind = r.elements[1].is_integer(1);
+    return v;
+  }
   return unexpected(r);
 }
 

@@ -33,6 +33,7 @@ struct Verdict {
   NodeState state = NodeState::error;  // ok, held_by_other, not_held or error
   std::string detail;                  // an error reply's text, or what was unexpected
   std::uint64_t value = 0;             // fenced acquire: the fence; ticket round: the ticket
+  bool behind = false;  // ticket round: the lock is held or a live waiter is ahead on this node
 };
 
 // What one acquisition attempt puts in its command.
@@ -106,7 +107,8 @@ class LockKind {
 [[nodiscard]] Command unmark_waiting(std::string_view key, std::string_view waiter);
 [[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
                                   Millis heartbeat_ttl);
-[[nodiscard]] Verdict classify_ticket(const Reply& r);  // the new counter (> 0)
+// The new counter (> 0) as the value, and whether someone is ahead of the waiter there.
+[[nodiscard]] Verdict classify_ticket(const Reply& r);
 // Write-back: raises `counter_key` to at least `value` (counters never shrink), and its expiry to
 // at least `expiry`.
 [[nodiscard]] Command raise_counter(std::string counter_key, std::uint64_t value, Millis expiry);

@@ -179,22 +179,33 @@ redis.call("zadd", KEYS[1], "XX", now + tonumber(ARGV[2]), ARGV[1])
 local last = redis.call("zrange", KEYS[1], -1, -1, "withscores")
 redis.call("pexpireat", KEYS[1], last[2])
 return 1)",
-    // ticket_take (KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl): the counter, and a
-    // place in the queue at once with this node's value, so no later ticket can overtake a waiter
-    // whose ticket round is still finishing. The three keys live as long as the queue: their
-    // expiry (twice the heartbeat ttl) is only ever lengthened, since waiters may use different
-    // heartbeat ttls, and one with a short one must not make the queue expire under a waiter whose
-    // heartbeat is still valid. Once nobody waits, the counter goes with the queue.
+    // ticket_take (KEYS ticket, queue, heartbeats, lock; ARGV waiter, heartbeat ttl): the counter,
+    // and a place in the queue at once with this node's value, so no later ticket can overtake a
+    // waiter whose ticket round is still finishing. The three keys live as long as the queue:
+    // their expiry (twice the heartbeat ttl) is only ever lengthened, since waiters may use
+    // different heartbeat ttls, and one with a short one must not make the queue expire under a
+    // waiter whose heartbeat is still valid. Once nobody waits, the counter goes with the queue.
+    // Returns {counter, 1 if the lock is held or a live waiter is ahead here, else 0}: a waiter
+    // behind on a quorum need not try before its turn (waiters whose heartbeat expired are
+    // dropped first, as acquire_fair does).
     R"(local n = redis.call("incr", KEYS[1])
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
+  redis.call("zrem", KEYS[2], d)
+  redis.call("zrem", KEYS[3], d)
+end
 redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local keep = 2 * tonumber(ARGV[2])
 for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
   if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
 end
-return n)",
+local behind = 0
+if redis.call("exists", KEYS[4]) == 1 or redis.call("zrank", KEYS[2], ARGV[1]) > 0 then
+  behind = 1
+end
+return {n, behind})",
     // acquire_fair (KEYS lock, queue, heartbeats, ticket; ARGV token, ttl, ticket, heartbeat ttl,
     // waiter id): drop waiters whose heartbeat expired, (re)join the queue with our ticket, refresh
     // our heartbeat, and take the lock only when first in line and the key is free (the queue's

@@ -28,7 +28,8 @@ enum class ScriptId {
   extend_read,    // KEYS[1]=readers; ARGV token, ttl -> 1 extended / 0 not held (or expired)
   // Fair locks. KEYS[1]=lock key, KEYS[2]=queue (zset waiter -> ticket), KEYS[3]=heartbeats
   // (zset waiter -> expiry, server ms), KEYS[4]=ticket counter (acquire_fair).
-  ticket_take,    // KEYS ticket, queue, heartbeats; ARGV waiter, heartbeat ttl -> the new counter
+  ticket_take,    // KEYS ticket, queue, heartbeats, lock; ARGV waiter, heartbeat ttl
+                  //   -> {the new counter, 1 if the lock is held or a waiter is ahead}
   acquire_fair,   // ARGV token, ttl, ticket, heartbeat ttl, waiter -> 1 granted / 0 not yet
   fair_leave,     // KEYS queue, heartbeats, [mark]; ARGV waiter, [channel] -> 1
   fair_rollback,  // KEYS lock, queue, heartbeats; ARGV token, ticket, waiter, heartbeat ttl -> 1

@@ -134,6 +134,7 @@ void AcquireOp::rejoin_queue() {
 
 void AcquireOp::start_ticket() {
   need_ticket_ = false;
+  behind_ = 0;
   start_round(Phase::ticket, counter_, detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl));
 }
 
@@ -183,8 +184,10 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
         const Verdict v = phase_ == Phase::ticket ? detail::classify_ticket(*r.reply)
                                                   : detail::classify_raise(*r.reply);
         o = outcome(node, r, v, &counter_.outcomes());
-        if (o.state == NodeState::ok && phase_ == Phase::ticket)
+        if (o.state == NodeState::ok && phase_ == Phase::ticket) {
           ticket_ = std::max(ticket_, v.value);
+          behind_ += v.behind ? 1 : 0;
+        }
       }
       counter_.record(node, std::move(o));
       break;
@@ -291,6 +294,17 @@ void AcquireOp::ticket_writeback_decided(Decision d) {
   counter_.close();
   if (d == Decision::impossible) {
     fail_ticket("no quorum for the queue ticket's write-back");
+    return;
+  }
+  // Someone was ahead of us (or held the lock) on too many nodes for an attempt to win now: wait
+  // for our turn (the release names us; polling is the fallback) instead of an attempt that
+  // would lose, unless this is our last try (it then reports each node, as any attempt does).
+  const bool more_tries = wait_until_ ? BootClock::now() < *wait_until_ : retries_left_ > 0;
+  if (behind_ > e_.n() - detail::quorum_of(e_.n()) && more_tries) {
+    saw_contention_ = true;
+    fail_attempt(Errc::contended, "waiting in line: someone is ahead on " +
+                                      std::to_string(behind_) + " of " + std::to_string(e_.n()) +
+                                      " nodes");
     return;
   }
   start_attempt();

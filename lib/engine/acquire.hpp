@@ -121,6 +121,7 @@ class AcquireOp final : public Operation {
   std::string waiter_;        // write, fair and named waiters: kept across attempts
   std::uint64_t ticket_ = 0;  // fair: max over the quorum
   bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
+  int behind_ = 0;            // fair: nodes whose ticket reply said someone is ahead of us
   // fair: when the last round that a quorum of nodes ran (and so refreshed our heartbeat on) was
   // sent; a waiter not refreshed for heartbeat_ttl may have lost its place (rejoin_queue()).
   std::optional<BootClock::time_point> refreshed_;

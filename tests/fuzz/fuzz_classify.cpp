@@ -6,9 +6,9 @@
 // - the reader gives the same replies (and stops at the same error) whether the bytes come in one
 //   read or in pieces;
 // - every reply gets a verdict from every kind: a grant exactly for the reply that means one
-//   (+OK for SET NX; :1 for the scripted kinds; a positive integer for a fence, a ticket or a
-//   release), a refusal exactly for nil / :0, and otherwise a failure in `error` state with a
-//   non-empty detail (an error reply's own text);
+//   (+OK for SET NX; :1 for the scripted kinds; a positive integer for a fence or a release;
+//   {positive integer, 0 or 1} for a ticket), a refusal exactly for nil / :0, and otherwise a
+//   failure in `error` state with a non-empty detail (an error reply's own text);
 // - describe() never shows a bulk string's bytes.
 #include <cstdint>
 #include <functional>
@@ -100,8 +100,17 @@ void classify_everything(const Reply& r) {
   if (positive) FUZZ_CHECK(f.value == static_cast<std::uint64_t>(r.integer), "fence value");
   check_verdict(LockKind::classify_extend(r), r, one, zero, "extend");
   check_verdict(LockKind::classify_release(r), r, positive, zero, "release");
+  // A ticket: {counter > 0, 0 or 1 (someone ahead)}.
+  const bool ticket = r.type == T::array && r.elements.size() == 2 &&
+                      r.elements[0].type == T::integer && r.elements[0].integer > 0 &&
+                      (r.elements[1].is_integer(0) || r.elements[1].is_integer(1));
   const auto t = classify_ticket(r);
-  check_verdict(t, r, positive, false, "ticket");
+  check_verdict(t, r, ticket, false, "ticket");
+  if (ticket) {
+    FUZZ_CHECK(t.value == static_cast<std::uint64_t>(r.elements[0].integer) &&
+                   t.behind == r.elements[1].is_integer(1),
+               "ticket value");
+  }
   check_verdict(classify_raise(r), r, one, false, "write-back");
   // A bulk string is described by its size only (its bytes may be a token); checked exactly,
   // since a string such as " of 8 by" is also a part of that description.

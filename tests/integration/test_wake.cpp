@@ -237,6 +237,7 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
   Client first(slow_polling(c)), second(slow_polling(c));
   auto held = holder.try_acquire({"queue"}, fair);
   REQUIRE_MESSAGE(held, held.message);
+  const auto start1 = Clock::now();
   auto w1 = std::async(std::launch::async, [&] {
     auto r = first.try_acquire({"queue"}, fair);
     return Waited{std::move(r), Clock::now()};
@@ -245,6 +246,7 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
     auto r = c[0].command({"ZCARD", derived_key("queue", KeyRole::queue)});
     return r.integer == 1;
   }));
+  const auto start2 = Clock::now();
   auto w2 = std::async(std::launch::async, [&] {
     auto r = second.try_acquire({"queue"}, fair);
     return Waited{std::move(r), Clock::now()};
@@ -269,6 +271,12 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
   CHECK(got2.at > released1);
   CHECK(got2.at - released1 < slow_poll / 2);
   CHECK(got2.result.lock.ticket() > got1.result.lock.ticket());
+  // Someone ahead on every node when it took its ticket, a waiter does not try before its turn:
+  // one attempt once it listens (a release may have come before), one when it is named, and one
+  // per poll if a slow build made it wait that long.
+  const auto polls = [](Clock::duration waited) { return static_cast<int>(waited / slow_poll); };
+  CHECK(got1.result.attempts <= 2 + polls(got1.at - start1));
+  CHECK(got2.result.attempts <= 2 + polls(got2.at - start2));
   (void)second.try_release(got2.result.lock);
 }
 
