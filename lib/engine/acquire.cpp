@@ -417,9 +417,10 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
 
 void AcquireOp::wake(int node, const net::Wake& w) {
   const bool names_someone = w.why == net::Wake::Why::released && !w.waiter.starts_with('#');
-  if (names_someone && (kind_.named_wake() || kind_.queued())) {
-    // One waiter is named: another one's turn, or ours (an exclusive waiter's release took it
-    // off the mark: it marks itself again if it loses).
+  if (names_someone) {
+    // One waiter is named: another one's turn (perhaps another acquisition of this client, on
+    // another lock: readers and writers are never named), or ours (an exclusive waiter's release
+    // took it off the mark: it marks itself again if it loses).
     if (waiter_.empty() || w.waiter != waiter_) return;
     if (kind_.named_wake()) named_ = true;
     // Named while a round of ours is out (an attempt that a poll or a resubscription started, a
@@ -429,10 +430,8 @@ void AcquireOp::wake(int node, const net::Wake& w) {
   }
   if (phase_ != Phase::sleeping || woken_) return;
   if (kind_.queued()) {
-    // A fair lock goes to the first in line: a release naming another waiter is not for us, and
-    // a deletion by someone else tells nothing about the queue (polling sees it).
-    if (w.why == net::Wake::Why::released && !w.waiter.starts_with('#') && w.waiter != waiter_)
-      return;
+    // A fair lock goes to the first in line (named above): a deletion by someone else tells
+    // nothing about the queue (polling sees it).
     if (w.why == net::Wake::Why::key_gone) return;
   }
   const bool subscribed = w.why == net::Wake::Why::listening;

@@ -157,6 +157,50 @@ TEST_CASE("wake-ups: a resubscription and releases on too few nodes do not add u
   (void)waiter.try_release(got.result.lock);
 }
 
+TEST_CASE("wake-ups: a release naming a client's waiter on one lock does not wake its reader") {
+  // Named wake-ups come on the client's own channel, which every waiting acquisition of that
+  // client hears. A reader (never named) counted them as releases of its own lock and made an
+  // attempt that could only lose.
+  RedisCluster c(5);
+  Client holder(options_for(c));
+  Client waiter(slow_polling(c));
+  AcquireOptions write = ttl_opts(30s);
+  write.mode = LockMode::write;
+  auto doc = holder.try_acquire({"doc"}, write);
+  REQUIRE_MESSAGE(doc, doc.message);
+  auto job = holder.try_acquire({"job"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(job, job.message);
+  const auto reader_start = Clock::now();
+  auto reader = std::async(std::launch::async, [&] {
+    AcquireOptions read = ttl_opts(5s, 10s);
+    read.mode = LockMode::read;
+    auto r = waiter.try_acquire({"doc"}, read);
+    return Waited{std::move(r), Clock::now()};
+  });
+  auto plain = wait_for(waiter, "job");
+  REQUIRE(
+      eventually([&] { return listening_everywhere(c, "doc") && listening_everywhere(c, "job"); }));
+  std::this_thread::sleep_for(100ms);  // their attempts after subscribing are over: they sleep
+  // Released by token (the holder's locks were taken uncontended): it names the plain waiter, on
+  // the client's own channel.
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(Lock::from_token({"job"}, job.lock.token())));
+  auto got = plain.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK(got.at - released < slow_poll / 2);
+  (void)waiter.try_release(got.result.lock);
+  std::this_thread::sleep_for(100ms);
+  const auto released_doc = Clock::now();
+  REQUIRE(holder.try_release(Lock::from_token({"doc"}, doc.lock.token())));
+  auto read = reader.get();
+  REQUIRE_MESSAGE(read.result, read.result.message);
+  CHECK(read.at - released_doc < slow_poll / 2);
+  // One attempt at first, one once it listens, one at the release of "doc" (and one per poll if
+  // a slow build made it wait that long); not one more when "job" named the other waiter.
+  CHECK(read.result.attempts <= 3 + static_cast<int>((read.at - reader_start) / slow_poll));
+  (void)waiter.try_release(read.result.lock);
+}
+
 TEST_CASE("wake-ups: where pub/sub is refused, waiters are served by polling") {
   // An ACL user without channel permissions: every SUBSCRIBE fails (NOPERM). The lock works as
   // before, by polling.
