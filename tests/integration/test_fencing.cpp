@@ -247,8 +247,8 @@ TEST_CASE("multi-resource: all-or-nothing on each node, one token, extend and re
   CHECK(single.error == Errc::contended);
   auto e = client.try_extend(r.lock, 20s);
   REQUIRE_MESSAGE(e, e.message);
-  CHECK(c[2].pttl("m1") > 10000);
-  CHECK(c[2].pttl("m3") > 10000);
+  // Decided at a quorum (2 of 3): node 2 may run its extend a little later (seen under stress).
+  CHECK(eventually([&] { return c[2].pttl("m1") > 10000 && c[2].pttl("m3") > 10000; }));
   // Extend needs every key: with one gone on every node it is not held.
   auto rel = client.try_release(e.lock);
   CHECK(rel.deleted == 3);
