@@ -410,7 +410,8 @@ Command bench_command(const Globals& g) {
                .target = &a->handoff,
                .help = "Instead: one hot lock taken in turn by W clients for each W listed "
                        "(e.g. 2,8,32), plain and fair, wake-ups off and on: handoffs/s and the "
-                       "gap from a release to the next acquisition",
+                       "gap from a release to the next acquisition (each row's --seconds in "
+                       "slices of about 1 s, taken in turn by the four rows of one count)",
                .type_name = "W,...",
                .excludes = "--concurrency"},
               {.names = "--soak",

@@ -30,13 +30,21 @@ struct Handoff {
   std::string first_error;
 };
 
+// What one slice of a row saw; a row adds up its slices.
+struct Slice {
+  std::size_t acquisitions = 0;
+  std::vector<double> gaps, gaps_other;
+  long errors = 0;
+  std::string first_error;
+};
+
 struct Event {
   Clock::time_point acquired, released;  // released: when the holder started its release
   int client;
 };
 
-Handoff measure(Options base, const std::string& resource, int waiters, bool fair, bool wake,
-                double seconds) {
+Slice measure(Options base, const std::string& resource, int waiters, bool fair, bool wake,
+              double seconds) {
   base.wake_ups = wake;
   std::vector<std::unique_ptr<Client>> clients;
   for (int i = 0; i < waiters; ++i) {
@@ -47,10 +55,7 @@ Handoff measure(Options base, const std::string& resource, int waiters, bool fai
     if (auto r = clients.back()->try_acquire({resource + ":warm" + std::to_string(i)}, warm))
       (void)clients.back()->try_release(r.lock);
   }
-  Handoff h;
-  h.waiters = waiters;
-  h.fair = fair;
-  h.wake_ups = wake;
+  Slice h;
   std::mutex mu;
   std::vector<Event> events;
   std::stop_source stop;
@@ -86,15 +91,12 @@ Handoff measure(Options base, const std::string& resource, int waiters, bool fai
   threads.clear();  // joins
   std::sort(events.begin(), events.end(),
             [](const Event& a, const Event& b) { return a.acquired < b.acquired; });
-  std::vector<double> gaps, gaps_other;
   for (std::size_t i = 1; i < events.size(); ++i) {
     const double us = us_between(events[i - 1].released, events[i].acquired);
-    gaps.push_back(us);
-    if (events[i].client != events[i - 1].client) gaps_other.push_back(us);
+    h.gaps.push_back(us);
+    if (events[i].client != events[i - 1].client) h.gaps_other.push_back(us);
   }
-  h.per_s = static_cast<double>(events.size()) / seconds;
-  h.gap = stats_of(std::move(gaps));
-  h.gap_other = stats_of(std::move(gaps_other));
+  h.acquisitions = events.size();
   return h;
 }
 
@@ -124,14 +126,48 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
   if (!(seconds > 0 && seconds <= 3600)) throw UsageError("--seconds: must be in (0, 3600]");
   const Options base = make_options(g);
   const std::string prefix = random_prefix();
+  // A row's seconds are cut into slices of about a second, and the four rows of one waiter count
+  // (plain and fair, wake-ups off and on) take their slices in turn: on a shared machine the load
+  // drifts over seconds, and rows measured one after the other would compare different loads.
+  const int slices = std::clamp(static_cast<int>(std::lround(seconds)), 1, 5);
+  const double slice_seconds = seconds / slices;
   std::vector<Handoff> rows;
   for (int w : waiters) {
+    std::vector<Handoff> group;
+    std::vector<Slice> sums;
     for (bool fair : {false, true}) {
       for (bool wake : {false, true}) {
-        const std::string res = prefix + "handoff:" + std::to_string(w) + (fair ? ":fair" : "") +
-                                (wake ? ":wake" : ":poll");
-        rows.push_back(measure(base, res, w, fair, wake, seconds));
+        Handoff h;
+        h.waiters = w;
+        h.fair = fair;
+        h.wake_ups = wake;
+        group.push_back(std::move(h));
+        sums.emplace_back();
       }
+    }
+    for (int s = 0; s < slices; ++s) {
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        const Handoff& h = group[i];
+        const std::string res = prefix + "handoff:" + std::to_string(w) + (h.fair ? ":fair" : "") +
+                                (h.wake_ups ? ":wake" : ":poll");
+        Slice one = measure(base, res, w, h.fair, h.wake_ups, slice_seconds);
+        Slice& sum = sums[i];
+        sum.acquisitions += one.acquisitions;
+        sum.gaps.insert(sum.gaps.end(), one.gaps.begin(), one.gaps.end());
+        sum.gaps_other.insert(sum.gaps_other.end(), one.gaps_other.begin(), one.gaps_other.end());
+        if (sum.errors == 0 && one.errors > 0) sum.first_error = one.first_error;
+        sum.errors += one.errors;
+      }
+    }
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      Handoff& h = group[i];
+      Slice& sum = sums[i];
+      h.per_s = static_cast<double>(sum.acquisitions) / seconds;
+      h.gap = stats_of(std::move(sum.gaps));
+      h.gap_other = stats_of(std::move(sum.gaps_other));
+      h.errors = sum.errors;
+      h.first_error = std::move(sum.first_error);
+      rows.push_back(std::move(h));
     }
   }
   const double rtt = rtt_us(base);
@@ -155,13 +191,16 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
     print_json({{"mode", "handoff"},
                 {"nodes", base.nodes.size()},
                 {"seconds", seconds},
+                {"slices", slices},
                 {"rtt_us_p50", std::round(rtt)},
                 {"keys_swept", swept.keys_left},
                 {"runs", std::move(list)}});
     return exit_ok;
   }
   std::cout << "one hot lock, empty critical section, " << base.nodes.size() << " nodes, "
-            << fmt(seconds) << " s per row; rtt p50 " << fmt(rtt) << " us (PING to node 1)\n";
+            << fmt(seconds) << " s per row (in " << slices
+            << " slices, the rows of one waiter count taking turns); rtt p50 " << fmt(rtt)
+            << " us (PING to node 1)\n";
   std::cout << std::left << std::setw(8) << "waiters" << std::setw(7) << "kind" << std::setw(7)
             << "wake" << std::right << std::setw(12) << "handoffs/s" << std::setw(14)
             << "gap p50 us" << std::setw(14) << "gap p99 us" << std::setw(16) << "other p50 us"
