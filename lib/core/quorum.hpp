@@ -46,6 +46,31 @@ struct Validity {
                                         BootClock::time_point t1,
                                         BootClock::time_point t2) noexcept;
 
+// The largest of the counter values that nodes returned from their INCR (a fence, a queue
+// ticket), and how many returned exactly that value: those nodes' counters already stand at it.
+// Where they are a quorum, the write-back round that would raise a quorum to the maximum has
+// nothing left to do (any later quorum meets one of them, and its INCR there gives more).
+class CounterMax {
+ public:
+  void add(std::uint64_t value) noexcept {
+    if (value > max_) {
+      max_ = value;
+      at_max_ = 1;
+    } else if (value == max_) {
+      ++at_max_;
+    }
+  }
+  void reset() noexcept { *this = CounterMax{}; }
+  [[nodiscard]] std::uint64_t value() const noexcept { return max_; }
+  [[nodiscard]] bool on_quorum(int nodes) const noexcept {
+    return max_ > 0 && at_max_ >= quorum_of(nodes);
+  }
+
+ private:
+  std::uint64_t max_ = 0;
+  int at_max_ = 0;
+};
+
 // "3 down, 1 timeout", "3 auth-failed: WRONGPASS ...": a per-node record in a few words, for
 // messages (states in enum order; an error's or a refused login's text with it).
 [[nodiscard]] std::string breakdown(const std::vector<NodeOutcome>& nodes);

@@ -110,7 +110,7 @@ void AcquireOp::start_attempt() {
   ++attempts_made_;
   // Fresh for every attempt, never reused; a multi-resource lock's says how many it has.
   token_ = detail::token_for(detail::make_token(), keys_.size());
-  fence_ = 0;
+  fence_.reset();
   start_round(Phase::attempt, attempt_, kind_.acquire(attempt_args()));
 }
 
@@ -135,6 +135,7 @@ void AcquireOp::rejoin_queue() {
 void AcquireOp::start_ticket() {
   need_ticket_ = false;
   behind_ = 0;
+  ticket_votes_.reset();
   start_round(Phase::ticket, counter_, detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl));
 }
 
@@ -167,7 +168,7 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
       } else {
         const Verdict v = kind_.classify_acquire(*r.reply);
         o = outcome(node, r, v, &attempt_.outcomes());
-        if (o.state == NodeState::ok && kind_.fenced()) fence_ = std::max(fence_, v.value);
+        if (o.state == NodeState::ok && kind_.fenced()) fence_.add(v.value);
       }
       e_.count_node(node, o);
       attempt_.record(node, std::move(o));
@@ -185,7 +186,7 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
                                                   : detail::classify_raise(*r.reply);
         o = outcome(node, r, v, &counter_.outcomes());
         if (o.state == NodeState::ok && phase_ == Phase::ticket) {
-          ticket_ = std::max(ticket_, v.value);
+          ticket_votes_.add(v.value);
           behind_ += v.behind ? 1 : 0;
         }
       }
@@ -226,8 +227,13 @@ void AcquireOp::attempt_decided(Decision d) {
   if (d == Decision::quorum) {
     if (kind_.fenced()) {
       // Fencing, second round: raise the counter to at least the fence on a quorum before handing
-      // the lock out. Any later quorum intersects this one, so the next fence is higher.
-      start_writeback(Phase::fence_writeback, detail::keys::fence(keys_[0]), fence_);
+      // the lock out. Any later quorum intersects this one, so the next fence is higher. Nothing
+      // to raise where the counters of a quorum of the granting nodes already stand at the fence.
+      if (fence_.on_quorum(n)) {
+        hand_out_fenced();
+      } else {
+        start_writeback(Phase::fence_writeback, detail::keys::fence(keys_[0]), fence_.value());
+      }
       return;
     }
     const auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor,
@@ -263,6 +269,10 @@ void AcquireOp::fence_writeback_decided(Decision d) {
                      " of " + std::to_string(e_.n()) + " nodes acknowledged");
     return;
   }
+  hand_out_fenced();
+}
+
+void AcquireOp::hand_out_fenced() {
   const auto t2 = BootClock::now();
   const auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor,
                                           e_.options_.min_validity, t1_, t2);
@@ -273,7 +283,7 @@ void AcquireOp::fence_writeback_decided(Decision d) {
   Lock lock = LockBuilder::make(resources_, token_, opts_.ttl,
                                 std::chrono::duration_cast<Millis>(v.validity), v.deadline,
                                 attempt_.tally().ok, e_.n(), attempt_.outcomes());
-  LockBuilder::set_fence(lock, fence_);
+  LockBuilder::set_fence(lock, fence_.value());
   warn_fence_durability();
   finish_ok(std::move(lock));
 }
@@ -287,7 +297,14 @@ void AcquireOp::ticket_decided(Decision d) {
     return;
   }
   refreshed_ = sent_;  // the ticket round set our heartbeat on a quorum
-  start_writeback(Phase::ticket_writeback, detail::keys::ticket(keys_[0]), ticket_);
+  ticket_ = ticket_votes_.value();
+  // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
+  // same takers), the write-back would change nothing: the attempt goes at once.
+  if (ticket_votes_.on_quorum(e_.n())) {
+    ticket_agreed();
+  } else {
+    start_writeback(Phase::ticket_writeback, detail::keys::ticket(keys_[0]), ticket_);
+  }
 }
 
 void AcquireOp::ticket_writeback_decided(Decision d) {
@@ -296,6 +313,10 @@ void AcquireOp::ticket_writeback_decided(Decision d) {
     fail_ticket("no quorum for the queue ticket's write-back");
     return;
   }
+  ticket_agreed();
+}
+
+void AcquireOp::ticket_agreed() {
   // Someone was ahead of us (or held the lock) on too many nodes for an attempt to win now: wait
   // for our turn (the release names us; polling is the fallback) instead of an attempt that
   // would lose, unless this is our last try (it then reports each node, as any attempt does).

@@ -57,8 +57,10 @@ class AcquireOp final : public Operation {
   void evaluate();
   void attempt_decided(detail::Decision d);
   void fence_writeback_decided(detail::Decision d);
+  void hand_out_fenced();  // the fence stands on a quorum: validity, then the lock
   void ticket_decided(detail::Decision d);
   void ticket_writeback_decided(detail::Decision d);
+  void ticket_agreed();  // a quorum's counters stand at our ticket: attempt, or wait in line
   bool refuse_if_duplicate_servers();
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
@@ -117,9 +119,10 @@ class AcquireOp final : public Operation {
   detail::Round counter_;  // the current ticket or write-back round
   std::string token_;      // the current attempt's, fresh for every attempt
   BootClock::time_point t1_{};
-  std::uint64_t fence_ = 0;   // max over the granting nodes
-  std::string waiter_;        // write, fair and named waiters: kept across attempts
-  std::uint64_t ticket_ = 0;  // fair: max over the quorum
+  detail::CounterMax fence_;         // over the granting nodes
+  std::string waiter_;               // write, fair and named waiters: kept across attempts
+  std::uint64_t ticket_ = 0;         // fair: max over the quorum
+  detail::CounterMax ticket_votes_;  // fair: the current ticket round's replies
   bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
   int behind_ = 0;            // fair: nodes whose ticket reply said someone is ahead of us
   // fair: when the last round that a quorum of nodes ran (and so refreshed our heartbeat on) was

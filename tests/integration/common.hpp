@@ -28,6 +28,14 @@ inline std::string fence_key(const std::string& lock_key) {
   return derived_key(lock_key, KeyRole::fence);
 }
 
+// How many times a node has run COMMAND (INFO commandstats; calls made by scripts count too).
+inline long long calls_of(const RedisServer& n, const std::string& command) {
+  const std::string info = n.command({"INFO", "commandstats"}).str;
+  const std::string field = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(field);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
+}
+
 // REDLOCK_TEST_TLS=1: the whole suite over TLS. Every fixture server also listens with TLS (a
 // throwaway CA, no client certificate asked), options_for(cluster) names their TLS ports as
 // rediss:// addresses, and every client trusts the CA. Addresses of fake nodes stay plaintext.

@@ -210,6 +210,35 @@ TEST_CASE("fair lock: a ticket round without a quorum is retried while the wait 
   CHECK(client.try_release(r.lock));
 }
 
+TEST_CASE("fair lock: the ticket's write-back round runs only where the counters disagree") {
+  // Two of five nodes down: every round waits for all three others, so which replies the ticket
+  // round was decided on is known.
+  RedisCluster c(5);
+  c[3].kill();
+  c[4].kill();
+  const std::string ticket = derived_key("wb-fair", KeyRole::ticket);
+  // The write-back script reads the counter with GET; nothing else in an uncontended fair
+  // acquisition does.
+  auto gets = [&] { return calls_of(c[0], "get") + calls_of(c[1], "get") + calls_of(c[2], "get"); };
+  Client client(options_for(c));
+  SUBCASE("the three counters agree: no write-back") {
+    const long long before = gets();
+    auto r = client.try_acquire({"wb-fair"}, fair_opts(5s, 2s));
+    REQUIRE_MESSAGE(r, r.message);
+    std::this_thread::sleep_for(100ms);  // a straggling round would have arrived
+    CHECK(gets() == before);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(c[i].get(ticket) == std::to_string(*r.lock.ticket()));
+  }
+  SUBCASE("one node ahead: the others are raised to the ticket before the attempt") {
+    c[0].set(ticket, "100");
+    auto r = client.try_acquire({"wb-fair"}, fair_opts(5s, 2s));
+    REQUIRE_MESSAGE(r, r.message);
+    CHECK(*r.lock.ticket() == 101);
+    CHECK(c[1].get(ticket) == "101");  // raised from 1 by the write-back, a quorum of 3 of 5
+    CHECK(c[2].get(ticket) == "101");
+  }
+}
+
 TEST_CASE("fair lock: survives 2 of 5 nodes killed, still in order") {
   RedisCluster c(5);
   c[1].kill();

@@ -95,6 +95,24 @@ TEST_CASE(
   CHECK(*r.lock.fence() > first);
 }
 
+TEST_CASE("fencing: no write-back round where the granting nodes' counters agree") {
+  RedisCluster c(3);
+  for (std::size_t i = 0; i < 3; ++i) c[i].set(fence_key("wb-same"), "1000");
+  // The write-back script reads the counter with GET; the fenced acquire script does not.
+  auto gets = [&] { return calls_of(c[0], "get") + calls_of(c[1], "get") + calls_of(c[2], "get"); };
+  Client client(options_for(c));
+  const long long before = gets();
+  auto r = client.try_acquire({"wb-same"}, fenced(5s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(*r.lock.fence() == 1001);
+  std::this_thread::sleep_for(100ms);  // a straggling round would have arrived
+  CHECK(gets() == before);
+  // The counters stand at the fence on every granting node, as the write-back would have left them.
+  int at_fence = 0;
+  for (std::size_t i = 0; i < 3; ++i) at_fence += c[i].get(fence_key("wb-same")) == "1001" ? 1 : 0;
+  CHECK(at_fence >= 2);
+}
+
 TEST_CASE("fencing: a node whose counter cannot grow gives no vote and keeps no lock key") {
   SUBCASE("not a number on one node: the others grant, and that node holds nothing") {
     RedisCluster c(3);

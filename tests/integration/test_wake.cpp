@@ -118,13 +118,6 @@ TEST_CASE("wake-ups: a killed pub/sub connection comes back and listens again") 
   CHECK(got.at - released < slow_poll / 2);
 }
 
-// How many SETs a node has run: a plain waiter's attempts.
-long long set_calls(const RedisServer& n) {
-  const std::string info = n.command({"INFO", "commandstats"}).str;
-  const auto at = info.find("cmdstat_set:calls=");
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + 18));
-}
-
 TEST_CASE("wake-ups: a resubscription and releases on too few nodes do not add up to an attempt") {
   // A (re)subscription says nothing about the key: counted with the releases, one node's
   // resubscription and two nodes' releases made a "quorum" and the attempt found the key still
@@ -144,12 +137,13 @@ TEST_CASE("wake-ups: a resubscription and releases on too few nodes do not add u
   (void)c[0].command({"CLIENT", "KILL", "TYPE", "pubsub"});
   REQUIRE(eventually([&] { return listening_everywhere(c, "partial"); }, 2000ms));
   std::this_thread::sleep_for(50ms);  // node 0's subscription is confirmed to the waiter
-  const long long sets_before = set_calls(c[0]);
+  const long long sets_before = calls_of(c[0], "set");
   // The release reaches nodes 3 and 4 only (a client of those two): both name the waiter.
   Client part(options_for(client_csv(c, {3, 4})));
   REQUIRE(part.try_release(Lock::from_token({"partial"}, held.lock.token())));
   std::this_thread::sleep_for(300ms);
-  CHECK_MESSAGE(set_calls(c[0]) == sets_before, "the waiter tried with the key held on 3 of 5");
+  CHECK_MESSAGE(calls_of(c[0], "set") == sets_before,
+                "the waiter tried with the key held on 3 of 5");
   // The rest of the release: now a quorum has released, and the waiter goes at once.
   Client rest(options_for(client_csv(c, {0, 1, 2})));
   const auto released = Clock::now();

@@ -122,3 +122,29 @@ TEST_CASE("validity = ttl - elapsed - drift, deadline = t1 + ttl - drift") {
     CHECK(v.validity == microseconds{1000000 - 2000});
   }
 }
+
+TEST_CASE("counter max: a write-back is needed unless a quorum returned the maximum") {
+  CounterMax c;
+  CHECK(c.value() == 0);
+  CHECK_FALSE(c.on_quorum(5));  // nothing heard
+  c.add(7);
+  c.add(7);
+  CHECK_FALSE(c.on_quorum(5));  // 2 of 5
+  c.add(7);
+  CHECK(c.value() == 7);
+  CHECK(c.on_quorum(5));  // 3 of 5 stand at 7
+  c.add(9);               // a node ahead of the others: only it stands at the maximum
+  CHECK(c.value() == 9);
+  CHECK_FALSE(c.on_quorum(5));
+  c.add(8);  // below the maximum: counts for nothing
+  c.add(9);
+  c.add(9);
+  CHECK(c.on_quorum(5));
+  CHECK(c.on_quorum(1));
+  c.reset();
+  CHECK(c.value() == 0);
+  CHECK_FALSE(c.on_quorum(1));
+  c.add(3);
+  CHECK(c.on_quorum(1));
+  CHECK_FALSE(c.on_quorum(2));
+}
