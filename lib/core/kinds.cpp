@@ -132,8 +132,8 @@ class Fair : public LockKind {
   }
   bool queued() const override { return true; }
   bool has_waiter_id() const override { return true; }
-  // Leave the queue everywhere, acquired or not (nodes that granted already removed us), so
-  // nobody waits on a waiter that is done.
+  // Leave the queue everywhere, acquired or not, so nobody waits on a waiter that is done (the
+  // engine leaves out the nodes that granted: the grant removed us there).
   std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
                                         bool) const override {
     return Command::call(ScriptId::fair_leave,

@@ -546,7 +546,18 @@ void AcquireOp::complete(AcquireResult res) {
   }
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
   if (!e_.closing_) {
-    if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error)) broadcast(e_, std::move(*c));
+    if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error)) {
+      // A node that granted the lock took the waiter out of its queue in the same script.
+      std::vector<bool> granted(static_cast<std::size_t>(e_.n()), false);
+      if (!res.error) {
+        for (int i = 0; i < e_.n(); ++i) {
+          granted[static_cast<std::size_t>(i)] =
+              attempt_.answered(i) &&
+              attempt_.outcomes()[static_cast<std::size_t>(i)].state == NodeState::ok;
+        }
+      }
+      broadcast(e_, std::move(*c), granted);
+    }
     // A named waiter that is done leaves the mark, so no release names it any more.
     if (kind_.named_wake() && waiting_since_ != 0) {
       for (const auto& k : keys_) broadcast(e_, detail::unmark_waiting(k, waiter_));

@@ -56,10 +56,13 @@ namespace {
 class Broadcast final : public Operation {
  public:
   using Operation::Operation;
-  void run(detail::Command cmd) {
+  void run(detail::Command cmd, const std::vector<bool>& skip) {
     const auto req = net::Request::make(std::move(cmd));
     stamp();
-    for (int i = 0; i < e_.n(); ++i) send(i, req, 0);
+    for (int i = 0; i < e_.n(); ++i) {
+      if (static_cast<std::size_t>(i) < skip.size() && skip[static_cast<std::size_t>(i)]) continue;
+      send(i, req, 0);
+    }
     finished();
   }
   void on_result(int, std::uint32_t, const net::Result&) override {}
@@ -68,6 +71,8 @@ class Broadcast final : public Operation {
 
 }  // namespace
 
-void broadcast(Engine::Impl& e, detail::Command cmd) { (new Broadcast(e))->run(std::move(cmd)); }
+void broadcast(Engine::Impl& e, detail::Command cmd, const std::vector<bool>& skip) {
+  (new Broadcast(e))->run(std::move(cmd), skip);
+}
 
 }  // namespace redlock

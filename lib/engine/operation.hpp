@@ -80,8 +80,9 @@ class Operation : public net::Sink {
 
 // Sends one command to every node and forgets the answers: the rollback of a failed attempt
 // (nodes that timed out or have not answered may still have run its SET, and on each connection
-// the delete is pipelined behind it, so it runs after it), a waiter leaving a queue.
-void broadcast(Engine::Impl& e, detail::Command cmd);
+// the delete is pipelined behind it, so it runs after it), a waiter leaving a queue. Nodes
+// marked in `skip` (indexed by node) are left out.
+void broadcast(Engine::Impl& e, detail::Command cmd, const std::vector<bool>& skip = {});
 
 // The operations' entry points (Engine's public functions call these; the watchdog extends
 // through start_extend). Each callback runs exactly once, deferred; bad arguments fail it with

@@ -221,12 +221,17 @@ TEST_CASE("fair lock: the ticket's write-back round runs only where the counters
   // acquisition does.
   auto gets = [&] { return calls_of(c[0], "get") + calls_of(c[1], "get") + calls_of(c[2], "get"); };
   Client client(options_for(c));
-  SUBCASE("the three counters agree: no write-back") {
+  SUBCASE("the three counters agree: no write-back, and no queue to leave where it was granted") {
     const long long before = gets();
+    std::vector<long long> scripts_before;
+    for (std::size_t i = 0; i < 3; ++i) scripts_before.push_back(calls_of(c[i], "evalsha"));
     auto r = client.try_acquire({"wb-fair"}, fair_opts(5s, 2s));
     REQUIRE_MESSAGE(r, r.message);
     std::this_thread::sleep_for(100ms);  // a straggling round would have arrived
     CHECK(gets() == before);
+    // Two scripts on each node: the ticket and the attempt (which took us out of the queue); no
+    // write-back, no leaving the queue (4 before).
+    for (std::size_t i = 0; i < 3; ++i) CHECK(calls_of(c[i], "evalsha") - scripts_before[i] == 2);
     for (std::size_t i = 0; i < 3; ++i) CHECK(c[i].get(ticket) == std::to_string(*r.lock.ticket()));
   }
   SUBCASE("one node ahead: the others are raised to the ticket before the attempt") {
