@@ -10,7 +10,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, command, get  # noqa: E402
+from redisfix import Cluster, command, get, wait_until  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
@@ -110,15 +110,21 @@ class Run(unittest.TestCase):
 
     def test_environment_has_the_lock_and_it_is_held_meanwhile(self):
         script = 'echo "$REDLOCK_RESOURCE $REDLOCK_TOKEN"'
-        with tempfile.NamedTemporaryFile("r") as out:
-            # While the command runs the key holds its token on a quorum.
-            check = ('echo "$REDLOCK_RESOURCE $REDLOCK_TOKEN" > %s; sleep 0.3' % out.name)
+        with tempfile.TemporaryDirectory() as d:
+            # While the command runs the key holds its token on a quorum. The command waits for the
+            # test's "go" rather than sleeping a while: under --stress a 0.3 s sleep ended before
+            # the test looked (the key was already released).
+            out, go = os.path.join(d, "out"), os.path.join(d, "go")
+            check = ('echo "$REDLOCK_RESOURCE $REDLOCK_TOKEN" > %s.tmp && mv %s.tmp %s; '
+                     'while [ ! -e %s ]; do sleep 0.02; done' % (out, out, out, go))
             p = subprocess.Popen([CLI, "run", "run-env", "--", "sh", "-c", check], env=self.env())
-            time.sleep(0.2)
-            line = open(out.name).read().split()
+            self.assertTrue(wait_until(lambda: os.path.exists(out), timeout=10))
+            with open(out) as f:
+                line = f.read().split()
             self.assertEqual(line[0], "run-env")
             self.assertRegex(line[1], "^[0-9a-f]{40}$")
             self.assertGreaterEqual(self.c.count_with("run-env", line[1]), 2)
+            open(go, "w").close()
             self.assertEqual(p.wait(10), 0)
         self.assertEqual(self.c.count_with("run-env"), 0)
         r = self.run_cli("run", "run-env2", "--", "sh", "-c", script)
