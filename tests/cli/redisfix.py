@@ -180,6 +180,13 @@ class Cluster:
                 n += 1
         return n
 
+    def settled_count(self, n, key, value=None, timeout=10.0):
+        """count_with(key, value) once it equals n, or its value after `timeout` s. The CLI exits
+        at the quorum decision: the last node's SET, rollback or delete may land a moment later,
+        so a check of every node waits for that state (well inside the 30 s default ttl)."""
+        wait_until(lambda: self.count_with(key, value) == n, timeout)
+        return self.count_with(key, value)
+
     def close(self):
         for s in self.servers:
             s.close()

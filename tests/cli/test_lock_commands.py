@@ -40,8 +40,7 @@ class LockCommands(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         tok = r.stdout.decode()
         self.assertRegex(tok, r"^[0-9a-f]{40}\n$")
-        time.sleep(0.05)
-        self.assertEqual(self.c.count_with("t-plain", tok.strip()), 5)
+        self.assertEqual(self.c.settled_count(5, "t-plain", tok.strip()), 5)
 
     def test_held_lock_exits_1_with_empty_stdout(self):
         self.assertEqual(self.cli("acquire", "t-held").returncode, 0)
@@ -54,7 +53,7 @@ class LockCommands(unittest.TestCase):
         tok = self.cli("acquire", "t-rel").stdout.decode().strip()
         r = self.cli("release", "t-rel", tok)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.c.count_with("t-rel"), 0)
+        self.assertEqual(self.c.settled_count(0, "t-rel"), 0)
         r = self.cli("release", "t-rel", tok)
         self.assertEqual(r.returncode, 1)
         r = self.cli("release", "t-rel", tok, nodes="127.0.0.1:1,127.0.0.1:2")
@@ -108,7 +107,6 @@ class LockCommands(unittest.TestCase):
 
     def test_status_table_and_json(self):
         tok = self.cli("acquire", "t-status").stdout.decode().strip()
-        time.sleep(0.05)
         r = self.cli("status", "t-status")
         self.assertEqual(r.returncode, 0)
         lines = r.stdout.decode().splitlines()
@@ -189,7 +187,7 @@ class LockCommands(unittest.TestCase):
         r = self.cli("acquire", "t-nq", "--retry-count", "1", nodes=live + "," + dead)
         self.assertEqual(r.returncode, 3)
         self.assertIn(b"no quorum", r.stderr.lower() + r.stderr)
-        self.assertEqual(self.c.count_with("t-nq"), 0)
+        self.assertEqual(self.c.settled_count(0, "t-nq"), 0)
 
     def test_nodes_from_environment(self):
         r = run("acquire", "t-env", env={"REDLOCK_NODES": self.c.nodes})
@@ -220,16 +218,15 @@ class LockCommands(unittest.TestCase):
         self.assertEqual(self.cli("acquire", "m-b").returncode, 0)
         r = self.cli("acquire", "m-a", "m-b", "m-c", "--retry-count", "0")
         self.assertEqual(r.returncode, 1)
-        self.assertEqual(self.c.count_with("m-a"), 0)
-        self.assertEqual(self.c.count_with("m-c"), 0)
+        self.assertEqual(self.c.settled_count(0, "m-a"), 0)
+        self.assertEqual(self.c.settled_count(0, "m-c"), 0)
         r = self.cli("acquire", "m-x", "m-y")
         self.assertEqual(r.returncode, 0, r.stderr)
         tok = r.stdout.decode().strip()
-        time.sleep(0.05)
-        self.assertEqual(self.c.count_with("m-x", tok), 5)
-        self.assertEqual(self.c.count_with("m-y", tok), 5)
+        self.assertEqual(self.c.settled_count(5, "m-x", tok), 5)
+        self.assertEqual(self.c.settled_count(5, "m-y", tok), 5)
         self.assertEqual(self.cli("release", "m-x", "m-y", tok).returncode, 0)
-        self.assertEqual(self.c.count_with("m-x") + self.c.count_with("m-y"), 0)
+        self.assertEqual(self.c.settled_count(0, "m-x") + self.c.settled_count(0, "m-y"), 0)
 
     def test_arbitrary_bytes_and_long_resources(self):
         for res in ["with space", "tab\there", "ü-utf8", "x" * 100000]:
@@ -261,14 +258,14 @@ class LockCommands(unittest.TestCase):
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn(needle, r.stderr, args)
             self.assertEqual(r.stdout, b"", args)
-        self.assertEqual(self.c.count_with("x"), 0)
+        self.assertEqual(self.c.settled_count(0, "x"), 0)
 
     def test_empty_node_list_is_refused_not_replaced(self):
         # `-n "$UNSET"` must not fall back to REDLOCK_NODES (or the local demo nodes).
         r = run("acquire", "t-empty-n", "-n", "", env={"REDLOCK_NODES": self.c.nodes})
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(b"empty node list", r.stderr)
-        self.assertEqual(self.c.count_with("t-empty-n"), 0)
+        self.assertEqual(self.c.settled_count(0, "t-empty-n"), 0)
 
     def test_empty_nodes_variable_is_refused_like_an_empty_flag(self):
         # REDLOCK_NODES='' is the same mistake as -n '' (an unset variable in a script): a usage
@@ -332,7 +329,7 @@ class LockCommands(unittest.TestCase):
             self.assertEqual(r.returncode, 3, r.stderr)
             obj = json.loads(r.stdout)
             self.assertEqual((obj["error"], obj["attempts"]), ("no_quorum", attempts), extra)
-        self.assertEqual(self.c.count_with("t-retry-nq"), 0)
+        self.assertEqual(self.c.settled_count(0, "t-retry-nq"), 0)
 
     def test_key_prefix_lets_an_operator_see_and_release_a_services_locks(self):
         # A service with Options::key_prefix "billing:" holds "invoice-7": its key is
@@ -340,9 +337,8 @@ class LockCommands(unittest.TestCase):
         r = self.cli("--key-prefix", "billing:", "acquire", "invoice-7")
         self.assertEqual(r.returncode, 0, r.stderr)
         tok = r.stdout.decode().strip()
-        time.sleep(0.05)
-        self.assertEqual(self.c.count_with("billing:invoice-7", tok), 5)
-        self.assertEqual(self.c.count_with("invoice-7"), 0)
+        self.assertEqual(self.c.settled_count(5, "billing:invoice-7", tok), 5)
+        self.assertEqual(self.c.settled_count(0, "invoice-7"), 0)
         obj = json.loads(self.cli("--key-prefix", "billing:", "status", "invoice-7", "--json").stdout)
         self.assertEqual(obj["resource"], "invoice-7")
         self.assertEqual([n["value"] for n in obj["per_node"]], [tok] * 5)
@@ -351,7 +347,7 @@ class LockCommands(unittest.TestCase):
         self.assertEqual(self.cli("release", "invoice-7", tok).returncode, 1)  # not that key
         r = self.cli("release", "invoice-7", tok, "--key-prefix", "billing:")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.c.count_with("billing:invoice-7"), 0)
+        self.assertEqual(self.c.settled_count(0, "billing:invoice-7"), 0)
 
     def test_bad_address_sends_nothing(self):
         good = self.c.servers[0].address
@@ -359,7 +355,7 @@ class LockCommands(unittest.TestCase):
             r = run("acquire", "t-badaddr", nodes=good + "," + bad)
             self.assertEqual(r.returncode, 2, (bad, r.stderr))
             self.assertIn(b"node", r.stderr)
-        self.assertEqual(self.c.count_with("t-badaddr"), 0)
+        self.assertEqual(self.c.settled_count(0, "t-badaddr"), 0)
 
     def test_read_write_and_fair(self):
         r1 = self.cli("acquire", "rw-doc", "--read")
