@@ -162,7 +162,7 @@ class ClusterVotes(TopologyCase):
         self.assertEqual(a.returncode, 0, a.stdout + a.stderr)
         got = json.loads(a.stdout)
         # (c1 may still be pending when two votes decided; its SET lands all the same.)
-        self.assertTrue(wait_until(lambda: redis(promoted, "GET", "{job}:after") == got["token"]))
+        self.assertTrue(wait_until(lambda: redis(promoted, "GET", "{job}:after") == got["token"], timeout=10))
         st = json.loads(self.ok(self.run_cli("status", "{job}:after", "--json", env=env)).stdout)
         self.assertEqual(st["per_node"][0]["value"], got["token"])
         self.assertEqual(st["per_node"][0]["where"], "slot %d on 127.0.0.1:%d" % (slot, promoted))
