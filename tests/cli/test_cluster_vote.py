@@ -130,12 +130,20 @@ class ClusterVotes(TopologyCase):
             self.assertEqual(int(s), slot)
             self.assertIn(port, range(base + v * PER, base + (v + 1) * PER))
             self.assertEqual(owner(base + v * PER, slot), port)
-            # The acquisition was decided at 2 of 3 votes: the third one's SET may land just after.
-            self.assertTrue(wait_until(lambda: redis(port, "GET", "job") == token, timeout=10), (v, port))
+        # The acquisition was decided at 2 of 3 votes: the third one's SET may land just after, or
+        # never (under --stress a fresh process's command to a vote whose slot map had not come
+        # within the 50 ms node deadline was dropped, as a timed-out vote). The token is on the
+        # slot's master of a quorum of votes, and nothing else is on the others.
+        def values():
+            return [redis(int(port), "GET", "job") for _, port in where]
+        wait_until(lambda: values() == [token] * COUNT, timeout=5)
+        got = values()
+        self.assertGreaterEqual(got.count(token), 2, got)
+        self.assertEqual(got.count(token) + got.count(None), COUNT, got)
         per_node = json.loads(self.ok(self.run_cli("status", "job", "--json", env=env)).stdout)["per_node"]
         self.assertEqual([n["where"] for n in per_node],
                          ["slot %s on 127.0.0.1:%s" % w for w in where])
-        self.assertEqual([n["value"] for n in per_node], [token] * COUNT)
+        self.assertEqual([n["value"] for n in per_node], got)
         b = self.run_cli("acquire", "job", env=env)
         self.assertEqual(b.returncode, 1, b.stdout + b.stderr)
         self.ok(self.run_cli("release", "job", token, env=env))

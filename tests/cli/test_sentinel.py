@@ -84,14 +84,21 @@ class SentinelTopology(TopologyCase):
         a = self.run_cli("acquire", "job", "--ttl", "30s", env=env)
         self.assertEqual(a.returncode, 0, a.stderr)
         token = a.stdout.strip()
-        for v in range(COUNT):  # decided at a quorum of votes: the last SET may land just after
-            self.assertTrue(wait_until(lambda: redis(self.base + v, "GET", "job") == token, timeout=10), v)
+        # Decided at a quorum of votes: the last SET may land just after, or never (a fresh
+        # process's command to a vote whose master the sentinels had not named within the 50 ms
+        # node deadline is dropped, as a timed-out vote). On a quorum, and nothing else elsewhere.
+        def values():
+            return [redis(self.base + v, "GET", "job") for v in range(COUNT)]
+        wait_until(lambda: values() == [token] * COUNT, timeout=5)
+        got = values()
+        self.assertGreaterEqual(got.count(token), COUNT // 2 + 1, got)
+        self.assertEqual(got.count(token) + got.count(None), COUNT, got)
         b = self.run_cli("acquire", "job", env=env)
         self.assertEqual(b.returncode, 1, b.stdout + b.stderr)
         st = self.run_cli("status", "job", "--json", env=env)
         self.assertEqual(st.returncode, 0, st.stderr)
         per_node = json.loads(st.stdout)["per_node"]
-        self.assertEqual([n["value"] for n in per_node], [token] * COUNT, per_node)
+        self.assertEqual([n["value"] for n in per_node], got, per_node)
         self.assertTrue(all(n["node"].startswith("redis+sentinel://") for n in per_node), per_node)
         rel = self.run_cli("release", "job", token, env=env)
         self.assertEqual(rel.returncode, 0, rel.stderr)
