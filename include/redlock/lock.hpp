@@ -143,7 +143,8 @@ struct NodeKeyState {
   std::optional<std::uint64_t> fence;
   std::optional<std::uint64_t> ticket;
   // Wake-ups: how many clients (each with one or more waiters) listen for this resource's
-  // releases on this node. Waiters of other Redlock clients, or with wake-ups off, are not seen.
+  // releases on this node. Waiters of other Redlock clients, or with wake-ups off, are not seen;
+  // nor are fair waiters (a release names them on their own client's channel): see the queue.
   std::size_t listening_clients = 0;
 };
 

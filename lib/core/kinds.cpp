@@ -224,11 +224,14 @@ const LockKind& kind_for_lock(LockMode mode, std::size_t resources) {
   return resources > 1 ? static_cast<const LockKind&>(multi_kind) : plain_kind;
 }
 
-Command take_ticket(std::string_view key, std::string_view waiter, Millis heartbeat_ttl) {
-  return Command::call(ScriptId::ticket_take, {keys::ticket(key), keys::queue(key),
-                                               keys::heartbeats(key), std::string(key)})
-      .arg(waiter)
-      .arg(ms(heartbeat_ttl));
+Command take_ticket(std::string_view key, std::string_view waiter, Millis heartbeat_ttl,
+                    std::optional<Millis> mark_ttl) {
+  std::vector<std::string> k{keys::ticket(key), keys::queue(key), keys::heartbeats(key),
+                             std::string(key)};
+  if (mark_ttl) k.push_back(keys::waiting(key));
+  auto c = Command::call(ScriptId::ticket_take, std::move(k)).arg(waiter).arg(ms(heartbeat_ttl));
+  if (mark_ttl) c.arg(ms(*mark_ttl));
+  return c;
 }
 
 Verdict classify_ticket(const Reply& r) {
@@ -246,6 +249,14 @@ Command raise_counter(std::string counter_key, std::uint64_t value, Millis expir
   return Command::call(ScriptId::fence_raise, {std::move(counter_key)})
       .arg(static_cast<long long>(value))
       .arg(ms(expiry));
+}
+
+Command settle_ticket(std::string_view key, std::uint64_t ticket, Millis expiry,
+                      std::string_view waiter) {
+  return Command::call(ScriptId::fence_raise, {keys::ticket(key), keys::queue(key)})
+      .arg(static_cast<long long>(ticket))
+      .arg(ms(expiry))
+      .arg(waiter);
 }
 
 Verdict classify_raise(const Reply& r) {

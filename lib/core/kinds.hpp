@@ -105,13 +105,20 @@ class LockKind {
                                    long long since = 0);
 // A named waiter that is done (acquired or not) takes its id off the mark.
 [[nodiscard]] Command unmark_waiting(std::string_view key, std::string_view waiter);
+// With `mark_ttl` (wake-ups), the waiter is marked waiting on the node in the same script.
 [[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
-                                  Millis heartbeat_ttl);
+                                  Millis heartbeat_ttl, std::optional<Millis> mark_ttl = {});
 // The new counter (> 0) as the value, and whether someone is ahead of the waiter there.
 [[nodiscard]] Verdict classify_ticket(const Reply& r);
 // Write-back: raises `counter_key` to at least `value` (counters never shrink), and its expiry to
 // at least `expiry`.
 [[nodiscard]] Command raise_counter(std::string counter_key, std::uint64_t value, Millis expiry);
+// A fair ticket's write-back: raise_counter on the resource's ticket counter, and the waiter's
+// place in the queue set to the agreed `ticket` where it is queued (a node that counted concurrent
+// takers in another order placed it by its own count: until re-placed, that node's release would
+// name another head than the rest, and no waiter would hear its name from a quorum).
+[[nodiscard]] Command settle_ticket(std::string_view key, std::uint64_t ticket, Millis expiry,
+                                    std::string_view waiter);
 [[nodiscard]] Verdict classify_raise(const Reply& r);  // 1 once the counter is >= value
 
 // `status`: what a node stores for a lock key and its derived keys, whatever their types; lists

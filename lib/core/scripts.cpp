@@ -127,11 +127,13 @@ end
 redis.call("del", KEYS[1])
 if type(f) == "table" and f.err then return f end
 return redis.error_reply("fence counter " .. KEYS[2] .. " is not positive"))",
-    // fence_raise (KEYS counter; ARGV value, expiry): the write-back round; counters only ever
-    // grow, and their expiry is only ever lengthened
+    // fence_raise (KEYS counter, [queue]; ARGV value, expiry, [waiter]): the write-back round;
+    // with a fair queue, the waiter (where it is queued) takes the agreed ticket as its place;
+    // counters only ever grow, and their expiry is only ever lengthened
     R"(local c = tonumber(redis.call("get", KEYS[1]) or "0")
 if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1], "KEEPTTL") end
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then redis.call("pexpire", KEYS[1], ARGV[2]) end
+if KEYS[2] then redis.call("zadd", KEYS[2], "XX", ARGV[1], ARGV[3]) end
 return 1)",
     // acquire_read
     R"(local t = redis.call("time")
@@ -179,7 +181,8 @@ redis.call("zadd", KEYS[1], "XX", now + tonumber(ARGV[2]), ARGV[1])
 local last = redis.call("zrange", KEYS[1], -1, -1, "withscores")
 redis.call("pexpireat", KEYS[1], last[2])
 return 1)",
-    // ticket_take (KEYS ticket, queue, heartbeats, lock; ARGV waiter, heartbeat ttl): the counter,
+    // ticket_take (KEYS ticket, queue, heartbeats, lock, [waiting mark]; ARGV waiter, heartbeat
+    // ttl, [mark ttl]): the counter,
     // and a place in the queue at once with this node's value, so no later ticket can overtake a
     // waiter whose ticket round is still finishing. The three keys live as long as the queue:
     // their expiry (twice the heartbeat ttl) is only ever lengthened, since waiters may use
@@ -187,7 +190,8 @@ return 1)",
     // waiter whose heartbeat is still valid. Once nobody waits, the counter goes with the queue.
     // Returns {counter, 1 if the lock is held or a live waiter is ahead here, else 0}: a waiter
     // behind on a quorum need not try before its turn (waiters whose heartbeat expired are
-    // dropped first, as acquire_fair does).
+    // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
+    // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head.
     R"(local n = redis.call("incr", KEYS[1])
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -200,6 +204,11 @@ redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local keep = 2 * tonumber(ARGV[2])
 for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
   if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
+end
+if KEYS[5] then
+  if redis.call("type", KEYS[5]).ok ~= "zset" then redis.call("del", KEYS[5]) end
+  redis.call("zadd", KEYS[5], 0, "*")
+  if redis.call("pttl", KEYS[5]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[5], ARGV[3]) end
 end
 local behind = 0
 if redis.call("exists", KEYS[4]) == 1 or redis.call("zrank", KEYS[2], ARGV[1]) > 0 then

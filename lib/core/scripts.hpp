@@ -17,7 +17,7 @@ enum class ScriptId {
   extend_multi,    // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
   status,          // KEYS[1] -> {type, value or nil, pttl}
   acquire_fenced,  // KEYS[1]=lock, KEYS[2]=fence counter; ARGV token, ttl -> new fence / 0 held
-  fence_raise,     // KEYS[1]=fence counter, ARGV[1]=f -> 1 once the counter is >= f
+  fence_raise,     // KEYS counter, [queue]; ARGV f, expiry, [waiter] -> 1 once the counter is >= f
   // Read-write locks. KEYS[1]=lock key (the writer), KEYS[2]=readers (zset token -> expiry,
   // server ms), KEYS[3]=writer (a waiting writer's mark, with its own expiry). Key names:
   // redlock/keys.hpp.
@@ -28,8 +28,8 @@ enum class ScriptId {
   extend_read,    // KEYS[1]=readers; ARGV token, ttl -> 1 extended / 0 not held (or expired)
   // Fair locks. KEYS[1]=lock key, KEYS[2]=queue (zset waiter -> ticket), KEYS[3]=heartbeats
   // (zset waiter -> expiry, server ms), KEYS[4]=ticket counter (acquire_fair).
-  ticket_take,    // KEYS ticket, queue, heartbeats, lock; ARGV waiter, heartbeat ttl
-                  //   -> {the new counter, 1 if the lock is held or a waiter is ahead}
+  ticket_take,    // KEYS ticket, queue, heartbeats, lock, [mark]; ARGV waiter, heartbeat ttl,
+                  //   [mark ttl] -> {the new counter, 1 if the lock is held or a waiter is ahead}
   acquire_fair,   // ARGV token, ttl, ticket, heartbeat ttl, waiter -> 1 granted / 0 not yet
   fair_leave,     // KEYS queue, heartbeats, [mark]; ARGV waiter, [channel] -> 1
   fair_rollback,  // KEYS lock, queue, heartbeats; ARGV token, ticket, waiter, heartbeat ttl -> 1

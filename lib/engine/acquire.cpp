@@ -76,6 +76,10 @@ void AcquireOp::start() {
   }
   if (refuse_if_duplicate_servers()) return;
   if (kind_.queued()) {
+    // A fair waiter can be named as soon as its ticket puts it in a queue: it hears names from
+    // before (on the client's own channel, once a wait of this client has subscribed it; the
+    // first wait that subscribes it tries once more, a name may have come before).
+    if (e_.options_.wake_ups) e_.hear_names(this);
     start_ticket();
   } else {
     start_attempt();
@@ -136,14 +140,32 @@ void AcquireOp::start_ticket() {
   need_ticket_ = false;
   behind_ = 0;
   ticket_votes_.reset();
-  start_round(Phase::ticket, counter_, detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl));
+  ticket_at_.assign(static_cast<std::size_t>(e_.n()), 0);
+  start_round(Phase::ticket, counter_,
+              detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl()));
 }
 
-void AcquireOp::start_writeback(Phase phase, std::string counter_key, std::uint64_t value) {
-  // A fence counter lives until it has been idle that long; a ticket counter as long as its queue.
-  const Millis expiry =
-      phase == Phase::fence_writeback ? fence_counter_idle_expiry : 2 * opts_.heartbeat_ttl;
-  start_round(phase, counter_, detail::raise_counter(std::move(counter_key), value, expiry));
+// With wake-ups, the ticket round marks a fair waiter waiting (it is named from there on, also
+// by a release that comes before it sleeps), for as long as a mark_waiting would.
+std::optional<Millis> AcquireOp::ticket_mark_ttl() const {
+  if (!e_.options_.wake_ups) return std::nullopt;
+  const auto& o = e_.options_;
+  return 2 * std::min(o.retry_delay + o.retry_jitter, opts_.heartbeat_ttl / 4) + Millis{1000};
+}
+
+// A fair waiter is named on its client's own channel, and its lock's channel carries nothing for
+// it (releases wake no fair waiter there, nor do deletions): it listens on its own channel only.
+const std::vector<std::string>& AcquireOp::watched_keys() const {
+  static const std::vector<std::string> none;
+  return kind_.queued() ? none : keys_;
+}
+
+// A fence counter lives until it has been idle that long (a ticket counter as long as its queue:
+// settle_ticket).
+void AcquireOp::start_fence_writeback() {
+  start_round(Phase::fence_writeback, counter_,
+              detail::raise_counter(detail::keys::fence(keys_[0]), fence_.value(),
+                                    fence_counter_idle_expiry));
 }
 
 // Two of the nodes are one server (known from their handshakes): it would vote twice. The
@@ -187,6 +209,7 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
         o = outcome(node, r, v, &counter_.outcomes());
         if (o.state == NodeState::ok && phase_ == Phase::ticket) {
           ticket_votes_.add(v.value);
+          ticket_at_[static_cast<std::size_t>(node)] = v.value;
           behind_ += v.behind ? 1 : 0;
         }
       }
@@ -232,7 +255,7 @@ void AcquireOp::attempt_decided(Decision d) {
       if (fence_.on_quorum(n)) {
         hand_out_fenced();
       } else {
-        start_writeback(Phase::fence_writeback, detail::keys::fence(keys_[0]), fence_.value());
+        start_fence_writeback();
       }
       return;
     }
@@ -297,13 +320,20 @@ void AcquireOp::ticket_decided(Decision d) {
     return;
   }
   refreshed_ = sent_;  // the ticket round set our heartbeat on a quorum
+  if (auto ttl = ticket_mark_ttl()) marked_until_ = sent_ + *ttl;  // and our waiting mark
   ticket_ = ticket_votes_.value();
+  auto settle = detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_);
   // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
-  // same takers), the write-back would change nothing: the attempt goes at once.
+  // same takers), the write-back round would change nothing: the attempt goes at once, and only
+  // the nodes that gave another count (or none) are told the ticket, without waiting for them.
   if (ticket_votes_.on_quorum(e_.n())) {
+    std::vector<bool> agreed(ticket_at_.size());
+    for (std::size_t i = 0; i < agreed.size(); ++i) agreed[i] = ticket_at_[i] == ticket_;
+    if (std::find(agreed.begin(), agreed.end(), false) != agreed.end())
+      broadcast(e_, std::move(settle), agreed);
     ticket_agreed();
   } else {
-    start_writeback(Phase::ticket_writeback, detail::keys::ticket(keys_[0]), ticket_);
+    start_round(Phase::ticket_writeback, counter_, std::move(settle));
   }
 }
 
@@ -328,6 +358,7 @@ void AcquireOp::ticket_agreed() {
                                       " nodes");
     return;
   }
+  first_in_line_ = true;
   start_attempt();
 }
 
@@ -360,20 +391,30 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
   last_message_ = std::move(message);
   const auto now = BootClock::now();
   Millis sleep = e_.retry_sleep();
+  const bool catch_up = std::exchange(catch_up_, false);
   if (named_while_busy_) {
     // A release named us while this attempt was out (it lost to a client that had not waited,
     // or went out before the release): the lock may be free now, and nobody else was told.
     named_while_busy_ = false;
+    retry_named_ = true;
+    sleep = Millis{0};
+  } else if (kind_.queued() &&
+             (!e_.options_.wake_ups || (first_in_line_ && phase_ == Phase::attempt))) {
+    // Without wake-ups; or an attempt made as the first in line (named, or nobody ahead at its
+    // ticket) that lost: to a waiter with the same ticket whose place a node had not updated yet
+    // (ties go by waiter id), or to a release still on its way. Nobody will name us: poll.
+    // A waiter in the queue polls quickly, backing off: the lock is usually handed on soon after
+    // a release, and the heartbeat must be refreshed well within heartbeat_ttl.
+    sleep = poll_;
+    poll_ = std::min(poll_ * 2, std::min(Millis{100}, opts_.heartbeat_ttl / 4));
+  } else if (catch_up) {
+    // Our channel was (re)subscribed while this round was out: a name published before that
+    // is lost, so one attempt at once (as a waiter that is not first in line).
     sleep = Millis{0};
   } else if (kind_.queued() && e_.options_.wake_ups) {
     // The release names the first in line: polling is the fallback (a first waiter that died
     // before its turn, a lost subscription), and refreshes the heartbeat well within its ttl.
     sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
-  } else if (kind_.queued()) {
-    // A waiter in the queue polls quickly, backing off: the lock is usually handed on soon after
-    // a release, and the heartbeat must be refreshed well within heartbeat_ttl.
-    sleep = poll_;
-    poll_ = std::min(poll_ * 2, std::min(Millis{100}, opts_.heartbeat_ttl / 4));
   }
   bool again;
   if (wait_until_) {
@@ -395,7 +436,7 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
   if (e_.options_.wake_ups) {
     if (!watching_) {
       watching_ = true;
-      e_.watch(this, keys_);
+      e_.watch(this, watched_keys());
     }
     heard_.assign(static_cast<std::size_t>(e_.n()), 0);
     freed_count_ = 0;
@@ -426,6 +467,8 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
   if (!retry_timer_) {
     retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
       if (phase_ != Phase::sleeping) return;
+      first_in_line_ = (woken_ && armed_by_name_) || retry_named_;
+      retry_named_ = false;
       if (need_ticket_) {
         start_ticket();
       } else {
@@ -449,6 +492,12 @@ void AcquireOp::wake(int node, const net::Wake& w) {
     // quorum of these names started.
     if (phase_ != Phase::sleeping && !armed_by_name_) named_while_busy_ = true;
   }
+  // Subscribed while a round of ours is out (a fair waiter hears names from its ticket on): a
+  // release may have named us before, so it tries once more at once if that round does not win.
+  // Not when the round out is itself the catch-up of a wake (the rest of the nodes confirming
+  // the subscription whose quorum started it), and never as the first in line.
+  if (w.why == net::Wake::Why::listening && kind_.queued() && phase_ != Phase::sleeping && !woken_)
+    catch_up_ = true;
   if (phase_ != Phase::sleeping || woken_) return;
   if (kind_.queued()) {
     // A fair lock goes to the first in line (named above): a deletion by someone else tells
@@ -540,9 +589,9 @@ void AcquireOp::complete(AcquireResult res) {
   phase_ = Phase::done;
   if (retry_timer_) retry_timer_->stop();
   if (id_ != 0) e_.acquires_.erase(id_);
-  if (watching_) {
+  if (watching_ || kind_.queued()) {
     watching_ = false;
-    e_.unwatch(this, keys_);
+    e_.unwatch(this, watched_keys());
   }
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
   if (!e_.closing_) {

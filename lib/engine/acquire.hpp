@@ -53,7 +53,7 @@ class AcquireOp final : public Operation {
   void start_ticket();
   void rejoin_queue();
   void start_attempt();
-  void start_writeback(Phase phase, std::string counter_key, std::uint64_t value);
+  void start_fence_writeback();
   void evaluate();
   void attempt_decided(detail::Decision d);
   void fence_writeback_decided(detail::Decision d);
@@ -70,6 +70,8 @@ class AcquireOp final : public Operation {
     return phase_ == Phase::attempt || phase_ == Phase::fence_writeback;
   }
   [[nodiscard]] Millis writer_mark_ttl() const;
+  [[nodiscard]] std::optional<Millis> ticket_mark_ttl() const;
+  [[nodiscard]] const std::vector<std::string>& watched_keys() const;
   [[nodiscard]] detail::AttemptArgs attempt_args() const;  // the current attempt's
   void finish_ok(Lock lock);
   void finish(Errc why, std::string message);
@@ -119,17 +121,23 @@ class AcquireOp final : public Operation {
   detail::Round counter_;  // the current ticket or write-back round
   std::string token_;      // the current attempt's, fresh for every attempt
   BootClock::time_point t1_{};
-  detail::CounterMax fence_;         // over the granting nodes
-  std::string waiter_;               // write, fair and named waiters: kept across attempts
-  std::uint64_t ticket_ = 0;         // fair: max over the quorum
-  detail::CounterMax ticket_votes_;  // fair: the current ticket round's replies
+  detail::CounterMax fence_;              // over the granting nodes
+  std::string waiter_;                    // write, fair and named waiters: kept across attempts
+  std::uint64_t ticket_ = 0;              // fair: max over the quorum
+  detail::CounterMax ticket_votes_;       // fair: the current ticket round's replies
+  std::vector<std::uint64_t> ticket_at_;  // fair: each node's count in it (0: no reply)
   bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
   int behind_ = 0;            // fair: nodes whose ticket reply said someone is ahead of us
   // fair: when the last round that a quorum of nodes ran (and so refreshed our heartbeat on) was
   // sent; a waiter not refreshed for heartbeat_ttl may have lost its place (rejoin_queue()).
   std::optional<BootClock::time_point> refreshed_;
-  Millis poll_{5};        // fair: backoff between polls
-  AcquireResult result_;  // what deliver() hands over
+  Millis poll_{5};  // fair: backoff between polls
+  // Fair: the current attempt was made as the first in line (named by a release, or nobody ahead
+  // at its ticket); one that loses polls quickly, since nobody will name it.
+  bool first_in_line_ = false;
+  bool retry_named_ = false;  // the sleep ending now is the at-once retry of a named waiter
+  bool catch_up_ = false;     // fair: our channel was (re)subscribed while a round was out
+  AcquireResult result_;      // what deliver() hands over
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;
 };

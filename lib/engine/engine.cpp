@@ -79,7 +79,7 @@ void Engine::Impl::watch(AcquireOp* op, const std::vector<std::string>& keys) {
     own_channel_subscribed_ = true;
     for (auto& n : nodes_) n->subscribe(own_wake_key_);
   }
-  waiting_.push_back(op);
+  hear_names(op);
   for (const auto& k : keys) {
     auto& ops = watchers_[k];
     if (ops.empty()) {
@@ -87,6 +87,10 @@ void Engine::Impl::watch(AcquireOp* op, const std::vector<std::string>& keys) {
     }
     ops.push_back(op);
   }
+}
+
+void Engine::Impl::hear_names(AcquireOp* op) {
+  if (std::find(waiting_.begin(), waiting_.end(), op) == waiting_.end()) waiting_.push_back(op);
 }
 
 void Engine::Impl::unwatch(AcquireOp* op, const std::vector<std::string>& keys) {

@@ -50,6 +50,9 @@ class Engine::Impl final : public net::NodeHost {
   // (waiter_id()).
   void watch(AcquireOp* op, const std::vector<std::string>& keys);
   void unwatch(AcquireOp* op, const std::vector<std::string>& keys);
+  // Hears the names published on this client's own channel (if it is subscribed: watch() does
+  // that), without subscribing anything: a fair waiter from its ticket round on.
+  void hear_names(AcquireOp* op);
   // A new id for a waiter that a release may name (a fair queue's, a named exclusive waiter's):
   // random, then "@" and this client's own wake channel, where a release that names it publishes
   // (so only this client is woken, not every client listening on the lock's channel).

@@ -244,6 +244,60 @@ TEST_CASE("fair lock: the ticket's write-back round runs only where the counters
   }
 }
 
+TEST_CASE("fair lock: a waiter's place in every node's queue is its agreed ticket") {
+  // Nodes that counted concurrent ticket takers in different orders place a waiter by their own
+  // count: until it is re-placed, a release there names another head than the others do, and no
+  // waiter hears its name from a quorum. The ticket's write-back places it, also on the nodes
+  // left out of a quorum that agreed (without a round).
+  RedisCluster c(3);
+  const std::string ticket = derived_key("place", KeyRole::ticket);
+  const std::string queue = derived_key("place", KeyRole::queue);
+  Client holder(options_for(c));
+  Options o = options_for(c);
+  o.retry_delay =
+      20s;  // the waiter's own attempts (which also place it) come long after the checks
+  o.retry_jitter = Millis{0};
+  Client waiter(o);
+  AcquireOptions fair = fair_opts(5s, 4s);
+  fair.heartbeat_ttl = 120s;
+  // The waiter's client listens already (a first wait's subscription would make it try once).
+  auto warm = holder.try_acquire({"place-warm"}, ttl_opts(5s));
+  REQUIRE(warm);
+  CHECK(waiter.try_acquire({"place-warm"}, fair_opts(5s, 300ms)).error == Errc::contended);
+  auto held = holder.try_acquire({"place"}, ttl_opts(10s));
+  REQUIRE(held);
+  // The waiter's score where every node has it at the same one; "" while they differ.
+  auto place = [&]() -> std::string {
+    std::string score;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      auto all = c[i].command({"ZRANGE", queue, "0", "-1", "WITHSCORES"});
+      if (all.elements.size() != 2) return "";
+      if (i > 0 && all.elements[1].str != score) return "";
+      score = all.elements[1].str;
+    }
+    return score;
+  };
+  SUBCASE("two of three ahead: all at their count, with or without a round") {
+    // Decided on nodes 1 and 2 (11 on a quorum: node 0 is told without a round), or on node 0
+    // and one of them (a round): either way the ticket is 11.
+    c[1].set(ticket, "10");
+    c[2].set(ticket, "10");
+    auto w = std::async(std::launch::async, [&] { return waiter.try_acquire({"place"}, fair); });
+    CHECK(eventually([&] { return place() == "11"; }, 2000ms));
+    CHECK(c[0].get(ticket) == "11");
+    CHECK(w.get().error == Errc::contended);
+  }
+  SUBCASE("one node ahead: the same place everywhere, whichever replies decided") {
+    // Decided with node 0's reply: ticket 101 (a round raises the others); without it: 1 on a
+    // quorum, and node 0 is told 1. Without the placing, node 0 keeps 101 and the others 1.
+    c[0].set(ticket, "100");
+    auto w = std::async(std::launch::async, [&] { return waiter.try_acquire({"place"}, fair); });
+    CHECK(eventually([&] { return place() == "101" || place() == "1"; }, 2000ms));
+    CHECK(w.get().error == Errc::contended);
+  }
+  (void)holder.try_release(held.lock);
+}
+
 TEST_CASE("fair lock: survives 2 of 5 nodes killed, still in order") {
   RedisCluster c(5);
   c[1].kill();

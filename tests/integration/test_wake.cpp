@@ -22,6 +22,15 @@ Options slow_polling(const RedisCluster& c) {
   return o;
 }
 
+// Every node lists `clients` clients' own wake channels (where named wake-ups come).
+bool clients_listening_everywhere(const RedisCluster& c, long long clients) {
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    auto r = c[i].command({"PUBSUB", "CHANNELS", "*" + derived_key("client:*", KeyRole::wake)});
+    if (static_cast<long long>(r.elements.size()) != clients) return false;
+  }
+  return true;
+}
+
 // Every node lists a subscriber of `key`'s wake channel.
 bool listening_everywhere(const RedisCluster& c, const std::string& key) {
   for (std::size_t i = 0; i < c.size(); ++i) {
@@ -116,6 +125,35 @@ TEST_CASE("wake-ups: a killed pub/sub connection comes back and listens again") 
   auto got = w.get();
   REQUIRE_MESSAGE(got.result, got.result.message);
   CHECK(got.at - released < slow_poll / 2);
+}
+
+TEST_CASE("wake-ups: a fair waiter's own channel comes back after its connection is killed") {
+  // Fair waiters are named on their client's own channel: that subscription is resubscribed like
+  // a lock's, and the waiter is named there again (no poll needed).
+  RedisCluster c(5);
+  AcquireOptions fair = ttl_opts(30s, 20s);
+  fair.fair = true;
+  fair.heartbeat_ttl = 20s;  // polls at the 3 s retry delay: only a wake-up is quick
+  Client holder(options_for(c));
+  Client waiter(slow_polling(c));
+  auto held = holder.try_acquire({"fair-relisten"}, fair);
+  REQUIRE_MESSAGE(held, held.message);
+  auto w = std::async(std::launch::async, [&] {
+    auto r = waiter.try_acquire({"fair-relisten"}, fair);
+    return Waited{std::move(r), Clock::now()};
+  });
+  REQUIRE(eventually([&] { return clients_listening_everywhere(c, 1); }));
+  for (std::size_t i = 0; i < c.size(); ++i)
+    (void)c[i].command({"CLIENT", "KILL", "TYPE", "pubsub"});
+  REQUIRE(eventually([&] { return clients_listening_everywhere(c, 1); }, 5000ms));
+  std::this_thread::sleep_for(100ms);  // the attempt the resubscription calls for is over
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(held.lock));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                "took " << ms_since(released) << " ms: it waited for its poll");
+  (void)waiter.try_release(got.result.lock);
 }
 
 TEST_CASE("wake-ups: a resubscription and releases on too few nodes do not add up to an attempt") {
@@ -306,7 +344,11 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
     auto r = c[0].command({"ZCARD", derived_key("queue", KeyRole::queue)});
     return r.integer == 2;
   }));
-  REQUIRE(eventually([&] { return listening_everywhere(c, "queue"); }));
+  // Fair waiters listen on their clients' own channels only (the lock's carries nothing for them).
+  REQUIRE(eventually([&] { return clients_listening_everywhere(c, 2); }));
+  CHECK(
+      c[0].command({"PUBSUB", "NUMSUB", derived_key("queue", KeyRole::wake)}).elements[1].integer ==
+      0);
   const auto released = Clock::now();
   REQUIRE(holder.try_release(held.lock));
   auto got1 = w1.get();
