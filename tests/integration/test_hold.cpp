@@ -158,15 +158,17 @@ TEST_CASE("the guard's destructor with nodes down: no throw, bounded, keys gone 
   REQUIRE(eventually([&] { return c.count_with_key("down") == 5; }));
   c[0].kill();
   c[1].kill();
+  // Bounded: one release round (no retry, no wait for a reconnect); the bound is generous, a
+  // loaded machine is slow, not wrong.
   auto start = Clock::now();
   CHECK_NOTHROW(g.reset());
-  CHECK(ms_since(start) < 500);
+  CHECK(ms_since(start) < 3000);
   CHECK(c.count_with_key("down") == 0);
   auto g2 = std::make_unique<Guard>(client.lock({"down2"}, held(10s)));
   for (std::size_t i = 2; i < c.size(); ++i) c[i].kill();
   start = Clock::now();
   CHECK_NOTHROW(g2.reset());
-  CHECK(ms_since(start) < 500);
+  CHECK(ms_since(start) < 3000);
 }
 
 TEST_CASE("a Guard moved around keeps one ownership") {

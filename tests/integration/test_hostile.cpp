@@ -93,9 +93,9 @@ TEST_CASE(
   auto r = client.try_acquire({"gig"}, ttl_opts(10s));
   CHECK(r.error == Errc::no_quorum);
   REQUIRE(r.nodes.size() == 1);
-  CHECK(r.nodes[0].state == NodeState::timeout);
-  CHECK(ms_since(start) < 50 + 500);
-  CHECK(rss_mb() - before < 64);  // the claimed length is never allocated up front
+  CHECK(r.nodes[0].state == NodeState::timeout);  // its deadline ended it (a reset says "down")
+  CHECK(ms_since(start) < 5000);                  // not a hang
+  CHECK(rss_mb() - before < 64);                  // the claimed length is never allocated up front
   // Later replies on that connection would be swallowed as the rest of the 1 GB string: the
   // stalled connection must be dropped and re-made, after which the node votes again.
   f.set_responder(FakeNode::redis_like());
