@@ -367,14 +367,19 @@ fair_vs_plain = {w: ratio(wake_rows[(w, "fair")]["handoffs_per_s"], wake_rows[(w
                  for w in waiter_counts}
 gap_rtts = {(w, k): ratio(wake_rows[(w, k)]["gap_other_us_p50"], handoff["rtt_us_p50"])
             for w in waiter_counts for k in ("plain", "fair")}
+# The floor measured beside them: the next client told in-process the moment the release returned.
+signalled = {r["waiters"]: r for r in handoff["runs"] if r["kind"] == "signalled"}
+floor_rtts = {w: ratio(signalled[w]["gap_other_us_p50"], handoff["rtt_us_p50"]) for w in waiter_counts}
 targets += [
     ("one hot lock, wake-ups: fair handoffs/s >= 0.5 x plain", min(fair_vs_plain.values()), "x plain",
      lambda r: r >= 0.5,
      "by waiters: " + ", ".join("%d: %.2f x" % (w, fair_vs_plain[w]) for w in waiter_counts)),
     ("one hot lock, wake-ups: release to another client's acquisition p50 <= 10 rtt",
      max(gap_rtts.values()), "rtt", lambda r: r <= 10,
-     "rtt (PING) p50 %d us; plain/fair by waiters: %s" % (handoff["rtt_us_p50"], ", ".join(
-         "%d: %.1f/%.1f" % (w, gap_rtts[(w, "plain")], gap_rtts[(w, "fair")]) for w in waiter_counts))),
+     "rtt (PING) p50 %d us; plain/fair by waiters: %s; the signalled floor: %s" % (
+         handoff["rtt_us_p50"],
+         ", ".join("%d: %.1f/%.1f" % (w, gap_rtts[(w, "plain")], gap_rtts[(w, "fair")]) for w in waiter_counts),
+         ", ".join("%.1f" % floor_rtts[w] for w in waiter_counts))),
 ]
 
 L = []
@@ -450,8 +455,13 @@ if not targets[7][3](targets[7][1]):
         "- **Release to another client's acquisition** (%.1f rtt, target 10): the path is the release "
         "round, the publish, the named waiter's acquire round, and on each side the hop between the "
         "calling thread and the client's loop thread; the rtt is one PING on an idle connection, while "
-        "here %s CPUs run 5 servers and every client's two threads." % (
-            targets[7][1], os.environ["BENCH_NPROC"]))
+        "here %s CPUs run 5 servers and every client's two threads. The signalled floor (the next "
+        "client told in-process the moment the release returned, then acquiring a free lock) is "
+        "already %s rtt at %s waiters: no way of telling a waiter about a release can bring a "
+        "handoff under it by more than the release's wait for its replies." % (
+            targets[7][1], os.environ["BENCH_NPROC"],
+            "/".join("%.1f" % floor_rtts[w] for w in waiter_counts),
+            "/".join(str(w) for w in waiter_counts)))
 if why:
     L.append("### Where a target is missed, and why")
     L.append("")
@@ -564,17 +574,20 @@ L.append("")
 L.append("## One hot lock: handoffs between clients (wake-ups off and on)")
 L.append("")
 L.append("Each client is one `redlock::Client` (its own connections, as a separate process has), "
-         "empty critical section, %s s per row in %d slices (the four rows of one waiter count take "
-         "their slices in turn, so a change of the machine's load falls on all four); round trip to "
+         "empty critical section, %s s per row in %d slices (the five rows of one waiter count take "
+         "their slices in turn, so a change of the machine's load falls on all five); round trip to "
          "node 1 (PING) p50 %d us, measured in the same run. gap: from the holder starting its "
-         "release to the next acquisition; other: only where another client took it."
+         "release to the next acquisition; other: only where another client took it; signalled: "
+         "the floor, the same clients in a fixed turn, each told in-process the moment the release "
+         "before it returned, then taking the free lock."
          % (handoff["seconds"], handoff["slices"], handoff["rtt_us_p50"]))
 L.append("")
 L.append("| waiters | kind | wake-ups | handoffs/s | gap p50 us | gap p99 us | other p50 us | other p99 us |")
 L.append("|--:|---|---|--:|--:|--:|--:|--:|")
 for r in handoff["runs"]:
     L.append("| %d | %s | %s | %.1f | %d | %d | %d | %d |" % (
-        r["waiters"], r["kind"], "on" if r["wake_ups"] else "off", r["handoffs_per_s"],
+        r["waiters"], r["kind"], "-" if r["kind"] == "signalled" else "on" if r["wake_ups"] else "off",
+        r["handoffs_per_s"],
         r["gap_us_p50"], r["gap_us_p99"], r["gap_other_us_p50"], r["gap_other_us_p99"]))
 L.append("")
 left = sum(j["keys_left"] for j in [healthy, paused, hold, tls] + list(sweep.values()))

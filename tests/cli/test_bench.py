@@ -92,7 +92,13 @@ class Bench(unittest.TestCase):
         obj = json.loads(r.stdout)
         self.assertEqual(obj["mode"], "handoff")
         rows = {(x["kind"], x["wake_ups"]): x for x in obj["runs"]}
-        self.assertEqual(set(rows), {("plain", False), ("plain", True), ("fair", False), ("fair", True)})
+        self.assertEqual(set(rows), {("plain", False), ("plain", True), ("fair", False), ("fair", True),
+                                     ("signalled", False)})
+        # The floor's clients take turns: every handoff goes to another client.
+        floor = rows[("signalled", False)]
+        self.assertGreater(floor["handoffs_to_other"], 0, floor)
+        self.assertEqual((floor["gap_us_p50"], floor["gap_us_p99"]),
+                         (floor["gap_other_us_p50"], floor["gap_other_us_p99"]), floor)
         for x in obj["runs"]:
             self.assertEqual(x["waiters"], 2)
             self.assertGreater(x["handoffs_per_s"], 0, x)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <iomanip>
 #include <iostream>
 #include <mutex>
@@ -19,9 +20,25 @@ namespace {
 
 using namespace bench;
 
+// How the next client learns that the lock is free: by polling or wake-ups through Redis (plain
+// and fair locks), or told in-process (signalled), the floor the others are compared with.
+enum class Kind { plain, fair, signalled };
+
+const char* name_of(Kind k) {
+  switch (k) {
+    case Kind::plain:
+      return "plain";
+    case Kind::fair:
+      return "fair";
+    case Kind::signalled:
+      return "signalled";
+  }
+  return "?";
+}
+
 struct Handoff {
   int waiters = 0;
-  bool fair = false;
+  Kind kind = Kind::plain;
   bool wake_ups = false;
   double per_s = 0;  // acquisitions per second, all clients together
   Stats gap;         // release -> next acquisition (us), whoever took it
@@ -42,6 +59,19 @@ struct Event {
   Clock::time_point acquired, released;  // released: when the holder started its release
   int client;
 };
+
+// Each acquisition's gap from the release before it (in time order), and the same only where the
+// lock went to another client.
+void gaps_of(std::vector<Event> events, Slice& h) {
+  std::sort(events.begin(), events.end(),
+            [](const Event& a, const Event& b) { return a.acquired < b.acquired; });
+  for (std::size_t i = 1; i < events.size(); ++i) {
+    const double us = us_between(events[i - 1].released, events[i].acquired);
+    h.gaps.push_back(us);
+    if (events[i].client != events[i - 1].client) h.gaps_other.push_back(us);
+  }
+  h.acquisitions = events.size();
+}
 
 Slice measure(Options base, const std::string& resource, int waiters, bool fair, bool wake,
               double seconds) {
@@ -89,14 +119,84 @@ Slice measure(Options base, const std::string& resource, int waiters, bool fair,
   std::this_thread::sleep_until(end);
   stop.request_stop();
   threads.clear();  // joins
-  std::sort(events.begin(), events.end(),
-            [](const Event& a, const Event& b) { return a.acquired < b.acquired; });
-  for (std::size_t i = 1; i < events.size(); ++i) {
-    const double us = us_between(events[i - 1].released, events[i].acquired);
-    h.gaps.push_back(us);
-    if (events[i].client != events[i - 1].client) h.gaps_other.push_back(us);
+  gaps_of(std::move(events), h);
+  return h;
+}
+
+// A client's turn in the signalled floor: a flag and a condition variable of its own (one shared
+// by all would wake every thread for each handoff).
+class Turn {
+ public:
+  void give() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      mine_ = true;
+    }
+    cv_.notify_one();
   }
-  h.acquisitions = events.size();
+  // False once the end has come without the turn.
+  bool take(Clock::time_point end) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (!cv_.wait_until(l, end, [this] { return mine_; })) return false;
+    mine_ = false;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool mine_ = false;
+};
+
+// The floor: the same clients take the lock in a fixed turn, each told by the one before it (in
+// this process) the moment that one's release returned, and then acquiring a free plain lock.
+// Its gap is a release round, a thread wake-up and an acquire round with nobody competing: what a
+// handoff costs on these nodes when the news of the release costs nothing.
+Slice measure_signalled(const Options& base, const std::string& resource, int waiters,
+                        double seconds) {
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<Turn> turns(static_cast<std::size_t>(waiters));
+  for (int i = 0; i < waiters; ++i) {
+    clients.push_back(std::make_unique<Client>(base));
+    AcquireOptions warm;
+    warm.ttl = Millis{1000};
+    if (auto r = clients.back()->try_acquire({resource + ":warm" + std::to_string(i)}, warm))
+      (void)clients.back()->try_release(r.lock);
+  }
+  Slice h;
+  std::mutex mu;
+  std::vector<Event> events;
+  const auto end = Clock::now() + seconds_of(seconds);
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < waiters; ++i) {
+    threads.emplace_back([&, i] {
+      Client& c = *clients[static_cast<std::size_t>(i)];
+      Turn& next = turns[static_cast<std::size_t>((i + 1) % waiters)];
+      while (turns[static_cast<std::size_t>(i)].take(end)) {
+        AcquireOptions o;
+        o.ttl = Millis{10'000};
+        o.wait = Millis{10'000};
+        auto r = c.try_acquire({resource}, o);
+        const auto acquired = Clock::now();
+        if (!r) {
+          std::lock_guard<std::mutex> g(mu);
+          if (h.errors++ == 0) h.first_error = r.message;
+          next.give();
+          continue;
+        }
+        const auto released = Clock::now();
+        (void)c.try_release(r.lock);
+        {
+          std::lock_guard<std::mutex> g(mu);
+          events.push_back({acquired, released, i});
+        }
+        next.give();
+      }
+    });
+  }
+  turns.front().give();
+  threads.clear();  // joins: each gives up once its turn has not come by the end
+  gaps_of(std::move(events), h);
   return h;
 }
 
@@ -126,20 +226,22 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
   if (!(seconds > 0 && seconds <= 3600)) throw UsageError("--seconds: must be in (0, 3600]");
   const Options base = make_options(g);
   const std::string prefix = random_prefix();
-  // A row's seconds are cut into slices of about a second, and the four rows of one waiter count
-  // (plain and fair, wake-ups off and on) take their slices in turn: on a shared machine the load
-  // drifts over seconds, and rows measured one after the other would compare different loads.
+  // A row's seconds are cut into slices of about a second, and the five rows of one waiter count
+  // (plain and fair, wake-ups off and on, and the signalled floor) take their slices in turn: on a
+  // shared machine the load drifts over seconds, and rows measured one after the other would
+  // compare different loads.
   const int slices = std::clamp(static_cast<int>(std::lround(seconds)), 1, 5);
   const double slice_seconds = seconds / slices;
   std::vector<Handoff> rows;
   for (int w : waiters) {
     std::vector<Handoff> group;
     std::vector<Slice> sums;
-    for (bool fair : {false, true}) {
+    for (Kind kind : {Kind::plain, Kind::fair, Kind::signalled}) {
       for (bool wake : {false, true}) {
+        if (kind == Kind::signalled && wake) continue;
         Handoff h;
         h.waiters = w;
-        h.fair = fair;
+        h.kind = kind;
         h.wake_ups = wake;
         group.push_back(std::move(h));
         sums.emplace_back();
@@ -148,9 +250,11 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
     for (int s = 0; s < slices; ++s) {
       for (std::size_t i = 0; i < group.size(); ++i) {
         const Handoff& h = group[i];
-        const std::string res = prefix + "handoff:" + std::to_string(w) + (h.fair ? ":fair" : "") +
+        const std::string res = prefix + "handoff:" + std::to_string(w) + ":" + name_of(h.kind) +
                                 (h.wake_ups ? ":wake" : ":poll");
-        Slice one = measure(base, res, w, h.fair, h.wake_ups, slice_seconds);
+        Slice one = h.kind == Kind::signalled
+                        ? measure_signalled(base, res, w, slice_seconds)
+                        : measure(base, res, w, h.kind == Kind::fair, h.wake_ups, slice_seconds);
         Slice& sum = sums[i];
         sum.acquisitions += one.acquisitions;
         sum.gaps.insert(sum.gaps.end(), one.gaps.begin(), one.gaps.end());
@@ -178,7 +282,7 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
     Json list = Json::array();
     for (const auto& h : rows) {
       list.push_back({{"waiters", h.waiters},
-                      {"kind", h.fair ? "fair" : "plain"},
+                      {"kind", name_of(h.kind)},
                       {"wake_ups", h.wake_ups},
                       {"handoffs_per_s", std::round(h.per_s * 10) / 10},
                       {"gap_us_p50", std::round(h.gap.p50)},
@@ -201,21 +305,24 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
             << fmt(seconds) << " s per row (in " << slices
             << " slices, the rows of one waiter count taking turns); rtt p50 " << fmt(rtt)
             << " us (PING to node 1)\n";
-  std::cout << std::left << std::setw(8) << "waiters" << std::setw(7) << "kind" << std::setw(7)
+  std::cout << std::left << std::setw(8) << "waiters" << std::setw(11) << "kind" << std::setw(7)
             << "wake" << std::right << std::setw(12) << "handoffs/s" << std::setw(14)
             << "gap p50 us" << std::setw(14) << "gap p99 us" << std::setw(16) << "other p50 us"
             << std::setw(16) << "other p99 us" << std::setw(8) << "errors"
             << "\n";
   for (const auto& h : rows) {
-    std::cout << std::left << std::setw(8) << h.waiters << std::setw(7)
-              << (h.fair ? "fair" : "plain") << std::setw(7) << (h.wake_ups ? "on" : "off")
-              << std::right << std::setw(12) << fmt(h.per_s) << std::setw(14) << fmt(h.gap.p50)
-              << std::setw(14) << fmt(h.gap.p99) << std::setw(16) << fmt(h.gap_other.p50)
-              << std::setw(16) << fmt(h.gap_other.p99) << std::setw(8) << h.errors << "\n";
+    const char* wake = h.kind == Kind::signalled ? "-" : h.wake_ups ? "on" : "off";
+    std::cout << std::left << std::setw(8) << h.waiters << std::setw(11) << name_of(h.kind)
+              << std::setw(7) << wake << std::right << std::setw(12) << fmt(h.per_s)
+              << std::setw(14) << fmt(h.gap.p50) << std::setw(14) << fmt(h.gap.p99) << std::setw(16)
+              << fmt(h.gap_other.p50) << std::setw(16) << fmt(h.gap_other.p99) << std::setw(8)
+              << h.errors << "\n";
     if (!h.first_error.empty()) std::cout << "    first error: " << h.first_error << "\n";
   }
   std::cout << "gap: from the holder starting its release to the next acquisition; other: only "
-               "where another client took it. Figures only: a benchmark never fails on speed.\n"
+               "where another client took it; signalled: each client told in this process when the "
+               "release before it returned, then taking the free lock (the floor). Figures only: a "
+               "benchmark never fails on speed.\n"
             << "keys swept at the end (waiting marks, fair queues): " << swept.keys_left << "\n";
   return exit_ok;
 }
