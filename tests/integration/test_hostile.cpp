@@ -319,35 +319,37 @@ TEST_CASE(
     "hostile: a slow node just under node_timeout counts; just over it does not, late or not") {
   RedisServer real;
   FakeNode slow(FakeNode::redis_like());
-  Options o = opts(real.address() + "," + slow.address(), 50ms);  // quorum 2: both must vote
+  // quorum 2: both must vote. The margins are hundreds of ms on either side of the deadline (at
+  // 50 ms with a 30 ms delay, a loaded machine's 20 ms hiccup turned "under" into "over").
+  Options o = opts(real.address() + "," + slow.address(), 500ms);
   o.retry_delay = 0ms;
   o.retry_jitter = 0ms;
   Client client(o);
   warm_up(client);
 
-  slow.set_delay(30ms);
+  slow.set_delay(100ms);
   auto start = Clock::now();
   auto r = client.try_acquire({"slow-under"}, ttl_opts(10s, {}, 0));
   REQUIRE_MESSAGE(r, r.message);
-  CHECK(ms_since(start) >= 30);
+  CHECK(ms_since(start) >= 100);
   CHECK(r.nodes[1].state == NodeState::ok);
-  CHECK(r.nodes[1].latency >= 30ms);
+  CHECK(r.nodes[1].latency >= 100ms);
   CHECK(r.lock.votes() == 2);
   REQUIRE(client.try_release(r.lock));
 
-  // 80 ms: the first attempt times out at 50 ms; the second attempt starts at once, and the
-  // first attempt's "+OK" arrives at 80 ms, before the second's own deadline: that late answer
+  // 800 ms: the first attempt times out at 500 ms; the second attempt starts at once, and the
+  // first attempt's "+OK" arrives at 800 ms, before the second's own deadline: that late answer
   // belongs to the first attempt and must not count for the second. (The second attempt's SET
   // waits behind a timed-out command, so the node may also be given up on at once.)
-  slow.set_delay(80ms);
+  slow.set_delay(800ms);
   start = Clock::now();
   auto f = client.try_acquire({"slow-over"}, ttl_opts(10s, {}, 1));
   CHECK(f.error == Errc::no_quorum);
   CHECK(f.attempts == 2);
   REQUIRE(f.nodes.size() == 2);
   CHECK(f.nodes[1].state == NodeState::timeout);
-  CHECK(ms_since(start) >= 40);        // about node_timeout (libuv timers use a coarse clock)
-  std::this_thread::sleep_for(100ms);  // the late answers have arrived: nothing changes
+  CHECK(ms_since(start) >= 490);        // about node_timeout (libuv timers use a coarse clock)
+  std::this_thread::sleep_for(1200ms);  // the late answers have arrived: nothing changes
   CHECK(slow.commands_seen() >= 2);
   // Both attempts were rolled back on the real node (and on the slow one, behind its SETs).
   CHECK(eventually([&] { return !real.exists("slow-over"); }));

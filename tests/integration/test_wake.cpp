@@ -171,7 +171,17 @@ TEST_CASE("wake-ups: a resubscription and releases on too few nodes do not add u
   REQUIRE_MESSAGE(held, held.message);
   auto w = wait_for(waiter, "partial", 40s);
   REQUIRE(eventually([&] { return listening_everywhere(c, "partial"); }));
-  std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
+  // Its attempt after subscribing must be over, or a release naming it below would (rightly) make
+  // it try again at once. Every node has run that attempt's SET (the holder's, the first attempt's
+  // and this one: 3), so its answers are on their way; the waiter's loop reads them before it
+  // notices node 0's connection closing below, and the resubscription awaited after that is
+  // proof they were read. (A 100 ms sleep here lost to a loaded machine once under --stress.)
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (calls_of(c[i], "set") < 3) return false;
+    }
+    return true;
+  }));
   (void)c[0].command({"CLIENT", "KILL", "TYPE", "pubsub"});
   REQUIRE(eventually([&] { return listening_everywhere(c, "partial"); }, 10s));  // within its poll
   std::this_thread::sleep_for(50ms);  // node 0's subscription is confirmed to the waiter
