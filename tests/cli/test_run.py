@@ -409,11 +409,19 @@ class Run(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout.decode().strip()
 
+    def waiting_everywhere(self, resource):
+        """Once every node has the resource's `waiting` mark (README, "Key layout"), a waiting
+        command has made a refused attempt: its signal handling is set up by then. A fixed sleep
+        could end before that on a loaded machine, and the signal would kill it unhandled."""
+        key = "{%s}:redlock:waiting:%s" % (resource, resource)
+        return wait_until(lambda: all(command(s.port, "EXISTS", key).startswith(b":1")
+                                      for s in self.c.servers), 10)
+
     def test_ctrl_c_during_acquire_wait_ends_it_and_keeps_nothing(self):
         token = self.hold("intr-acq")
         p = subprocess.Popen([CLI, "acquire", "intr-acq", "--wait", "30s"], env=self.env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(0.8)  # a few refused attempts
+        self.assertTrue(self.waiting_everywhere("intr-acq"))  # refused attempts, then it waits
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=10)  # long before the 30 s wait would end
         self.assertEqual(p.returncode, 128 + signal.SIGINT, err)
@@ -429,7 +437,7 @@ class Run(unittest.TestCase):
             marker = os.path.join(d, "ran")
             p = subprocess.Popen([CLI, "run", "intr-run", "--wait", "30s", "--", "touch", marker],
                                  env=self.env(), stderr=subprocess.PIPE)
-            time.sleep(0.8)
+            self.assertTrue(self.waiting_everywhere("intr-run"))
             p.send_signal(signal.SIGTERM)
             _, err = p.communicate(timeout=10)
             self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)

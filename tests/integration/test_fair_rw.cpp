@@ -363,7 +363,14 @@ TEST_CASE(
   Client second(slow);
   AcquireResult w2;
   std::thread waiter([&] { w2 = second.try_acquire({"ww"}, mode_opts(LockMode::write, 5s, 3s)); });
-  std::this_thread::sleep_for(100ms);  // its first attempt found the key held
+  // Its first attempt found the key held and left its mark (waited for: a sleep lost to a loaded
+  // machine is a reader let in, the very failure this test looks for).
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (!c[i].exists(derived_key("ww", KeyRole::writer_waiting))) return false;
+    }
+    return true;
+  }));
   REQUIRE(client.try_release(w1.lock));
   // Before: the waiting writer had left no mark, so this reader got in ahead of it.
   auto reader = client.try_acquire({"ww"}, mode_opts(LockMode::read, 5s));
