@@ -60,6 +60,21 @@ struct Event {
   int client;
 };
 
+// One client per waiter, each connected (a lock of its own taken and given back) before the
+// clock starts.
+std::vector<std::unique_ptr<Client>> connected_clients(const Options& o,
+                                                       const std::string& resource, int waiters) {
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < waiters; ++i) {
+    clients.push_back(std::make_unique<Client>(o));
+    AcquireOptions warm;
+    warm.ttl = Millis{1000};
+    if (auto r = clients.back()->try_acquire({resource + ":warm" + std::to_string(i)}, warm))
+      (void)clients.back()->try_release(r.lock);
+  }
+  return clients;
+}
+
 // Each acquisition's gap from the release before it (in time order), and the same only where the
 // lock went to another client.
 void gaps_of(std::vector<Event> events, Slice& h) {
@@ -76,15 +91,7 @@ void gaps_of(std::vector<Event> events, Slice& h) {
 Slice measure(Options base, const std::string& resource, int waiters, bool fair, bool wake,
               double seconds) {
   base.wake_ups = wake;
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 0; i < waiters; ++i) {
-    clients.push_back(std::make_unique<Client>(base));
-    // Connected before the clock starts.
-    AcquireOptions warm;
-    warm.ttl = Millis{1000};
-    if (auto r = clients.back()->try_acquire({resource + ":warm" + std::to_string(i)}, warm))
-      (void)clients.back()->try_release(r.lock);
-  }
+  auto clients = connected_clients(base, resource, waiters);
   Slice h;
   std::mutex mu;
   std::vector<Event> events;
@@ -154,15 +161,8 @@ class Turn {
 // handoff costs on these nodes when the news of the release costs nothing.
 Slice measure_signalled(const Options& base, const std::string& resource, int waiters,
                         double seconds) {
-  std::vector<std::unique_ptr<Client>> clients;
+  auto clients = connected_clients(base, resource, waiters);
   std::vector<Turn> turns(static_cast<std::size_t>(waiters));
-  for (int i = 0; i < waiters; ++i) {
-    clients.push_back(std::make_unique<Client>(base));
-    AcquireOptions warm;
-    warm.ttl = Millis{1000};
-    if (auto r = clients.back()->try_acquire({resource + ":warm" + std::to_string(i)}, warm))
-      (void)clients.back()->try_release(r.lock);
-  }
   Slice h;
   std::mutex mu;
   std::vector<Event> events;
