@@ -342,6 +342,9 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
   Client first(slow_polling(c)), second(slow_polling(c));
   auto held = holder.try_acquire({"queue"}, fair);
   REQUIRE_MESSAGE(held, held.message);
+  // Decided at a quorum: the lock key may reach the last node a moment later, and a ticket taken
+  // there before it would not see the lock held (one more attempt than the bound below allows).
+  REQUIRE(eventually([&] { return c.count_with_key("queue") == 5; }));
   const auto start1 = Clock::now();
   auto w1 = std::async(std::launch::async, [&] {
     auto r = first.try_acquire({"queue"}, fair);
