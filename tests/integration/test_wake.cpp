@@ -418,6 +418,9 @@ TEST_CASE("wake-ups: a release names the plain waiter that has waited longest, a
   for (int i = 0; i < 4; ++i) clients.push_back(std::make_unique<Client>(slow_polling(c)));
   auto held = holder.try_acquire({"named"}, ttl_opts(30s));
   REQUIRE_MESSAGE(held, held.message);
+  // Decided at a quorum: on a node the holder's key has not reached yet, a waiter's first attempt
+  // would win, and its rollback there would name it and take it off that node's mark.
+  REQUIRE(eventually([&] { return c.count_with_key("named") == 5; }));
   // Each starts waiting once the one before is on the mark: that is the order they are served
   // in. They poll every 3 s: only a release naming each in turn can serve all four quickly; a
   // release that woke everyone would hand the lock to a random one of them.
