@@ -40,6 +40,15 @@ bool listening_everywhere(const RedisCluster& c, const std::string& key) {
   return true;
 }
 
+// Every node holds `key`. An acquisition is decided at a quorum: a node still in its handshake may
+// not have the SET yet, and a waiter's first attempt could take that node first; its rollback there
+// names the waiter (it is on the mark) and takes it off that node's mark, and a partial release
+// then leaves the key free on a quorum (seen under --stress with Valkey, captured with logs).
+// Tests that count attempts or wake-ups start their waiters only once this holds.
+bool held_everywhere(const RedisCluster& c, const std::string& key) {
+  return c.count_with_key(key) == static_cast<int>(c.size());
+}
+
 struct Waited {
   AcquireResult result;
   Clock::time_point at;
@@ -169,12 +178,7 @@ TEST_CASE("wake-ups: a resubscription and releases on too few nodes do not add u
   Client waiter(o);
   auto held = holder.try_acquire({"partial"}, ttl_opts(30s));
   REQUIRE_MESSAGE(held, held.message);
-  // The holder's acquisition was decided at a quorum: a node still in its handshake may not have
-  // its SET yet, and the waiter's first attempt could take that node first. The waiter's
-  // rollback there then names the waiter (it is on the mark), and with the two releases below
-  // the key is free on a quorum: the attempt this test forbids would be right (seen under
-  // --stress with Valkey, captured with logs). The key must be held on every node first.
-  REQUIRE(eventually([&] { return c.count_with_key("partial") == 5; }));
+  REQUIRE(eventually([&] { return held_everywhere(c, "partial"); }));
   auto w = wait_for(waiter, "partial", 40s);
   REQUIRE(eventually([&] { return listening_everywhere(c, "partial"); }));
   // Its attempt after subscribing must be over, or a release naming it below would (rightly) make
@@ -342,9 +346,8 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
   Client first(slow_polling(c)), second(slow_polling(c));
   auto held = holder.try_acquire({"queue"}, fair);
   REQUIRE_MESSAGE(held, held.message);
-  // Decided at a quorum: the lock key may reach the last node a moment later, and a ticket taken
-  // there before it would not see the lock held (one more attempt than the bound below allows).
-  REQUIRE(eventually([&] { return c.count_with_key("queue") == 5; }));
+  // A ticket taken on a node the key has not reached would not see the lock held there.
+  REQUIRE(eventually([&] { return held_everywhere(c, "queue"); }));
   const auto start1 = Clock::now();
   auto w1 = std::async(std::launch::async, [&] {
     auto r = first.try_acquire({"queue"}, fair);
@@ -418,9 +421,7 @@ TEST_CASE("wake-ups: a release names the plain waiter that has waited longest, a
   for (int i = 0; i < 4; ++i) clients.push_back(std::make_unique<Client>(slow_polling(c)));
   auto held = holder.try_acquire({"named"}, ttl_opts(30s));
   REQUIRE_MESSAGE(held, held.message);
-  // Decided at a quorum: on a node the holder's key has not reached yet, a waiter's first attempt
-  // would win, and its rollback there would name it and take it off that node's mark.
-  REQUIRE(eventually([&] { return c.count_with_key("named") == 5; }));
+  REQUIRE(eventually([&] { return held_everywhere(c, "named"); }));
   // Each starts waiting once the one before is on the mark: that is the order they are served
   // in. They poll every 3 s: only a release naming each in turn can serve all four quickly; a
   // release that woke everyone would hand the lock to a random one of them.
