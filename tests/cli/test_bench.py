@@ -104,6 +104,8 @@ class Bench(unittest.TestCase):
             self.assertGreater(x["handoffs_per_s"], 0, x)
             self.assertEqual(x["errors"], 0, x)
         self.assertGreater(obj["rtt_us_p50"], 0)
+        # The round (a SET to every node until a quorum answered) was measured, and its key is gone.
+        self.assertGreater(obj["round_us_p50"], 0)
         self.assert_no_keys()
 
     def test_usage_errors(self):

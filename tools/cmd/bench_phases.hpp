@@ -73,6 +73,11 @@ struct CycleRun {
   static constexpr std::size_t first_level = 4;
 };
 
+// One round of the algorithm without the library: a plain SET sent to every node at once over raw
+// connections, timed until a quorum has answered (p50 of `samples`; 0 if no quorum answered).
+[[nodiscard]] double fanout_quorum_us_p50(const Options& options, const std::string& key,
+                                          int samples);
+
 // Runs every phase of the cycle benchmark against `options.nodes`, each for `seconds`: the probes
 // paired with sequential cycles, then `levels` locks in flight. Keys start with `prefix`.
 [[nodiscard]] CycleRun measure_cycles(Options options, const std::string& prefix,
