@@ -181,6 +181,12 @@ Command LockKind::release(const std::vector<std::string>& lock_keys, std::string
       .arg(keys::wake(key));
 }
 
+Command LockKind::rollback(const AttemptArgs& a) const {
+  Command c = release(a.keys, a.token, /*wake=*/true);
+  if (named_wake()) c.arg(a.waiter);  // empty before it waited: then it skips nobody
+  return c;
+}
+
 Command mark_waiting(std::string_view key, Millis ttl, std::string_view waiter, long long since) {
   const bool named = !waiter.empty();
   return Command::call(ScriptId::mark_waiting, {keys::waiting(key)})

@@ -63,11 +63,10 @@ class LockKind {
   [[nodiscard]] virtual Command release(const std::vector<std::string>& keys,
                                         std::string_view token, bool wake) const;
   // What takes back an attempt that did not win (no quorum, too late, cancelled): the release,
-  // with wake-ups; a fair waiter also gets back the place in the queue that a granting node
-  // gave up, so a waiter behind it cannot overtake it meanwhile.
-  [[nodiscard]] virtual Command rollback(const AttemptArgs& a) const {
-    return release(a.keys, a.token, /*wake=*/true);
-  }
+  // with wake-ups; a named waiter's names the next waiter without taking it off the mark, and
+  // never itself (scripts.cpp); a fair waiter also gets back the place in the queue that a
+  // granting node gave up, so a waiter behind it cannot overtake it meanwhile.
+  [[nodiscard]] virtual Command rollback(const AttemptArgs& a) const;
   [[nodiscard]] static Verdict classify_extend(const Reply& r);   // 1 extended, 0 not held
   [[nodiscard]] static Verdict classify_release(const Reply& r);  // >0 deleted, 0 not held
 

@@ -14,13 +14,25 @@ constexpr std::string_view bodies[] = {
     // client wakes, not every client listening on the lock's channel. With pcall: a
     // user whose ACL forbids the channel still releases. Other clients' releases publish nothing:
     // their waiters poll, as before.
+    // ARGV[3] (an attempt's rollback; the id of its waiter, or empty before it waited): the
+    // waiter named stays on the mark, and the rolling-back waiter is never named (nobody is, if
+    // it is the only one). The rollback frees only the nodes its attempt won: taking a waiter off
+    // there, it would be named by the next release on the other nodes only, which no quorum
+    // hears (a handoff lost to a poll); naming itself, it woke itself and lost its place there.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
 if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   local head = KEYS[3] and redis.call("zrange",KEYS[3],0,0)[1]
   if not head and redis.call("type",KEYS[2]).ok == "zset" and
       not redis.call("zscore",KEYS[2],"*") then
-    head = redis.call("zpopmin",KEYS[2])[1]
+    if ARGV[3] then
+      local first = redis.call("zrange",KEYS[2],0,1)
+      head = first[1]
+      if head == ARGV[3] then head = first[2] end
+      if not head then return n end
+    else
+      head = redis.call("zpopmin",KEYS[2])[1]
+    end
   end
   local channel = ARGV[2]
   if head then
@@ -40,10 +52,11 @@ return n)",
 for _, k in ipairs(KEYS) do redis.call("set", k, ARGV[1], "PX", ARGV[2]) end
 return 1)",
     // release_multi (KEYS the m lock keys, then their m waiting marks; ARGV token, then the m
-    // wake channels; without channels KEYS are the lock keys only): each freed key wakes whom the
-    // single release would
-    R"(local m = #ARGV - 1
-if m == 0 then m = #KEYS end
+    // wake channels, then the rolling-back waiter's id as the single release's ARGV[3]; without
+    // channels KEYS are the lock keys only): each freed key wakes whom the single release would
+    R"(local m = #KEYS
+if #ARGV > 1 then m = #KEYS / 2 end
+local rollback_of = ARGV[m + 2]
 local n = 0
 for i = 1, m do
   if redis.call("get", KEYS[i]) == ARGV[1] then
@@ -51,18 +64,26 @@ for i = 1, m do
     local mark = KEYS[m + i]
     if ARGV[i + 1] and redis.call("exists", mark) == 1 then
       local head
+      local skip = false
       if redis.call("type", mark).ok == "zset" and not redis.call("zscore", mark, "*") then
-        head = redis.call("zpopmin", mark)[1]
+        if rollback_of then
+          local first = redis.call("zrange", mark, 0, 1)
+          head = first[1]
+          if head == rollback_of then head = first[2] end
+          skip = not head
+        else
+          head = redis.call("zpopmin", mark)[1]
+        end
       end
       local channel = ARGV[i + 1]
       if head then
         local at = string.find(head, "@", 1, true)
         if at then channel = string.sub(head, at + 1) end
-      else
+      elseif not skip then
         local s = redis.pcall("pubsub", "numsub", ARGV[i + 1])
         head = "#" .. (type(s) == "table" and s[2] or 1)
       end
-      redis.pcall("publish", channel, head)
+      if head then redis.pcall("publish", channel, head) end
     end
   end
 end

@@ -41,10 +41,10 @@ bool listening_everywhere(const RedisCluster& c, const std::string& key) {
 }
 
 // Every node holds `key`. An acquisition is decided at a quorum: a node still in its handshake may
-// not have the SET yet, and a waiter's first attempt could take that node first; its rollback there
-// names the waiter (it is on the mark) and takes it off that node's mark, and a partial release
-// then leaves the key free on a quorum (seen under --stress with Valkey, captured with logs).
-// Tests that count attempts or wake-ups start their waiters only once this holds.
+// not have the SET yet, and a waiter's first attempt could take that node first and roll back there
+// (before 2026-11-25 that rollback also took the waiter off that node's mark; seen under --stress
+// with Valkey, captured with logs). Tests that count attempts or wake-ups start their waiters only
+// once this holds.
 bool held_everywhere(const RedisCluster& c, const std::string& key) {
   return c.count_with_key(key) == static_cast<int>(c.size());
 }
@@ -486,4 +486,81 @@ TEST_CASE("wake-ups: a release that names a waiter that is gone leaves the lock 
     }));
   }
   (void)waiter.try_release(got.result.lock);
+}
+
+TEST_CASE("wake-ups: a waiter's attempt that won too few nodes stays first in line there") {
+  // The holder's key is deleted by hand on nodes 0 and 1 (as a release that reached only them
+  // would): the first waiter's next poll wins those two, loses the quorum and rolls back there.
+  // That rollback must leave the waiters' marks as they were: had it taken the first waiter off
+  // (naming itself), the next release would name it on three nodes and someone else on two.
+  RedisCluster c(5);
+  Client holder(options_for(c));
+  Client first(slow_polling(c));
+  Options later = slow_polling(c);
+  later.retry_delay = 20s;  // its own poll never comes inside this test's steps
+  Client second(later);
+  auto held = holder.try_acquire({"minority"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  REQUIRE(eventually([&] { return held_everywhere(c, "minority"); }));
+  const std::string mark = derived_key("minority", KeyRole::waiting);
+  // Each waiter's first attempt and the one its subscription calls for are over (a SET each on
+  // every node), so the only attempt below is the first's poll.
+  auto sets_everywhere = [&](long long n) {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (calls_of(c[i], "set") < n) return false;
+    }
+    return true;
+  };
+  auto w1 = wait_for(first, "minority", 20s);
+  REQUIRE(eventually([&] { return marked_everywhere(c, "minority", 1); }, 5000ms));
+  REQUIRE(eventually([&] { return sets_everywhere(3); }, 5000ms));
+  const std::string first_id = c[0].command({"ZRANGE", mark, "0", "0"}).elements.at(0).str;
+  std::optional<std::future<Waited>> w2;
+  SUBCASE("alone: its rollback names nobody") {}
+  SUBCASE("with a second waiter: named there, and neither leaves the mark") {
+    std::this_thread::sleep_for(5ms);  // a later rank than the first's (ms)
+    w2 = wait_for(second, "minority", 40s);
+    REQUIRE(eventually([&] { return marked_everywhere(c, "minority", 2); }, 5000ms));
+    REQUIRE(eventually([&] { return sets_everywhere(5); }, 5000ms));
+  }
+  const long long sets[2] = {calls_of(c[0], "set"), calls_of(c[1], "set")};
+  const long long published[2] = {calls_of(c[0], "publish"), calls_of(c[1], "publish")};
+  c[0].del("minority");
+  c[1].del("minority");
+  // Its poll (3 s) took both nodes and gave them back (the rollback follows the SET on its
+  // connection: a node that ran the SET and has no key ran the rollback).
+  REQUIRE(eventually(
+      [&] {
+        for (std::size_t i = 0; i < 2; ++i) {
+          if (calls_of(c[i], "set") == sets[i] || c[i].exists("minority")) return false;
+        }
+        return true;
+      },
+      10s));
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK_FALSE(c[i].command({"ZSCORE", mark, first_id}).is_nil());
+    CHECK(c[i].command({"ZCARD", mark}).integer == (w2 ? 2 : 1));
+    // Alone, nobody else to name; with the second one, it is named (on too few nodes to try).
+    CHECK(calls_of(c[i], "publish") - published[i] == (w2 ? 1 : 0));
+  }
+  CHECK(w1.wait_for(0s) != std::future_status::ready);
+  // Then the holder's release names the first everywhere, and the first's names the second.
+  auto released = Clock::now();
+  REQUIRE(holder.try_release(Lock::from_token({"minority"}, held.lock.token())));
+  auto got = w1.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                "took " << ms_since(released) << " ms: it waited for its poll");
+  if (w2) {
+    CHECK(w2->wait_for(0s) != std::future_status::ready);
+    released = Clock::now();
+    REQUIRE(first.try_release(got.result.lock));
+    auto got2 = w2->get();
+    REQUIRE_MESSAGE(got2.result, got2.result.message);
+    CHECK_MESSAGE(got2.at - released < slow_poll / 2,
+                  "took " << ms_since(released) << " ms: it waited for its poll");
+    (void)second.try_release(got2.result.lock);
+  } else {
+    (void)first.try_release(got.result.lock);
+  }
 }

@@ -191,4 +191,11 @@ TEST_CASE(
                                               "7", "w@c", "2000"});
   const auto plain = kind_for_acquire(kind_opts(LockMode::exclusive), 1).rollback(a);
   CHECK(plain.script == ScriptId::release);
+  // A named waiter's rollback says whose it is: the script names another waiter, not itself.
+  CHECK(plain.args == std::vector<std::string>{"q", keys::waiting("q"), keys::queue("q"), "tok",
+                                               keys::wake("q"), "w@c"});
+  // A writer is not named (its mark is "*"): its rollback is the release.
+  const auto write = kind_for_acquire(kind_opts(LockMode::write), 1).rollback(a);
+  CHECK(write.args ==
+        kind_for_acquire(kind_opts(LockMode::write), 1).release(keys, "tok", /*wake=*/true).args);
 }
