@@ -49,6 +49,15 @@ bool held_everywhere(const RedisCluster& c, const std::string& key) {
   return c.count_with_key(key) == static_cast<int>(c.size());
 }
 
+// Every node has run at least `n` SETs (calls_of counts them): the plain attempts made so far
+// are over on every node, so their answers are on their way.
+bool sets_everywhere(const RedisCluster& c, long long n) {
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (calls_of(c[i], "set") < n) return false;
+  }
+  return true;
+}
+
 struct Waited {
   AcquireResult result;
   Clock::time_point at;
@@ -186,12 +195,7 @@ TEST_CASE("wake-ups: a resubscription and releases on too few nodes do not add u
   // and this one: 3), so its answers are on their way; the waiter's loop reads them before it
   // notices node 0's connection closing below, and the resubscription awaited after that is
   // proof they were read. (A 100 ms sleep here lost to a loaded machine once under --stress.)
-  REQUIRE(eventually([&] {
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (calls_of(c[i], "set") < 3) return false;
-    }
-    return true;
-  }));
+  REQUIRE(eventually([&] { return sets_everywhere(c, 3); }));
   (void)c[0].command({"CLIENT", "KILL", "TYPE", "pubsub"});
   REQUIRE(eventually([&] { return listening_everywhere(c, "partial"); }, 10s));  // within its poll
   std::this_thread::sleep_for(50ms);  // node 0's subscription is confirmed to the waiter
@@ -505,15 +509,9 @@ TEST_CASE("wake-ups: a waiter's attempt that won too few nodes stays first in li
   const std::string mark = derived_key("minority", KeyRole::waiting);
   // Each waiter's first attempt and the one its subscription calls for are over (a SET each on
   // every node), so the only attempt below is the first's poll.
-  auto sets_everywhere = [&](long long n) {
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (calls_of(c[i], "set") < n) return false;
-    }
-    return true;
-  };
   auto w1 = wait_for(first, "minority", 20s);
   REQUIRE(eventually([&] { return marked_everywhere(c, "minority", 1); }, 5000ms));
-  REQUIRE(eventually([&] { return sets_everywhere(3); }, 5000ms));
+  REQUIRE(eventually([&] { return sets_everywhere(c, 3); }, 5000ms));
   const std::string first_id = c[0].command({"ZRANGE", mark, "0", "0"}).elements.at(0).str;
   std::optional<std::future<Waited>> w2;
   SUBCASE("alone: its rollback names nobody") {}
@@ -521,7 +519,7 @@ TEST_CASE("wake-ups: a waiter's attempt that won too few nodes stays first in li
     std::this_thread::sleep_for(5ms);  // a later rank than the first's (ms)
     w2 = wait_for(second, "minority", 40s);
     REQUIRE(eventually([&] { return marked_everywhere(c, "minority", 2); }, 5000ms));
-    REQUIRE(eventually([&] { return sets_everywhere(5); }, 5000ms));
+    REQUIRE(eventually([&] { return sets_everywhere(c, 5); }, 5000ms));
   }
   const long long sets[2] = {calls_of(c[0], "set"), calls_of(c[1], "set")};
   const long long published[2] = {calls_of(c[0], "publish"), calls_of(c[1], "publish")};
