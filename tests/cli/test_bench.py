@@ -6,7 +6,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, command  # noqa: E402
+from redisfix import Cluster, command, with_test_deadline  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
@@ -15,7 +15,7 @@ def run(*args, nodes, timeout=120):
     e = dict(os.environ)
     e.pop("REDLOCK_NODES", None)
     e.pop("REDLOCK_MIN_UPTIME", None)
-    return subprocess.run([CLI, "-n", nodes] + list(args), capture_output=True, env=e,
+    return subprocess.run(with_test_deadline([CLI, "-n", nodes] + list(args)), capture_output=True, env=e,
                           timeout=timeout)
 
 

@@ -18,7 +18,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redisfix import check_server, server_name, wait_until  # noqa: E402
+from redisfix import check_server, server_name, wait_until, with_test_deadline  # noqa: E402
 
 CLI = os.path.abspath(os.environ.get("REDLOCK_CLI", "redlock-cli"))
 COUNT = 3
@@ -141,7 +141,7 @@ class TopologyCase(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def run_cli(self, *args, env=None):
-        return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120,
+        return subprocess.run(with_test_deadline([CLI, *args]), capture_output=True, text=True, timeout=120,
                               env=env if env is not None else clean_env(), stdin=subprocess.DEVNULL)
 
     def cluster(self, *args, env=None):

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, Server, command, free_cluster_base, free_port  # noqa: E402
+from redisfix import Cluster, Server, command, free_cluster_base, free_port, with_test_deadline  # noqa: E402
 
 import subprocess  # noqa: E402
 
@@ -62,7 +62,7 @@ class JsonDocs(unittest.TestCase):
     @classmethod
     def cli(cls, *args, nodes=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith("REDLOCK_")}
-        r = subprocess.run([CLI, "-n", nodes or cls.c.nodes, "--json", "--retry-count", "0"] + list(args),
+        r = subprocess.run(with_test_deadline([CLI, "-n", nodes or cls.c.nodes, "--json", "--retry-count", "0"] + list(args)),
                            capture_output=True, env=env, timeout=30)
         obj = json.loads(r.stdout)
         cmd = next(a for a in args if a in cls.keys)

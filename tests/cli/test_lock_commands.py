@@ -7,7 +7,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, command, free_port, get  # noqa: E402
+from redisfix import Cluster, command, free_port, get, with_test_deadline  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
@@ -18,7 +18,7 @@ def run(*args, env=None, timeout=30, nodes=None):
     e.pop("REDLOCK_MIN_UPTIME", None)
     if env:
         e.update(env)
-    cmd = [CLI] + (["-n", nodes] if nodes else []) + list(args)
+    cmd = with_test_deadline([CLI] + (["-n", nodes] if nodes else []) + list(args))
     return subprocess.run(cmd, capture_output=True, env=e, timeout=timeout)
 
 
@@ -129,10 +129,10 @@ class LockCommands(unittest.TestCase):
         # A read lock keeps no lock key: without these lines every node would show "-".
         r1 = self.cli("acquire", "t-rw", "--read", "--ttl", "30s").stdout.decode().strip()
         r2 = self.cli("acquire", "t-rw", "--read", "--ttl", "30s").stdout.decode().strip()
-        writer = subprocess.Popen([CLI, "-n", self.c.nodes, "acquire", "t-rw", "--write", "--wait", "3s"],
+        writer = subprocess.Popen(with_test_deadline([CLI, "-n", self.c.nodes, "acquire", "t-rw", "--write", "--wait", "3s"]),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         holder = self.cli("acquire", "t-fq", "--fair", "--ttl", "30s").stdout.decode().strip()
-        waiter = subprocess.Popen([CLI, "-n", self.c.nodes, "acquire", "t-fq", "--fair", "--wait", "3s"],
+        waiter = subprocess.Popen(with_test_deadline([CLI, "-n", self.c.nodes, "acquire", "t-fq", "--fair", "--wait", "3s"]),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             def waiting():

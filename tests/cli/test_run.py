@@ -10,9 +10,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, command, get, wait_until  # noqa: E402
+from redisfix import Cluster, command, get, wait_until, with_test_deadline  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
+CLI_ARGV = with_test_deadline([CLI])  # the program and the tests' node deadline
 
 
 # A job whose own child keeps working in the background: the grandchild of `run` appends a line
@@ -95,7 +96,7 @@ class Run(unittest.TestCase):
         return e
 
     def run_cli(self, *args, timeout=30):
-        return subprocess.run([CLI] + list(args), capture_output=True, env=self.env(), timeout=timeout)
+        return subprocess.run(CLI_ARGV + list(args), capture_output=True, env=self.env(), timeout=timeout)
 
     def test_exit_status_passes_through(self):
         for code in (0, 1, 7, 42):
@@ -117,7 +118,7 @@ class Run(unittest.TestCase):
             out, go = os.path.join(d, "out"), os.path.join(d, "go")
             check = ('echo "$REDLOCK_RESOURCE $REDLOCK_TOKEN" > %s.tmp && mv %s.tmp %s; '
                      'while [ ! -e %s ]; do sleep 0.02; done' % (out, out, out, go))
-            p = subprocess.Popen([CLI, "run", "run-env", "--", "sh", "-c", check], env=self.env())
+            p = subprocess.Popen([*CLI_ARGV, "run", "run-env", "--", "sh", "-c", check], env=self.env())
             self.assertTrue(wait_until(lambda: os.path.exists(out), timeout=10))
             with open(out) as f:
                 line = f.read().split()
@@ -153,7 +154,7 @@ class Run(unittest.TestCase):
             out, go = os.path.join(d, "env"), os.path.join(d, "go")
             script = ('printf "%%s|%%s|%%s" "$REDLOCK_RESOURCE" "$REDLOCK_RESOURCES" "$REDLOCK_TOKEN" > %s; '
                       'while [ ! -e %s ]; do sleep 0.02; done' % (out, go))
-            p = subprocess.Popen([CLI, "run", "multi-a", "multi-b", "--", "sh", "-c", script], env=self.env())
+            p = subprocess.Popen([*CLI_ARGV, "run", "multi-a", "multi-b", "--", "sh", "-c", script], env=self.env())
             for _ in range(100):
                 if os.path.exists(out) and open(out).read().count("|") == 2:
                     break
@@ -190,7 +191,7 @@ class Run(unittest.TestCase):
         # No quorum is not a conflict: still 3.
         e = self.env()
         e["REDLOCK_NODES"] = self.c.servers[0].address + ",127.0.0.1:1,127.0.0.1:2"
-        r = subprocess.run([CLI, "--retry-count", "0", "run", "-E", "75", "run-conflict", "--", "true"],
+        r = subprocess.run([*CLI_ARGV, "--retry-count", "0", "run", "-E", "75", "run-conflict", "--", "true"],
                            capture_output=True, env=e, timeout=30)
         self.assertEqual(r.returncode, 3, r.stderr)
         for bad in ("256", "-1", "x"):
@@ -207,7 +208,7 @@ class Run(unittest.TestCase):
         self.assertEqual(resource, "run-prefixed")
         with tempfile.TemporaryDirectory() as d:
             out, go = os.path.join(d, "tok"), os.path.join(d, "go")
-            p = subprocess.Popen([CLI, "--key-prefix", "svc:", "run", "run-prefixed", "--", "sh", "-c",
+            p = subprocess.Popen([*CLI_ARGV, "--key-prefix", "svc:", "run", "run-prefixed", "--", "sh", "-c",
                                   'echo "$REDLOCK_TOKEN" > %s; while [ ! -e %s ]; do sleep 0.02; done' % (out, go)],
                                  env=self.env())
             for _ in range(100):
@@ -236,7 +237,7 @@ class Run(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             marker, ready = os.path.join(d, "got-int"), os.path.join(d, "ready")
             script = "trap 'touch %s; exit 42' INT; touch %s; while :; do sleep 0.05; done" % (marker, ready)
-            p = subprocess.Popen([CLI, "run", "run-int", "--", "sh", "-c", script], env=self.env())
+            p = subprocess.Popen([*CLI_ARGV, "run", "run-int", "--", "sh", "-c", script], env=self.env())
             self.assertTrue(wait_until(lambda: os.path.exists(ready), timeout=10))
             p.send_signal(signal.SIGINT)
             self.assertEqual(p.wait(10), 42)
@@ -246,7 +247,7 @@ class Run(unittest.TestCase):
     def test_sigterm_to_run_terminates_command_and_releases(self):
         with tempfile.TemporaryDirectory() as d:
             ready = os.path.join(d, "ready")
-            p = subprocess.Popen([CLI, "run", "run-term", "--", "sh", "-c", "touch %s; exec sleep 30" % ready],
+            p = subprocess.Popen([*CLI_ARGV, "run", "run-term", "--", "sh", "-c", "touch %s; exec sleep 30" % ready],
                                  env=self.env())
             self.assertTrue(wait_until(lambda: os.path.exists(ready), timeout=10))
             p.send_signal(signal.SIGTERM)
@@ -257,7 +258,7 @@ class Run(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             marker, ready = os.path.join(d, "got-term"), os.path.join(d, "ready")
             script = "trap 'touch %s; exit 0' TERM; touch %s; while :; do sleep 0.05; done" % (marker, ready)
-            p = subprocess.Popen([CLI, "run", "run-lost", "--ttl", "600ms", "--", "sh", "-c", script],
+            p = subprocess.Popen([*CLI_ARGV, "run", "run-lost", "--ttl", "600ms", "--", "sh", "-c", script],
                                  env=self.env(), stderr=subprocess.PIPE)
             self.assertTrue(wait_until(lambda: os.path.exists(ready), timeout=10))
             for s in self.c.servers:
@@ -271,7 +272,7 @@ class Run(unittest.TestCase):
     def test_lost_lock_then_sigkill_after_grace(self):
         with tempfile.TemporaryDirectory() as d:
             ready = os.path.join(d, "ready")
-            p = subprocess.Popen([CLI, "run", "run-stubborn", "--ttl", "600ms", "--grace", "300ms", "--",
+            p = subprocess.Popen([*CLI_ARGV, "run", "run-stubborn", "--ttl", "600ms", "--grace", "300ms", "--",
                                   "sh", "-c", "trap '' TERM; touch %s; while :; do sleep 0.05; done" % ready],
                                  env=self.env(), stderr=subprocess.DEVNULL)
             self.assertTrue(wait_until(lambda: os.path.exists(ready), timeout=10))
@@ -285,7 +286,7 @@ class Run(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             gc = Grandchild(d)
             try:
-                p = subprocess.Popen([CLI, "run", "run-lost-gc", "--ttl", "600ms", "--", "sh", "-c",
+                p = subprocess.Popen([*CLI_ARGV, "run", "run-lost-gc", "--ttl", "600ms", "--", "sh", "-c",
                                       GRANDCHILD_JOB], env=gc.env(self.env()), stderr=gc.log())
                 self.assertTrue(gc.wait_writing())
                 for s in self.c.servers:
@@ -299,7 +300,7 @@ class Run(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             gc = Grandchild(d)
             try:
-                p = subprocess.Popen([CLI, "run", "run-lost-gc9", "--ttl", "600ms", "--grace", "300ms",
+                p = subprocess.Popen([*CLI_ARGV, "run", "run-lost-gc9", "--ttl", "600ms", "--grace", "300ms",
                                       "--", "sh", "-c", GRANDCHILD_JOB], env=gc.env(self.env(), ignore_term=True),
                                      stderr=gc.log())
                 self.assertTrue(gc.wait_writing())
@@ -316,7 +317,7 @@ class Run(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             gc = Grandchild(d)
             try:
-                p = subprocess.Popen([CLI, "run", "run-kill9", "--ttl", "1s", "--", "sh", "-c", GRANDCHILD_JOB],
+                p = subprocess.Popen([*CLI_ARGV, "run", "run-kill9", "--ttl", "1s", "--", "sh", "-c", GRANDCHILD_JOB],
                                      env=gc.env(self.env()), stderr=subprocess.DEVNULL)
                 self.assertTrue(gc.wait_writing())
                 p.kill()
@@ -336,7 +337,7 @@ class Run(unittest.TestCase):
             gc = Grandchild(d)
             try:
                 # Output to files: a pipe would stay open as long as the loop runs.
-                p = subprocess.Popen([CLI, "run", "run-leftover", "--grace", "1s", "--", "sh", "-c", GRANDCHILD_JOB],
+                p = subprocess.Popen([*CLI_ARGV, "run", "run-leftover", "--grace", "1s", "--", "sh", "-c", GRANDCHILD_JOB],
                                      env=gc.env(self.env(), exit_code=7), stderr=gc.log())
                 self.assertEqual(p.wait(30), 7, gc.stderr())  # the command's own status
                 self.assertIn("still running", gc.stderr())
@@ -354,7 +355,7 @@ class Run(unittest.TestCase):
             try:
                 # Builtins only: Ctrl-Z must not land between dash's vfork and exec of a child,
                 # which leaves dash unstoppable in any shell.
-                os.execvpe(CLI, [CLI, "run", "run-tty", "--", "sh", "-c",
+                os.execvpe(CLI, [*CLI_ARGV, "run", "run-tty", "--", "sh", "-c",
                                  'read line; echo "got $line"; read more'], self.env())
             finally:
                 os._exit(99)
@@ -419,7 +420,7 @@ class Run(unittest.TestCase):
 
     def test_ctrl_c_during_acquire_wait_ends_it_and_keeps_nothing(self):
         token = self.hold("intr-acq")
-        p = subprocess.Popen([CLI, "acquire", "intr-acq", "--wait", "30s"], env=self.env(),
+        p = subprocess.Popen([*CLI_ARGV, "acquire", "intr-acq", "--wait", "30s"], env=self.env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.assertTrue(self.waiting_everywhere("intr-acq"))  # refused attempts, then it waits
         p.send_signal(signal.SIGINT)
@@ -435,7 +436,7 @@ class Run(unittest.TestCase):
         token = self.hold("intr-run")
         with tempfile.TemporaryDirectory() as d:
             marker = os.path.join(d, "ran")
-            p = subprocess.Popen([CLI, "run", "intr-run", "--wait", "30s", "--", "touch", marker],
+            p = subprocess.Popen([*CLI_ARGV, "run", "intr-run", "--wait", "30s", "--", "touch", marker],
                                  env=self.env(), stderr=subprocess.PIPE)
             self.assertTrue(self.waiting_everywhere("intr-run"))
             p.send_signal(signal.SIGTERM)
@@ -461,7 +462,7 @@ class Run(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             started = os.path.join(d, "reader")
             # A reader that runs until told to stop; a second reader runs beside it; a writer waits.
-            r1 = subprocess.Popen([CLI, "run", "run-rw", "--read", "--", "sh", "-c",
+            r1 = subprocess.Popen([*CLI_ARGV, "run", "run-rw", "--read", "--", "sh", "-c",
                                    'touch %s; while [ ! -e %s.stop ]; do sleep 0.05; done' % (started, started)],
                                   env=self.env())
             for _ in range(100):

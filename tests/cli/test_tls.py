@@ -17,12 +17,14 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_demo import CLI, clean_env, free_base  # noqa: E402
+from redisfix import with_test_deadline  # noqa: E402
 
 SECRET = "s3cret-pw-never-shown"
 
 
 def run(*args, env=None, timeout=30):
-    return subprocess.run([CLI] + list(args), capture_output=True, env=clean_env(**(env or {})),
+    return subprocess.run(with_test_deadline([CLI] + list(args)), capture_output=True,
+                          env=clean_env(**(env or {})),
                           timeout=timeout)
 
 
