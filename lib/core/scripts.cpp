@@ -19,6 +19,10 @@ constexpr std::string_view bodies[] = {
     // it is the only one). The rollback frees only the nodes its attempt won: taking a waiter off
     // there, it would be named by the next release on the other nodes only, which no quorum
     // hears (a handoff lost to a poll); naming itself, it woke itself and lost its place there.
+    // A name is sent as "<waiter id>/<SHA-1 of the token released>" (parse_wake_message): the
+    // named waiter counts names per release, so that names from two releases (a rollback on two
+    // nodes, a release on a third) never add up to a quorum that no single release reached. The
+    // hash, not the token: a channel's listeners must not learn how to release the lock.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
 if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
@@ -38,6 +42,7 @@ if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   if head then
     local at = string.find(head,"@",1,true)
     if at then channel = string.sub(head,at + 1) end
+    head = head .. "/" .. redis.sha1hex(ARGV[1])
   else
     local s = redis.pcall("pubsub","numsub",ARGV[2])
     head = "#" .. (type(s) == "table" and s[2] or 1)
@@ -79,6 +84,7 @@ for i = 1, m do
       if head then
         local at = string.find(head, "@", 1, true)
         if at then channel = string.sub(head, at + 1) end
+        head = head .. "/" .. redis.sha1hex(ARGV[1])
       elseif not skip then
         local s = redis.pcall("pubsub", "numsub", ARGV[i + 1])
         head = "#" .. (type(s) == "table" and s[2] or 1)
@@ -258,14 +264,20 @@ redis.call("zrem", KEYS[2], ARGV[5])
 redis.call("zrem", KEYS[3], ARGV[5])
 return 1)",
     // fair_leave (KEYS queue, heartbeats, [waiting mark]; ARGV waiter, [wake channel]): a first
-    // waiter that leaves names the next one (on its own channel, as release does)
+    // waiter that leaves names the next one (on its own channel, as release does; the leaving
+    // waiter's id stands for the token)
     R"(local first = redis.call("zrange", KEYS[1], 0, 0)[1] == ARGV[1]
 redis.call("zrem", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
 if first and ARGV[2] and redis.call("exists", KEYS[3]) == 1 then
-  local head = redis.call("zrange", KEYS[1], 0, 0)[1] or "#1"
-  local at = string.find(head, "@", 1, true)
-  redis.pcall("publish", at and string.sub(head, at + 1) or ARGV[2], head)
+  local head = redis.call("zrange", KEYS[1], 0, 0)[1]
+  if head then
+    local at = string.find(head, "@", 1, true)
+    redis.pcall("publish", at and string.sub(head, at + 1) or ARGV[2],
+                head .. "/" .. redis.sha1hex(ARGV[1]))
+  else
+    redis.pcall("publish", ARGV[2], "#1")
+  end
 end
 return 1)",
     // fair_rollback (KEYS lock, queue, heartbeats; ARGV token, ticket, waiter, heartbeat ttl): an
@@ -299,5 +311,16 @@ static_assert(std::size(bodies) == script_count());
 }  // namespace
 
 std::string_view script_body(ScriptId id) { return bodies[static_cast<std::size_t>(id)]; }
+
+WakeName parse_wake_message(std::string_view message) {
+  constexpr std::size_t hash_size = 40;
+  if (message.size() <= hash_size + 1 || message[message.size() - hash_size - 1] != '/')
+    return {message, {}};
+  const auto hash = message.substr(message.size() - hash_size);
+  for (char c : hash) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {message, {}};
+  }
+  return {message.substr(0, message.size() - hash_size - 1), hash};
+}
 
 }  // namespace redlock::detail

@@ -41,6 +41,15 @@ enum class ScriptId {
   count_,
 };
 
+// A release's publish that names one waiter: "<waiter id>/<SHA-1 of the token released, 40 hex>"
+// (the release scripts above; fair_leave hashes the leaving waiter's id). Anything else (a
+// "#<n>", a name without the suffix) is all waiter, with an empty release.
+struct WakeName {
+  std::string_view waiter;
+  std::string_view release;
+};
+[[nodiscard]] WakeName parse_wake_message(std::string_view message);
+
 // The Lua source of a script (its SHA-1, what EVALSHA names, is net::script_sha()).
 [[nodiscard]] std::string_view script_body(ScriptId id);
 [[nodiscard]] constexpr std::size_t script_count() {

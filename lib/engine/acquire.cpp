@@ -392,9 +392,10 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
   const auto now = BootClock::now();
   Millis sleep = e_.retry_sleep();
   const bool catch_up = std::exchange(catch_up_, false);
-  if (named_while_busy_) {
+  if (named_while_busy_ || (armed_by_name_ && names_.quorum_besides(armed_release_))) {
     // A release named us while this attempt was out (it lost to a client that had not waited,
-    // or went out before the release): the lock may be free now, and nobody else was told.
+    // or went out before the release), or, when names started it, a later release's names
+    // reached a quorum meanwhile: the lock may be free now, and nobody else was told.
     named_while_busy_ = false;
     retry_named_ = true;
     sleep = Millis{0};
@@ -441,8 +442,10 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
     heard_.assign(static_cast<std::size_t>(e_.n()), 0);
     freed_count_ = 0;
     listening_count_ = 0;
+    names_.reset(e_.n());
     woken_ = false;
     armed_by_name_ = false;
+    armed_release_.clear();
     // Releases publish only while a waiter's mark says someone listens: kept for the whole wait
     // (renewed before it could lapse during a sleep), so an uncontended release costs nothing.
     // A named waiter marks itself by its id, ranked by when it began to wait (the same rank on
@@ -487,10 +490,19 @@ void AcquireOp::wake(int node, const net::Wake& w) {
     // took it off the mark: it marks itself again if it loses).
     if (waiter_.empty() || w.waiter != waiter_) return;
     if (kind_.named_wake()) named_ = true;
+    // Counted per release, asleep or not: names from a rollback on two nodes and a release on a
+    // third must not add up (core/name_tally.hpp).
+    const bool quorum = names_.named(node, w.release);
     // Named while a round of ours is out (an attempt that a poll or a resubscription started, a
-    // ticket), it tries again at once if that one fails; not when the attempt is the one a
-    // quorum of these names started.
+    // ticket), it tries again at once if that one fails; when a quorum of names started the
+    // round, only if another release's names reach a quorum (fail_attempt).
     if (phase_ != Phase::sleeping && !armed_by_name_) named_while_busy_ = true;
+    if (phase_ != Phase::sleeping || woken_ || !quorum) return;
+    woken_ = true;
+    armed_by_name_ = true;
+    armed_release_ = w.release;
+    retry_timer_->start(0);  // named: it goes at once (wake_spread)
+    return;
   }
   // Subscribed while a round of ours is out (a fair waiter hears names from its ticket on): a
   // release may have named us before, so it tries once more at once if that round does not win.
@@ -513,17 +525,14 @@ void AcquireOp::wake(int node, const net::Wake& w) {
   const int count = subscribed ? ++listening_count_ : ++freed_count_;
   if (count < detail::quorum_of(e_.n())) return;
   woken_ = true;
-  armed_by_name_ = names_someone;
   retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
 }
 
-// A fair release names one waiter: it goes at once. Any other wakes every waiter of every
-// listening client, so they spread out over a window of 2 ms per other client the release
-// counted ("#<n>"): the first goes early on average, and two rarely collide (split votes). A
-// keyspace notification counts nobody: a fixed small window.
+// A release that names one waiter wakes only it, and it goes at once (wake). Any other wakes
+// every waiter of every listening client, so they spread out over a window of 2 ms per other
+// client the release counted ("#<n>"): the first goes early on average, and two rarely collide
+// (split votes). A keyspace notification counts nobody: a fixed small window.
 Millis AcquireOp::wake_spread(const net::Wake& w) {
-  if (w.why == net::Wake::Why::released && !waiter_.empty() && w.waiter == waiter_)
-    return Millis{0};
   long long listeners = 2;
   if (w.waiter.starts_with('#')) {
     listeners = 0;

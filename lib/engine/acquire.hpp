@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/kinds.hpp"
+#include "core/name_tally.hpp"
 #include "core/round.hpp"
 #include "engine/operation.hpp"
 
@@ -99,10 +100,11 @@ class AcquireOp final : public Operation {
   BootClock::time_point started_{};
   std::unique_ptr<net::Timer> retry_timer_;
   bool watching_ = false;  // wake-ups: registered with the engine (from the first sleep on)
-  // During this sleep, per node: it reported our key gone (a release, a deletion, an expiry),
-  // and, apart, it (re)subscribed (a release may have been missed). The two are counted apart: a
-  // quorum of the first means the key is free on a quorum; a subscription says nothing about the
-  // key, and counted with releases it started attempts that found the key still held.
+  // During this sleep, per node: it reported our key gone (a release that names nobody, a
+  // deletion, an expiry), and, apart, it (re)subscribed (a release may have been missed). The two
+  // are counted apart: a quorum of the first means the key is free on a quorum; a subscription
+  // says nothing about the key, and counted with releases it started attempts that found the key
+  // still held. Releases that name us are counted apart again, per release (names_).
   std::vector<char> heard_;
   int freed_count_ = 0;
   int listening_count_ = 0;
@@ -116,6 +118,8 @@ class AcquireOp final : public Operation {
   bool named_ = false;
   bool named_while_busy_ = false;
   bool armed_by_name_ = false;  // this sleep's wake-up was a release naming us
+  detail::NameTally names_;     // the releases that named us this sleep (and since)
+  std::string armed_release_;   // the one whose names woke us
 
   detail::Round attempt_;  // the current (or last) attempt: its record is what the caller sees
   detail::Round counter_;  // the current ticket or write-back round

@@ -1,6 +1,7 @@
 #include "net/subscriber.hpp"
 
 #include "core/keys.hpp"
+#include "core/scripts.hpp"
 
 namespace redlock::net {
 namespace {
@@ -103,7 +104,7 @@ void Subscriber::on_result(int, std::uint32_t tag, const Result& r) {
     auto it = by_channel_.find(rep.elements[1].str);
     if (it != by_channel_.end() && keys_.at(it->second).wake_channel == it->first) {
       const std::string key = it->second;  // the handler may unsubscribe it
-      handler_.on_wake(key, Wake{Wake::Why::listening, {}});
+      handler_.on_wake(key, Wake{Wake::Why::listening, {}, {}});
     }
   }
 }
@@ -115,11 +116,12 @@ void Subscriber::on_push(const Reply& m) {
   const std::string key = it->second;
   const auto& payload = m.elements[2].str;
   if (keys_.at(key).wake_channel == it->first) {
-    handler_.on_wake(key, Wake{Wake::Why::released, payload});
+    const auto name = detail::parse_wake_message(payload);
+    handler_.on_wake(key, Wake{Wake::Why::released, name.waiter, name.release});
   } else if (payload == "del") {
-    handler_.on_wake(key, Wake{Wake::Why::key_gone, {}});
+    handler_.on_wake(key, Wake{Wake::Why::key_gone, {}, {}});
   } else if (payload == "expired" || payload == "evicted") {
-    handler_.on_wake(key, Wake{Wake::Why::expired, {}});
+    handler_.on_wake(key, Wake{Wake::Why::expired, {}, {}});
   }
 }
 

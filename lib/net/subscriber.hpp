@@ -24,14 +24,15 @@ namespace redlock::net {
 
 struct Wake {
   enum class Why {
-    released,   // our release script published: `waiter` is the fair queue's first, or
-                // "#<n>" (n clients listen)
+    released,   // our release script published: `waiter` is the waiter it names (with
+                // `release`, the hash of the token it released), or "#<n>" (n clients listen)
     key_gone,   // keyspace notification: the key was deleted (by anyone)
     expired,    // keyspace notification: the key expired or was evicted
     listening,  // (re)subscribed: anything may have happened meanwhile
   };
   Why why;
   std::string_view waiter;
+  std::string_view release;  // empty unless a release named `waiter`
 };
 
 class WakeHandler {
