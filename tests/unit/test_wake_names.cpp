@@ -22,7 +22,7 @@ TEST_CASE("a release's name splits into the waiter and the release's hash") {
   // What carries no hash is all waiter: "#<n>", an id without one, a suffix that is not 40
   // lowercase hex digits after a slash.
   for (const std::string& m : {std::string("#3"), id, id + "/" + hash_b.substr(1),
-                              id + "/" + std::string(40, 'A'), id + "-" + hash_b, "/" + hash_b}) {
+                               id + "/" + std::string(40, 'A'), id + "-" + hash_b, "/" + hash_b}) {
     CAPTURE(m);
     const auto p = parse_wake_message(m);
     CHECK(p.waiter == m);
