@@ -1,5 +1,7 @@
 #include "core/scripts.hpp"
 
+#include "core/token.hpp"
+
 namespace redlock::detail {
 namespace {
 
@@ -313,13 +315,11 @@ static_assert(std::size(bodies) == script_count());
 std::string_view script_body(ScriptId id) { return bodies[static_cast<std::size_t>(id)]; }
 
 WakeName parse_wake_message(std::string_view message) {
-  constexpr std::size_t hash_size = 40;
+  constexpr std::size_t hash_size = 40;  // a SHA-1 in hex has the shape of one of our tokens
   if (message.size() <= hash_size + 1 || message[message.size() - hash_size - 1] != '/')
     return {message, {}};
   const auto hash = message.substr(message.size() - hash_size);
-  for (char c : hash) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {message, {}};
-  }
+  if (!looks_like_token(hash)) return {message, {}};
   return {message.substr(0, message.size() - hash_size - 1), hash};
 }
 
