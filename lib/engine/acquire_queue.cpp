@@ -1,0 +1,103 @@
+// A fair waiter's place in the queue: its ticket round (and the write-back where the nodes'
+// counters disagree), and rejoining the queue when its heartbeat may have lapsed. The attempts
+// themselves are acquire.cpp's.
+#include <algorithm>
+
+#include "core/quorum.hpp"
+#include "engine/acquire.hpp"
+
+namespace redlock {
+
+using detail::Decision;
+
+// A fair waiter that no quorum has heard from for heartbeat_ttl (its process stalled, or its
+// rounds timed out) may have been dropped from the queues, and waiters behind it served. With its
+// old ticket it would cut in ahead of them; it leaves instead (as a new waiter) and takes a new
+// ticket at the back.
+void AcquireOp::rejoin_queue() {
+  if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
+  e_.log(LogLevel::debug, "fair waiter not refreshed for " +
+                              std::to_string(opts_.heartbeat_ttl.count()) +
+                              " ms: it may have lost its place; joining the queue again");
+  waiter_ = new_waiter_id();
+  refreshed_.reset();
+  start_ticket();
+}
+
+void AcquireOp::start_ticket() {
+  need_ticket_ = false;
+  behind_ = 0;
+  ticket_votes_.reset();
+  ticket_at_.assign(static_cast<std::size_t>(e_.n()), 0);
+  start_round(Phase::ticket, counter_,
+              detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl()));
+}
+
+// With wake-ups, the ticket round marks a fair waiter waiting (it is named from there on, also
+// by a release that comes before it sleeps), for as long as a mark_waiting would.
+std::optional<Millis> AcquireOp::ticket_mark_ttl() const {
+  if (!e_.options_.wake_ups) return std::nullopt;
+  const auto& o = e_.options_;
+  return 2 * std::min(o.retry_delay + o.retry_jitter, opts_.heartbeat_ttl / 4) + Millis{1000};
+}
+
+// Fair locks, first round: a ticket from the quorum (the counter-and-write-back construction of
+// fencing), so every node orders the waiters the same way.
+void AcquireOp::ticket_decided(Decision d) {
+  counter_.close();
+  if (d == Decision::impossible) {
+    fail_ticket("no quorum for a queue ticket");
+    return;
+  }
+  refreshed_ = sent_;  // the ticket round set our heartbeat on a quorum
+  if (auto ttl = ticket_mark_ttl()) marked_until_ = sent_ + *ttl;  // and our waiting mark
+  ticket_ = ticket_votes_.value();
+  auto settle = detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_);
+  // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
+  // same takers), the write-back round would change nothing: the attempt goes at once, and only
+  // the nodes that gave another count (or none) are told the ticket, without waiting for them.
+  if (ticket_votes_.on_quorum(e_.n())) {
+    std::vector<bool> agreed(ticket_at_.size());
+    for (std::size_t i = 0; i < agreed.size(); ++i) agreed[i] = ticket_at_[i] == ticket_;
+    if (std::find(agreed.begin(), agreed.end(), false) != agreed.end())
+      broadcast(e_, std::move(settle), agreed);
+    ticket_agreed();
+  } else {
+    start_round(Phase::ticket_writeback, counter_, std::move(settle));
+  }
+}
+
+void AcquireOp::ticket_writeback_decided(Decision d) {
+  counter_.close();
+  if (d == Decision::impossible) {
+    fail_ticket("no quorum for the queue ticket's write-back");
+    return;
+  }
+  ticket_agreed();
+}
+
+void AcquireOp::ticket_agreed() {
+  // Someone was ahead of us (or held the lock) on too many nodes for an attempt to win now: wait
+  // for our turn (the release names us; polling is the fallback) instead of an attempt that
+  // would lose, unless this is our last try (it then reports each node, as any attempt does).
+  const bool more_tries = wait_until_ ? BootClock::now() < *wait_until_ : retries_left_ > 0;
+  if (behind_ > e_.n() - detail::quorum_of(e_.n()) && more_tries) {
+    saw_contention_ = true;
+    fail_attempt(Errc::contended, "waiting in line: someone is ahead on " +
+                                      std::to_string(behind_) + " of " + std::to_string(e_.n()) +
+                                      " nodes");
+    return;
+  }
+  first_in_line_ = true;
+  start_attempt();
+}
+
+// A fair waiter whose ticket round (or its write-back) found no quorum has set no lock key, so
+// there is nothing to roll back; like any attempt that found no quorum it tries again (for a
+// ticket) while its wait allows, rather than giving up at once on a node that is briefly gone.
+void AcquireOp::fail_ticket(std::string message) {
+  need_ticket_ = true;
+  fail_attempt(Errc::no_quorum, std::move(message));
+}
+
+}  // namespace redlock
