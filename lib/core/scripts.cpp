@@ -247,8 +247,17 @@ return {n, behind})",
     // acquire_fair (KEYS lock, queue, heartbeats, ticket; ARGV token, ttl, ticket, heartbeat ttl,
     // waiter id): drop waiters whose heartbeat expired, (re)join the queue with our ticket, refresh
     // our heartbeat, and take the lock only when first in line and the key is free (the queue's
-    // keys' expiry only grows, as above)
-    R"(local t = redis.call("time")
+    // keys' expiry only grows, as above). A waiter already first here with this ticket (the
+    // usual named waiter) takes the free key at once: it leaves the queue, so nothing of its own
+    // needs refreshing, and who else has expired does not change who is first.
+    R"(local first = redis.call("zrange", KEYS[2], 0, 0, "WITHSCORES")
+if first[1] == ARGV[5] and tonumber(first[2]) == tonumber(ARGV[3]) and
+    redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+  redis.call("zrem", KEYS[2], ARGV[5])
+  redis.call("zrem", KEYS[3], ARGV[5])
+  return 1
+end
+local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
   redis.call("zrem", KEYS[2], d)
