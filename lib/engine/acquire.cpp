@@ -94,7 +94,14 @@ void AcquireOp::start_round(Phase phase, Round& round, detail::Command cmd) {
   const auto c = net::Request::make(std::move(cmd), phase == Phase::attempt);
   stamp();
   // An attempt's validity counts from here: read before its first command goes out.
-  if (phase == Phase::attempt) t1_ = sent_;
+  if (phase == Phase::attempt) {
+    t1_ = sent_;
+    attempt_round_ = round_id_;
+  }
+  if (phase == Phase::ticket) {
+    ticket_round_ = round_id_;
+    owe_settle_.clear();
+  }
   for (int i = 0; i < e_.n(); ++i) {
     if (!send(i, c, round_id_)) {
       auto o = not_sent(i);
@@ -148,7 +155,10 @@ bool AcquireOp::refuse_if_duplicate_servers() {
 }
 
 void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
-  if (tag != round_id_) return;  // a late answer of a round already decided
+  if (tag != round_id_) {
+    late_reply(node, tag, r);  // a late answer of a round already decided
+    return;
+  }
   if (refuse_if_duplicate_servers()) return;
   switch (phase_) {
     case Phase::attempt: {
@@ -187,6 +197,7 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
     }
     case Phase::sleeping:
     case Phase::done:
+      late_reply(node, tag, r);  // the sleep or the end after the round was decided
       return;
   }
   evaluate();
@@ -515,16 +526,18 @@ void AcquireOp::complete(AcquireResult res) {
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
   if (!e_.closing_) {
     if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error)) {
-      // A node that granted the lock took the waiter out of its queue in the same script.
-      std::vector<bool> granted(static_cast<std::size_t>(e_.n()), false);
+      // A node that granted the lock took the waiter out of its queue in the same script; one
+      // that has not answered yet is told once it answers without granting (late_reply).
+      std::vector<bool> skip(static_cast<std::size_t>(e_.n()), false);
       if (!res.error) {
+        owe_leave_.assign(skip.size(), 0);
         for (int i = 0; i < e_.n(); ++i) {
-          granted[static_cast<std::size_t>(i)] =
-              attempt_.answered(i) &&
-              attempt_.outcomes()[static_cast<std::size_t>(i)].state == NodeState::ok;
+          const auto u = static_cast<std::size_t>(i);
+          owe_leave_[u] = attempt_.answered(i) ? 0 : 1;
+          skip[u] = !attempt_.answered(i) || attempt_.outcomes()[u].state == NodeState::ok;
         }
       }
-      broadcast(e_, std::move(*c), granted);
+      broadcast(e_, std::move(*c), skip);
     }
     // A named waiter that is done leaves the mark, so no release names it any more.
     if (kind_.named_wake() && waiting_since_ != 0) {

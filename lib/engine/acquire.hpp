@@ -56,6 +56,8 @@ class AcquireOp final : public Operation {
   void start_attempt();
   void start_fence_writeback();
   void evaluate();
+  void late_reply(int node, std::uint32_t tag, const net::Result& r);
+  void tell(int node, detail::Command cmd);
   void attempt_decided(detail::Decision d);
   void fence_writeback_decided(detail::Decision d);
   void hand_out_fenced();  // the fence stands on a quorum: validity, then the lock
@@ -141,7 +143,14 @@ class AcquireOp final : public Operation {
   bool first_in_line_ = false;
   bool retry_named_ = false;  // the sleep ending now is the at-once retry of a named waiter
   bool catch_up_ = false;     // fair: our channel was (re)subscribed while a round was out
-  AcquireResult result_;      // what deliver() hands over
+  // Fair: nodes that had not answered when a round was decided, owed a word once they do
+  // (late_reply): the ticket round's are told the ticket if their count differs, the winning
+  // attempt's that we left the queue if they did not grant. Indexed by node.
+  std::uint32_t ticket_round_ = 0;
+  std::uint32_t attempt_round_ = 0;
+  std::vector<char> owe_settle_;
+  std::vector<char> owe_leave_;
+  AcquireResult result_;  // what deliver() hands over
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;
 };

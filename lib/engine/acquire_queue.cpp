@@ -1,6 +1,6 @@
 // A fair waiter's place in the queue: its ticket round (and the write-back where the nodes'
-// counters disagree), and rejoining the queue when its heartbeat may have lapsed. The attempts
-// themselves are acquire.cpp's.
+// counters disagree), rejoining the queue when its heartbeat may have lapsed, and what a node that
+// answered after a round was decided is still owed. The attempts themselves are acquire.cpp's.
 #include <algorithm>
 
 #include "core/quorum.hpp"
@@ -55,10 +55,16 @@ void AcquireOp::ticket_decided(Decision d) {
   auto settle = detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_);
   // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
   // same takers), the write-back round would change nothing: the attempt goes at once, and only
-  // the nodes that gave another count (or none) are told the ticket, without waiting for them.
+  // the nodes that gave another count are told the ticket, without waiting for them (those that
+  // have not answered yet, once they answer with another count: late_reply).
   if (ticket_votes_.on_quorum(e_.n())) {
     std::vector<bool> agreed(ticket_at_.size());
-    for (std::size_t i = 0; i < agreed.size(); ++i) agreed[i] = ticket_at_[i] == ticket_;
+    owe_settle_.assign(ticket_at_.size(), 0);
+    for (std::size_t i = 0; i < agreed.size(); ++i) {
+      const bool waiting = !counter_.answered(static_cast<int>(i));
+      owe_settle_[i] = waiting ? 1 : 0;
+      agreed[i] = ticket_at_[i] == ticket_ || waiting;
+    }
     if (std::find(agreed.begin(), agreed.end(), false) != agreed.end())
       broadcast(e_, std::move(settle), agreed);
     ticket_agreed();
@@ -98,6 +104,36 @@ void AcquireOp::ticket_agreed() {
 void AcquireOp::fail_ticket(std::string message) {
   need_ticket_ = true;
   fail_attempt(Errc::no_quorum, std::move(message));
+}
+
+// A fair waiter's rounds decide at a quorum and do not wait for the others' answers; what those
+// nodes must be told depends on their answer, so it is sent when the answer comes (on the same
+// connection, so behind the command answered). Where the answer is a failure (a timeout: the
+// command may still run), the word goes anyway.
+void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
+  const auto i = static_cast<std::size_t>(node);
+  if (e_.closing_) return;
+  const bool replied = !failure(node, r).has_value();
+  if (tag == ticket_round_ && i < owe_settle_.size() && owe_settle_[i] != 0) {
+    owe_settle_[i] = 0;
+    if (replied) {
+      const auto v = detail::classify_ticket(*r.reply);
+      if (v.state == NodeState::ok && v.value == ticket_) return;
+    }
+    tell(node, detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_));
+  } else if (tag == attempt_round_ && phase_ == Phase::done && i < owe_leave_.size() &&
+             owe_leave_[i] != 0) {
+    owe_leave_[i] = 0;
+    // A node that granted took us out of its queue in the same script.
+    if (replied && kind_.classify_acquire(*r.reply).state == NodeState::ok) return;
+    if (auto leave = kind_.finish_waiting(keys_, waiter_, true)) tell(node, std::move(*leave));
+  }
+}
+
+void AcquireOp::tell(int node, detail::Command cmd) {
+  std::vector<bool> others(static_cast<std::size_t>(e_.n()), true);
+  others[static_cast<std::size_t>(node)] = false;
+  broadcast(e_, std::move(cmd), others);
 }
 
 }  // namespace redlock

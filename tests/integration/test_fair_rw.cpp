@@ -585,3 +585,49 @@ TEST_CASE(
   CHECK(*got2.lock.ticket() > *got1.lock.ticket());
   (void)second.try_release(got2.lock);
 }
+
+TEST_CASE("fair lock: a node that answers after the decision is told only what it missed") {
+  // Node 3 down and node 4 stopped while the waiter takes its ticket and the lock: both rounds
+  // are decided on nodes 0-2, and node 4 answers both once it runs again (well within the node
+  // deadline). It is told the ticket if it counted another one, and that the waiter left the
+  // queue if it did not grant; nothing where it agreed and granted.
+  RedisCluster c(5);
+  c[3].kill();
+  Options o = options_for(c);
+  o.node_timeout = 10s;  // node 4's answers come late, not never
+  Client client(o);
+  auto warm = client.try_acquire({"late-node-warm"}, ttl_opts(5s));  // connected, scripts loaded
+  REQUIRE_MESSAGE(warm, warm.message);
+  REQUIRE(client.try_release(warm.lock));
+  const std::string ticket = derived_key("late-node", KeyRole::ticket);
+  const std::string queue = derived_key("late-node", KeyRole::queue);
+  SUBCASE("it agreed and granted: nothing more is sent to it") {
+    const long long before = calls_of(c[4], "evalsha");
+    c[4].stop();
+    auto r = client.try_acquire({"late-node"}, fair_opts(5s, 2s));
+    c[4].cont();
+    REQUIRE_MESSAGE(r, r.message);
+    CHECK(eventually([&] { return c[4].get("late-node") == r.lock.token(); }, 5000ms));
+    std::this_thread::sleep_for(300ms);  // a word sent on its answers would have arrived
+    // The ticket and the attempt; before, a write-back and a leave were sent to it at once.
+    CHECK(calls_of(c[4], "evalsha") - before == 2);
+    CHECK(c[4].command({"ZCARD", queue}).integer == 0);
+    (void)client.try_release(r.lock);
+  }
+  SUBCASE("it counted another ticket and did not grant: told the ticket, and that we left") {
+    for (std::size_t i = 0; i < 3; ++i) c[i].set(ticket, "10");
+    c[4].set("late-node", "held elsewhere");
+    c[4].stop();
+    auto r = client.try_acquire({"late-node"}, fair_opts(5s, 2s));
+    c[4].cont();
+    REQUIRE_MESSAGE(r, r.message);
+    CHECK(*r.lock.ticket() == 11);
+    CHECK(eventually(
+        [&] {
+          return c[4].get(ticket) == "11" && c[4].command({"ZCARD", queue}).integer == 0;
+        },
+        5000ms));
+    CHECK(c[4].get("late-node") == "held elsewhere");
+    (void)client.try_release(r.lock);
+  }
+}
