@@ -214,9 +214,11 @@ return 1)",
     // ttl, [mark ttl]): the counter,
     // and a place in the queue at once with this node's value, so no later ticket can overtake a
     // waiter whose ticket round is still finishing. The three keys live as long as the queue:
-    // their expiry (twice the heartbeat ttl) is only ever lengthened, since waiters may use
-    // different heartbeat ttls, and one with a short one must not make the queue expire under a
-    // waiter whose heartbeat is still valid. Once nobody waits, the counter goes with the queue.
+    // when less than one heartbeat ttl is left, their expiry is set to two (so a script renews it
+    // about once per heartbeat ttl, not every time); it is only ever lengthened, since waiters
+    // may use different heartbeat ttls, and one with a short one must not make the queue expire
+    // under a waiter whose heartbeat is still valid (each script leaves the keys at least its
+    // heartbeat ttl). Once nobody waits, the counter goes with the queue.
     // Returns {counter, 1 if the lock is held or a live waiter is ahead here, else 0}: a waiter
     // behind on a quorum need not try before its turn (waiters whose heartbeat expired are
     // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
@@ -232,7 +234,7 @@ redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local keep = 2 * tonumber(ARGV[2])
 for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
-  if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
+  if redis.call("pttl", k) < keep / 2 then redis.call("pexpire", k, keep) end
 end
 if KEYS[5] then
   if redis.call("type", KEYS[5]).ok ~= "zset" then redis.call("del", KEYS[5]) end
@@ -267,7 +269,7 @@ redis.call("zadd", KEYS[2], ARGV[3], ARGV[5])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[5])
 local keep = 2 * tonumber(ARGV[4])
 for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
-  if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
+  if redis.call("pttl", k) < keep / 2 then redis.call("pexpire", k, keep) end
 end
 if redis.call("zrange", KEYS[2], 0, 0)[1] ~= ARGV[5] then return 0 end
 if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
@@ -304,7 +306,7 @@ redis.call("zadd", KEYS[2], ARGV[2], ARGV[3])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[3])
 local keep = 2 * tonumber(ARGV[4])
 for _, k in ipairs({KEYS[2], KEYS[3]}) do
-  if redis.call("pttl", k) < keep then redis.call("pexpire", k, keep) end
+  if redis.call("pttl", k) < keep / 2 then redis.call("pexpire", k, keep) end
 end
 return 1)",
     // mark_waiting (KEYS mark; ARGV member, score, ttl): a waiter listens on the wake channel.

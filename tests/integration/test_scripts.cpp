@@ -81,6 +81,19 @@ TEST_CASE("acquire_fair: who is first, by the agreed ticket, on one node") {
     CHECK(score(s, queue, "w") == "3");
     CHECK(std::stoll(score(s, heartbeats, "w")) >= before + 60'000);
   }
+  SUBCASE("the queue outlives every heartbeat: renewed to two heartbeat ttls when under one") {
+    // acquire_fair's heartbeat ttl is 60 s here: a key with 100 s left keeps it, one with 30 s
+    // left (a waiter with a shorter heartbeat ttl renewed it last) is set to 120 s.
+    s.set(lock, "someone else");
+    queue_up(s, "w", 3, later);
+    (void)s.command({"PEXPIRE", queue, "100000"});
+    (void)s.command({"PEXPIRE", heartbeats, "30000"});
+    CHECK(acquire_fair(s, "w", 3) == 0);
+    CHECK(s.pttl(queue) <= 100'000);
+    CHECK(s.pttl(queue) > 60'000);
+    CHECK(s.pttl(heartbeats) > 100'000);
+    CHECK(s.pttl(ticket_counter) == -2);  // never created by acquire_fair: nothing to renew
+  }
   SUBCASE("a waiter ahead whose heartbeat lapsed is dropped, and the next is granted") {
     queue_up(s, "dead", 1, 1);
     queue_up(s, "w", 2, later);
