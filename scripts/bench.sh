@@ -378,6 +378,16 @@ floor_vs_plain = {w: ratio(signalled[w]["handoffs_per_s"], wake_rows[(w, "plain"
 gap_rounds = {(w, k): ratio(wake_rows[(w, k)]["gap_other_us_p50"], handoff["round_us_p50"])
               for w in waiter_counts for k in ("plain", "fair")}
 floor_rounds = {w: ratio(signalled[w]["gap_other_us_p50"], handoff["round_us_p50"]) for w in waiter_counts}
+
+def gap_context(unit, unit_us, gaps, floors):
+    """The gap target's context: the unit measured, each waiter count's plain/fair gap in it, and
+    the signalled floor."""
+    return "%s p50 %d us; plain/fair by waiters: %s; the signalled floor: %s" % (
+        unit, unit_us,
+        ", ".join("%d: %.1f/%.1f" % (w, gaps[(w, "plain")], gaps[(w, "fair")]) for w in waiter_counts),
+        ", ".join("%.1f" % floors[w] for w in waiter_counts))
+
+
 targets += [
     ("one hot lock, wake-ups: fair handoffs/s >= 0.5 x plain", min(fair_vs_plain.values()), "x plain",
      lambda r: r >= 0.5,
@@ -386,23 +396,13 @@ targets += [
      ", ".join("%.2f x" % floor_vs_plain[w] for w in waiter_counts)),
     ("one hot lock, wake-ups: release to another client's acquisition p50 <= 10 rtt",
      max(gap_rtts.values()), "rtt", lambda r: r <= 10,
-     "rtt (PING) p50 %d us; plain/fair by waiters: %s; the signalled floor: %s. "
-     "In rounds (a SET to every node until a quorum answered, p50 %d us): plain/fair %s; floor %s" % (
-         handoff["rtt_us_p50"],
-         ", ".join("%d: %.1f/%.1f" % (w, gap_rtts[(w, "plain")], gap_rtts[(w, "fair")]) for w in waiter_counts),
-         ", ".join("%.1f" % floor_rtts[w] for w in waiter_counts),
-         handoff["round_us_p50"],
-         ", ".join("%d: %.1f/%.1f" % (w, gap_rounds[(w, "plain")], gap_rounds[(w, "fair")]) for w in waiter_counts),
-         ", ".join("%.1f" % floor_rounds[w] for w in waiter_counts))),
+     gap_context("rtt (PING)", handoff["rtt_us_p50"], gap_rtts, floor_rtts)),
     # The same target in the unit the issue that set it counted in ("about 300 round trips" for a
     # fair handoff of 19-34 ms: about 100 us each, one round of the algorithm here, not a PING).
     ("one hot lock, wake-ups: release to another client's acquisition p50 <= 10 rounds",
      max(gap_rounds.values()), "rounds", lambda r: r <= 10,
-     "round (a SET to every node until a quorum answered, without the library) p50 %d us; "
-     "plain/fair by waiters: %s; the signalled floor: %s" % (
-         handoff["round_us_p50"],
-         ", ".join("%d: %.1f/%.1f" % (w, gap_rounds[(w, "plain")], gap_rounds[(w, "fair")]) for w in waiter_counts),
-         ", ".join("%.1f" % floor_rounds[w] for w in waiter_counts))),
+     gap_context("round (a SET to every node until a quorum answered, without the library)",
+                 handoff["round_us_p50"], gap_rounds, floor_rounds)),
 ]
 
 L = []
