@@ -112,22 +112,24 @@ void AcquireOp::fail_ticket(std::string message) {
 // command may still run), the word goes anyway.
 void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
   const auto i = static_cast<std::size_t>(node);
+  const bool settle = tag == ticket_round_ && i < owe_settle_.size() && owe_settle_[i] != 0;
+  const bool leave = !settle && tag == attempt_round_ && phase_ == Phase::done &&
+                     i < owe_leave_.size() && owe_leave_[i] != 0;
+  if (!settle && !leave) return;  // the usual late answer: nothing is owed for it
+  (settle ? owe_settle_ : owe_leave_)[i] = 0;
   if (e_.closing_) return;
   const bool replied = !failure(node, r).has_value();
-  if (tag == ticket_round_ && i < owe_settle_.size() && owe_settle_[i] != 0) {
-    owe_settle_[i] = 0;
+  if (settle) {
     if (replied) {
       const auto v = detail::classify_ticket(*r.reply);
       if (v.state == NodeState::ok && v.value == ticket_) return;
     }
     tell(node, detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_));
-  } else if (tag == attempt_round_ && phase_ == Phase::done && i < owe_leave_.size() &&
-             owe_leave_[i] != 0) {
-    owe_leave_[i] = 0;
-    // A node that granted took us out of its queue in the same script.
-    if (replied && kind_.classify_acquire(*r.reply).state == NodeState::ok) return;
-    if (auto leave = kind_.finish_waiting(keys_, waiter_, true)) tell(node, std::move(*leave));
+    return;
   }
+  // A node that granted took us out of its queue in the same script.
+  if (replied && kind_.classify_acquire(*r.reply).state == NodeState::ok) return;
+  if (auto c = kind_.finish_waiting(keys_, waiter_, true)) tell(node, std::move(*c));
 }
 
 void AcquireOp::tell(int node, detail::Command cmd) {
