@@ -35,6 +35,8 @@ class LockBuilder {
   static void set_mode(Lock& l, LockMode m) { l.mode_ = m; }
   static void set_ticket(Lock& l, std::uint64_t t) { l.ticket_ = t; }
   static void set_wakes_waiters(Lock& l, bool w) { l.wakes_waiters_ = w; }
+  static void set_taken_at(Lock& l, BootClock::time_point t) { l.taken_at_ = t; }
+  [[nodiscard]] static BootClock::time_point taken_at(const Lock& l) { return l.taken_at_; }
 };
 
 }  // namespace redlock

@@ -51,11 +51,13 @@ class REDLOCK_API Lock {
   // Fair locks: the ticket that fixed this holder's place in the queue.
   [[nodiscard]] std::optional<std::uint64_t> ticket() const noexcept { return ticket_; }
   [[nodiscard]] const std::vector<NodeOutcome>& nodes() const noexcept { return nodes_; }
-  // Whether releasing it wakes waiters (Options::wake_ups): true for a fair lock, for one whose
-  // acquisition found it held elsewhere first (so others likely wait too), for one that was
-  // extended (held long enough for waiters to come: an auto-extended job), and for one rebuilt
-  // from a token (nothing is known). An uncontended, never extended lock's release is the
-  // documented compare-and-delete alone; its waiters (if some came later) notice it by polling.
+  // Whether releasing it wakes waiters (Options::wake_ups) however soon it is released: true for
+  // a fair lock, for one whose acquisition found it held elsewhere first (so others likely wait
+  // too), for one that was extended (held long enough for waiters to come: an auto-extended job),
+  // and for one rebuilt from a token (nothing is known). An uncontended, never extended lock wakes
+  // waiters once it has been held for a short while (10 ms from its attempt: waiters may have come
+  // meanwhile); released sooner, its release is the documented compare-and-delete alone, and a
+  // waiter that came in those milliseconds notices the release by polling.
   [[nodiscard]] bool wakes_waiters() const noexcept { return wakes_waiters_; }
 
   // Rebuilds a lock from a token handed over from another process (the CLI's
@@ -78,6 +80,7 @@ class REDLOCK_API Lock {
   std::optional<std::uint64_t> ticket_;
   std::vector<NodeOutcome> nodes_;
   bool wakes_waiters_ = true;
+  BootClock::time_point taken_at_{};  // the start of the attempt that took it
 };
 
 struct AcquireResult {

@@ -216,6 +216,10 @@ std::optional<Command> LockKind::finish_waiting(const std::vector<std::string>&,
   return std::nullopt;
 }
 
+bool release_wakes(bool wakes_waiters, BootClock::duration held) noexcept {
+  return wakes_waiters || held >= short_hold;
+}
+
 const LockKind& kind_for_acquire(const AcquireOptions& o, std::size_t resources) {
   if (o.fair) return fair_kind;
   if (o.mode == LockMode::read) return read_kind;

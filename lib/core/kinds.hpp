@@ -21,6 +21,7 @@
 #include "core/command.hpp"
 #include "core/reply.hpp"
 #include "redlock/error.hpp"
+#include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock::detail {
@@ -88,6 +89,14 @@ class LockKind {
   // a fair queue names its own first waiter.
   [[nodiscard]] virtual bool named_wake() const { return false; }
 };
+
+// Whether a release checks for waiters (and names one): always where `wakes_waiters` (Lock's:
+// fair, contended, extended or rebuilt from a token), else once the lock has been held for
+// `short_hold` since its attempt began. A shorter hold seldom gathers a waiter, and the check
+// would cost every short uncontended cycle (its release carries the mark, the queue and the
+// channel, and runs one more lookup); a waiter that came during it polls.
+inline constexpr Millis short_hold{10};
+[[nodiscard]] bool release_wakes(bool wakes_waiters, BootClock::duration held) noexcept;
 
 // The kind that acquires with these options (check_acquire() has accepted them).
 [[nodiscard]] const LockKind& kind_for_acquire(const AcquireOptions& o, std::size_t resources);

@@ -493,6 +493,7 @@ void AcquireOp::finish_ok(Lock lock) {
   LockBuilder::set_mode(lock, opts_.mode);
   if (kind_.queued()) LockBuilder::set_ticket(lock, ticket_);
   LockBuilder::set_wakes_waiters(lock, kind_.queued() || saw_contention_);
+  LockBuilder::set_taken_at(lock, t1_);
   AcquireResult res;
   res.lock = std::move(lock);
   res.nodes = attempt_.outcomes();

@@ -7,6 +7,7 @@
 #include "core/round.hpp"
 #include "core/validate.hpp"
 #include "engine/operation.hpp"
+#include "lock_builder.hpp"
 
 namespace redlock {
 namespace {
@@ -19,7 +20,9 @@ class ReleaseOp final : public Operation {
     std::vector<std::string> keys;
     for (const auto& r : lock.resources()) keys.push_back(e_.options_.key_prefix + r);
     const auto& kind = detail::kind_for_lock(lock.mode(), keys.size());
-    const auto cmd = net::Request::make(kind.release(keys, lock.token(), lock.wakes_waiters()));
+    const bool wake =
+        detail::release_wakes(lock.wakes_waiters(), BootClock::now() - LockBuilder::taken_at(lock));
+    const auto cmd = net::Request::make(kind.release(keys, lock.token(), wake));
     round_.reset(&e_.names());
     stamp();
     for (int i = 0; i < e_.n(); ++i) {

@@ -125,6 +125,28 @@ TEST_CASE("wake-ups: an uncontended holder that was extended wakes the waiters t
   (void)waiter.try_release(got.result.lock);
 }
 
+// The usual job: taken with nobody waiting, held for a while, released by its holder (no
+// extension, no token). Waiters that came meanwhile are woken: the hold outlasted short_hold.
+TEST_CASE("wake-ups: an uncontended holder held past a short hold wakes those who came since") {
+  RedisCluster c(5);
+  Client holder(options_for(c));
+  Client waiter(slow_polling(c));
+  auto held = holder.try_acquire({"job"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  CHECK_FALSE(held.lock.wakes_waiters());  // nobody waited when it was taken
+  auto w = wait_for(waiter, "job");
+  REQUIRE(eventually([&] { return listening_everywhere(c, "job"); }));
+  std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(held.lock));  // held for well over short_hold by now
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK(got.at > released);
+  CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                "took " << ms_since(released) << " ms: it waited for its poll");
+  (void)waiter.try_release(got.result.lock);
+}
+
 TEST_CASE("wake-ups: a killed pub/sub connection comes back and listens again") {
   RedisCluster c(5);
   Client holder(options_for(c));

@@ -64,6 +64,20 @@ TEST_CASE("the plain kind sends exactly the wire format of the other Redlock cli
   CHECK(ext.args == std::vector<std::string>{"job", "tok", "5000"});
 }
 
+TEST_CASE("a release checks for waiters when the lock says so or was held past a short hold") {
+  // Contended, fair, extended or rebuilt from a token: however soon it is released.
+  CHECK(release_wakes(true, 0ms));
+  CHECK(release_wakes(true, 1h));
+  // Taken without contention: the documented compare-and-delete alone while the hold is short,
+  // the check for waiters from short_hold on (a waiter may have come meanwhile).
+  CHECK_FALSE(release_wakes(false, 0ms));
+  CHECK_FALSE(release_wakes(false, short_hold - 1us));
+  CHECK(release_wakes(false, short_hold));
+  CHECK(release_wakes(false, 30s));
+  // A clock read before the attempt's start (it cannot happen; a negative hold) is a short hold.
+  CHECK_FALSE(release_wakes(false, -5ms));
+}
+
 TEST_CASE("derived keys of each kind") {
   std::vector<std::string> keys{"doc"};
   AttemptArgs a{keys, "tok", 1000ms, "waiter", 7, 2000ms, 500ms};
