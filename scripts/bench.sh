@@ -608,18 +608,21 @@ L.append("Each client is one `redlock::Client` (its own connections, as a separa
          "their slices in turn, so a change of the machine's load falls on all five); round trip to "
          "node 1 (PING) p50 %d us and one round of the algorithm without the library (a SET to "
          "every node until a quorum answered) p50 %d us, measured in the same run. gap: from the holder starting its "
-         "release to the next acquisition; other: only where another client took it; signalled: "
+         "release to the next acquisition; other: only where another client took it; to other: "
+         "the share of handoffs that went to another client (the rest: the client that released "
+         "took it back at once); signalled: "
          "the floor, the same clients in a fixed turn, each told in-process the moment the release "
          "before it returned, then taking the free lock."
          % (handoff["seconds"], handoff["slices"], handoff["rtt_us_p50"], handoff["round_us_p50"]))
 L.append("")
-L.append("| waiters | kind | wake-ups | handoffs/s | gap p50 us | gap p99 us | other p50 us | other p99 us |")
-L.append("|--:|---|---|--:|--:|--:|--:|--:|")
+L.append("| waiters | kind | wake-ups | handoffs/s | gap p50 us | gap p99 us | other p50 us | other p99 us | to other |")
+L.append("|--:|---|---|--:|--:|--:|--:|--:|--:|")
 for r in handoff["runs"]:
-    L.append("| %d | %s | %s | %.1f | %d | %d | %d | %d |" % (
+    L.append("| %d | %s | %s | %.1f | %d | %d | %d | %d | %.1f %% |" % (
         r["waiters"], r["kind"], "-" if r["kind"] == "signalled" else "on" if r["wake_ups"] else "off",
         r["handoffs_per_s"],
-        r["gap_us_p50"], r["gap_us_p99"], r["gap_other_us_p50"], r["gap_other_us_p99"]))
+        r["gap_us_p50"], r["gap_us_p99"], r["gap_other_us_p50"], r["gap_other_us_p99"],
+        r["to_other_pct"]))
 L.append("")
 left = sum(j["keys_left"] for j in [healthy, paused, hold, tls] + list(sweep.values()))
 L.append("Keys left by the benchmark runs on reachable nodes: %d. Keys on the nodes at the end "

@@ -97,11 +97,13 @@ class Bench(unittest.TestCase):
         # The floor's clients take turns: every handoff goes to another client.
         floor = rows[("signalled", False)]
         self.assertGreater(floor["handoffs_to_other"], 0, floor)
+        self.assertEqual(floor["to_other_pct"], 100.0, floor)
         self.assertEqual((floor["gap_us_p50"], floor["gap_us_p99"]),
                          (floor["gap_other_us_p50"], floor["gap_other_us_p99"]), floor)
         for x in obj["runs"]:
             self.assertEqual(x["waiters"], 2)
             self.assertGreater(x["handoffs_per_s"], 0, x)
+            self.assertTrue(0 <= x["to_other_pct"] <= 100, x)
             self.assertEqual(x["errors"], 0, x)
         self.assertGreater(obj["rtt_us_p50"], 0)
         # The round (a SET to every node until a quorum answered) was measured, and its key is gone.

@@ -216,6 +216,13 @@ double rtt_us(const Options& o) {
   return stats_of(std::move(us)).p50;
 }
 
+// The share of handoffs (in %) where the lock went to another client; the rest were taken back
+// by the client that had just released it (a plain lock's releaser often wins the race).
+double to_other_pct(const Handoff& h) {
+  if (h.gap.count == 0) return 0;
+  return 100.0 * static_cast<double>(h.gap_other.count) / static_cast<double>(h.gap.count);
+}
+
 }  // namespace
 
 int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& g) {
@@ -293,6 +300,7 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
                       {"gap_other_us_p50", std::round(h.gap_other.p50)},
                       {"gap_other_us_p99", std::round(h.gap_other.p99)},
                       {"handoffs_to_other", h.gap_other.count},
+                      {"to_other_pct", std::round(to_other_pct(h) * 10) / 10},
                       {"errors", h.errors}});
     }
     print_json({{"mode", "handoff"},
@@ -313,19 +321,22 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
   std::cout << std::left << std::setw(8) << "waiters" << std::setw(11) << "kind" << std::setw(7)
             << "wake" << std::right << std::setw(12) << "handoffs/s" << std::setw(14)
             << "gap p50 us" << std::setw(14) << "gap p99 us" << std::setw(16) << "other p50 us"
-            << std::setw(16) << "other p99 us" << std::setw(8) << "errors"
+            << std::setw(16) << "other p99 us" << std::setw(10) << "to other" << std::setw(8)
+            << "errors"
             << "\n";
   for (const auto& h : rows) {
     const char* wake = h.kind == Kind::signalled ? "-" : h.wake_ups ? "on" : "off";
     std::cout << std::left << std::setw(8) << h.waiters << std::setw(11) << name_of(h.kind)
               << std::setw(7) << wake << std::right << std::setw(12) << fmt(h.per_s)
               << std::setw(14) << fmt(h.gap.p50) << std::setw(14) << fmt(h.gap.p99) << std::setw(16)
-              << fmt(h.gap_other.p50) << std::setw(16) << fmt(h.gap_other.p99) << std::setw(8)
-              << h.errors << "\n";
+              << fmt(h.gap_other.p50) << std::setw(16) << fmt(h.gap_other.p99) << std::setw(9)
+              << fmt(to_other_pct(h)) << "%" << std::setw(8) << h.errors << "\n";
     if (!h.first_error.empty()) std::cout << "    first error: " << h.first_error << "\n";
   }
   std::cout << "gap: from the holder starting its release to the next acquisition; other: only "
-               "where another client took it; signalled: each client told in this process when the "
+               "where another client took it; to other: the share of handoffs that went to another "
+               "client (the rest: the releasing client took it back); signalled: each client told "
+               "in this process when the "
                "release before it returned, then taking the free lock (the floor). Figures only: a "
                "benchmark never fails on speed.\n"
             << "keys swept at the end (waiting marks, fair queues): " << swept.keys_left << "\n";
