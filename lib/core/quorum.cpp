@@ -7,7 +7,14 @@ namespace redlock::detail {
 Decision decide(const Tally& t) noexcept {
   const int q = quorum_of(t.nodes);
   if (t.ok >= q) return Decision::quorum;
-  if (t.ok + t.pending() < q) return Decision::impossible;
+  if (t.ok + t.pending() >= q) return Decision::undecided;
+  // Out of reach. Which failure it is (held elsewhere, or nodes failing) is known once the
+  // refusals alone rule out a quorum, or once the answers still pending could not make them do
+  // so; until then the stragglers are waited for, each within its node deadline. Without failed
+  // nodes this is always known here: deciding on the failures before the refusals came in
+  // reported a lock held on every live node as "no quorum" when one node was down.
+  const int spare = t.nodes - q;  // refusals a quorum can survive
+  if (t.refused > spare || t.refused + t.pending() <= spare) return Decision::impossible;
   return Decision::undecided;
 }
 

@@ -25,7 +25,9 @@ struct Tally {
 enum class Decision { undecided, quorum, impossible };
 
 // Decides as soon as the outcome is known: a quorum of grants, or so few grants plus pending
-// answers that a quorum can no longer happen.
+// answers that a quorum can no longer happen and its reason (failure_reason) can no longer
+// change (where some nodes failed and enough answers are pending to be refusals that rule a
+// quorum out by themselves, it waits for them).
 [[nodiscard]] Decision decide(const Tally& t) noexcept;
 
 // Why an impossible attempt failed: `refusal` (contended / not_held) when refusals alone rule

@@ -189,6 +189,25 @@ class LockCommands(unittest.TestCase):
         self.assertIn(b"no quorum", r.stderr.lower() + r.stderr)
         self.assertEqual(self.c.settled_count(0, "t-nq"), 0)
 
+    def test_held_elsewhere_with_nodes_down_is_exit_1_not_3(self):
+        # Held on every live node while one or two nodes are down (connection refused at once):
+        # the failures must not be reported before the refusals that rule out a quorum.
+        live = [s.address for s in self.c.servers]
+        dead = ["127.0.0.1:1", "127.0.0.1:2"]
+        tok = self.cli("acquire", "t-held-down", "--ttl", "60s").stdout.decode().strip()
+        self.assertRegex(tok, r"^[0-9a-f]{40}$")
+        for nodes in (live[:3] + dead, live[:4] + dead[:1]):
+            with self.subTest(nodes=nodes):
+                r = self.cli("acquire", "t-held-down", "--retry-count", "0", nodes=",".join(nodes))
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn(b"held by someone else", r.stderr)
+                r = self.cli("extend", "t-held-down", "0" * 40, "--ttl", "5s", nodes=",".join(nodes))
+                self.assertEqual(r.returncode, 1, r.stderr)
+                r = self.cli("run", "t-held-down", "--retry-count", "0", "--", "true",
+                             nodes=",".join(nodes))
+                self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(self.cli("release", "t-held-down", tok).returncode, 0)
+
     def test_nodes_from_environment(self):
         r = run("acquire", "t-env", env={"REDLOCK_NODES": self.c.nodes})
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -29,15 +29,28 @@ TEST_CASE("decide: every reachable tally for N = 1..9") {
           CAPTURE(refused);
           CAPTURE(failed);
           Decision d = decide(t);
+          // A failure's reason is settled when refusals alone rule out a quorum, or when the
+          // pending answers could not make them do so.
+          const bool reason_known = refused > n - q || refused + pending <= n - q;
           if (ok >= q) {
             CHECK(d == Decision::quorum);
-          } else if (ok + pending < q) {
+          } else if (ok + pending < q && reason_known) {
             CHECK(d == Decision::impossible);
           } else {
             CHECK(d == Decision::undecided);
           }
           // Never undecided once every node answered.
           if (pending == 0) CHECK(d != Decision::undecided);
+          // Without failed nodes, a failure is decided as early as a quorum's absence is known.
+          if (failed == 0 && ok + pending < q) CHECK(d == Decision::impossible);
+          // The reason given at the decision is the one all the answers would have given: the
+          // pending answers, whatever they are, cannot change it.
+          if (d == Decision::impossible) {
+            for (int more_refused = 0; more_refused <= pending; ++more_refused) {
+              Tally all{n, ok, refused + more_refused, failed + pending - more_refused};
+              CHECK(failure_reason(all, Errc::contended) == failure_reason(t, Errc::contended));
+            }
+          }
         }
       }
     }
@@ -51,6 +64,22 @@ TEST_CASE("early decision: success does not wait for stragglers, failure neither
   CHECK(decide(Tally{5, 0, 0, 3}) == Decision::impossible);
   // 5 nodes, 2 OK, 2 failed, 1 pending: must wait for the last one.
   CHECK(decide(Tally{5, 2, 0, 2}) == Decision::undecided);
+}
+
+TEST_CASE("a failure waits for the answers that decide whether it was held elsewhere") {
+  // Held on every live node, two nodes down: after one refusal a quorum is out of reach, but the
+  // two pending answers decide between contended and no quorum (they were refusals: contended).
+  CHECK(decide(Tally{5, 0, 1, 2}) == Decision::undecided);
+  CHECK(decide(Tally{5, 0, 3, 2}) == Decision::impossible);
+  CHECK(failure_reason(Tally{5, 0, 3, 2}, Errc::contended) == Errc::contended);
+  // One node down, one granted, two refused, one pending: the last answer decides.
+  CHECK(decide(Tally{5, 1, 2, 1}) == Decision::undecided);
+  CHECK(failure_reason(Tally{5, 1, 3, 1}, Errc::contended) == Errc::contended);
+  CHECK(failure_reason(Tally{5, 1, 2, 2}, Errc::contended) == Errc::no_quorum);
+  // Failures alone: nothing pending could make refusals rule out a quorum: decided at once.
+  CHECK(decide(Tally{5, 0, 0, 3}) == Decision::impossible);
+  CHECK(decide(Tally{5, 0, 1, 3}) == Decision::impossible);
+  CHECK(failure_reason(Tally{5, 0, 1, 3}, Errc::contended) == Errc::no_quorum);
 }
 
 TEST_CASE("failure reason: contended only when refusals alone rule out a quorum") {
