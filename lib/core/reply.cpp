@@ -36,4 +36,13 @@ std::string Reply::describe() const {
   return "(?)";
 }
 
+std::string auth_error_text(std::string_view server_text, std::string_view password) {
+  std::string text(server_text.substr(0, server_text.find("with args")));
+  while (!text.empty() && (text.back() == ' ' || text.back() == ',')) text.pop_back();
+  if (password.empty()) return text;
+  for (auto at = text.find(password); at != std::string::npos; at = text.find(password, at + 3))
+    text.replace(at, password.size(), "***");
+  return text;
+}
+
 }  // namespace redlock::detail

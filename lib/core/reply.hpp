@@ -38,4 +38,10 @@ struct Reply {
   [[nodiscard]] std::string describe() const;
 };
 
+// What a failed AUTH's error text may say in a per-node record or a log line. A server may echo
+// the command's arguments (Redis without AUTH, or with it renamed: "ERR unknown command 'AUTH',
+// with args beginning with: 'user' 'secret' "), and an argument is the password: the echo is cut
+// off, and the password, wherever else it appears, is replaced by "***".
+[[nodiscard]] std::string auth_error_text(std::string_view server_text, std::string_view password);
+
 }  // namespace redlock::detail

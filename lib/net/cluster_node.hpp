@@ -318,7 +318,8 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     if (tag == 1) {
       if (r.kind == Result::Kind::reply && r.reply->is_error() && question_ != nullptr) {
         refused_ = true;
-        question_->drop("AUTH failed: " + r.reply->str, Connection::Failure::refused);
+        question_->drop("AUTH failed: " + detail::auth_error_text(r.reply->str, address_.password),
+                        Connection::Failure::refused);
       }
       return;
     }

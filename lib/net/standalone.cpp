@@ -127,7 +127,8 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     if (!sub_) {
       if (!options_.wake_ups) return;
       sub_.emplace(loop_, static_cast<WakeHandler&>(*this), index_, endpoint_for(address_),
-                   transport_(address_.host), settings_for(options_), auth_, address_.db, name_);
+                   transport_(address_.host), settings_for(options_), auth_, address_.password,
+                   address_.db, name_);
     }
     sub_->subscribe(lock_key);
   }
@@ -208,8 +209,9 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
       if (tag == hs_auth) {
         // Commands pipelined behind a failed AUTH would run as the default user: drop the
         // connection so none of them counts, and say why in every per-node record.
-        host_.log(LogLevel::error, name_ + ": AUTH failed: " + rep.str);
-        conn_.drop("AUTH failed: " + rep.str, Connection::Failure::refused);
+        const auto why = "AUTH failed: " + detail::auth_error_text(rep.str, address_.password);
+        host_.log(LogLevel::error, name_ + ": " + why);
+        conn_.drop(why, Connection::Failure::refused);
       } else if (tag == hs_select) {
         host_.log(LogLevel::error, name_ + ": SELECT failed: " + rep.str);
         // the wrong database must not take votes

@@ -22,9 +22,11 @@ bool is_triple(const Reply& r, std::string_view kind) {
 
 Subscriber::Subscriber(uv_loop_t* loop, WakeHandler& handler, int node, Endpoint endpoint,
                        std::unique_ptr<TransportFactory> transport, ConnectionSettings settings,
-                       std::shared_ptr<const Request> auth, int db, std::string name)
+                       std::shared_ptr<const Request> auth, std::string password, int db,
+                       std::string name)
     : handler_(handler),
       auth_(std::move(auth)),
+      password_(std::move(password)),
       db_(db),
       name_(std::move(name)),
       conn_(loop, *this, node, std::move(endpoint), std::move(transport), settings) {
@@ -93,7 +95,8 @@ void Subscriber::on_result(int, std::uint32_t tag, const Result& r) {
   const Reply& rep = *r.reply;
   if (rep.is_error()) {
     if (tag == tag_auth) {
-      conn_.drop("AUTH failed: " + rep.str, Connection::Failure::refused);
+      conn_.drop("AUTH failed: " + detail::auth_error_text(rep.str, password_),
+                 Connection::Failure::refused);
     } else {
       handler_.log(LogLevel::debug, name_ + ": wake-ups: " + rep.str);
     }

@@ -47,11 +47,12 @@ class WakeHandler {
 
 class Subscriber final : Connection::Listener, Sink, Connection::PushHandler {
  public:
-  // `auth` is the node's AUTH command (nullptr without a password); `db` its database (the
+  // `auth` is the node's AUTH command (nullptr without a password) and `password` what it
+  // sends, kept only to hide it in what a refused AUTH's error says; `db` its database (the
   // keyspace channel names it).
   Subscriber(uv_loop_t* loop, WakeHandler& handler, int node, Endpoint endpoint,
              std::unique_ptr<TransportFactory> transport, ConnectionSettings settings,
-             std::shared_ptr<const Request> auth, int db, std::string name);
+             std::shared_ptr<const Request> auth, std::string password, int db, std::string name);
 
   // Counted: the channels of `lock_key` are listened to while more subscribe() than
   // unsubscribe() calls were made for it. The connection starts with the first.
@@ -77,6 +78,7 @@ class Subscriber final : Connection::Listener, Sink, Connection::PushHandler {
 
   WakeHandler& handler_;
   std::shared_ptr<const Request> auth_;
+  std::string password_;
   int db_;
   std::string name_;
   std::map<std::string, Key> keys_;                             // lock key -> its channels

@@ -129,7 +129,8 @@ def check_server(port):
 
 
 class Server:
-    def __init__(self):
+    def __init__(self, extra=()):
+        self.extra = list(extra)  # more redis-server arguments (e.g. --rename-command AUTH "")
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="redlock-cli-test-")
         self.proc = None
@@ -139,7 +140,7 @@ class Server:
         self.proc = subprocess.Popen(
             [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
-             "--logfile", os.path.join(self.dir, "redis.log")],
+             "--logfile", os.path.join(self.dir, "redis.log")] + self.extra,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 5
         while time.time() < deadline:

@@ -7,7 +7,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, command, free_port, get, with_test_deadline  # noqa: E402
+from redisfix import Cluster, Server, command, free_port, get, with_test_deadline  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
@@ -207,6 +207,24 @@ class LockCommands(unittest.TestCase):
                              nodes=",".join(nodes))
                 self.assertEqual(r.returncode, 1, r.stderr)
         self.assertEqual(self.cli("release", "t-held-down", tok).returncode, 0)
+
+    def test_password_hidden_when_the_server_echoes_auth_arguments(self):
+        # A server without AUTH (renamed away) answers "ERR unknown command 'AUTH', with args
+        # beginning with: 'user' '<password>'": that echo must not reach any output.
+        echoing = Server(extra=["--rename-command", "AUTH", ""])
+        try:
+            node = "redis://alice:s3cr3t-pw@127.0.0.1:%d" % echoing.port
+            runs = [("acquire", "t-echo", "--retry-count", "0"), ("-v", "acquire", "t-echo", "--retry-count", "0"),
+                    ("--json", "acquire", "t-echo", "--retry-count", "0"), ("status", "t-echo"),
+                    ("--json", "status", "t-echo"), ("release", "t-echo", "0" * 40)]
+            for args in runs:
+                with self.subTest(args=args):
+                    r = self.cli(*args, nodes=node)
+                    out = r.stdout + r.stderr
+                    self.assertNotIn(b"s3cr3t", out, out)
+                    self.assertIn(b"AUTH failed", out, out)
+        finally:
+            echoing.close()
 
     def test_nodes_from_environment(self):
         r = run("acquire", "t-env", env={"REDLOCK_NODES": self.c.nodes})

@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 
+#include "core/reply.hpp"
 #include "net/reader.hpp"
 #include "net/resp.hpp"
 
@@ -122,4 +123,22 @@ TEST_CASE(
   const std::string ok = "+OK\r\n";
   REQUIRE(r.feed(ok.data(), ok.size()));
   CHECK(r.next() == Reader::Next::reply);
+}
+
+TEST_CASE("a refused AUTH's error text never carries the password") {
+  // Redis without AUTH (renamed away) echoes the arguments.
+  CHECK(auth_error_text("ERR unknown command 'AUTH', with args beginning with: 'alice' 's3cr3t' ",
+                        "s3cr3t") == "ERR unknown command 'AUTH'");
+  // Cut off even where the password is unknown here (nothing to replace) or truncated.
+  CHECK(auth_error_text("ERR unknown command 'AUTH', with args beginning with: 's3c' ", "") ==
+        "ERR unknown command 'AUTH'");
+  // Anywhere else it appears, it is replaced.
+  CHECK(auth_error_text("ERR proxy: bad password s3cr3t for s3cr3t", "s3cr3t") ==
+        "ERR proxy: bad password *** for ***");
+  // The usual refusals pass unchanged.
+  CHECK(auth_error_text("WRONGPASS invalid username-password pair or user is disabled.", "pw") ==
+        "WRONGPASS invalid username-password pair or user is disabled.");
+  CHECK(auth_error_text("", "pw").empty());
+  // A password that is in the text it replaces with does not loop.
+  CHECK(auth_error_text("a*b", "*") == "a***b");
 }
