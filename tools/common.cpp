@@ -166,7 +166,8 @@ bool tls_wanted(const Globals& g) {
   const std::string_view t = v;
   if (t == "1" || t == "true" || t == "yes") return true;
   if (t == "0" || t == "false" || t == "no") return false;
-  throw UsageError("REDLOCK_TLS: '" + std::string(t) + "': expected 1 or 0");
+  throw UsageError("REDLOCK_TLS: '" + std::string(t) +
+                   "': expected 1, true or yes, or 0, false or no");
 }
 
 TlsOptions make_tls_options(const Globals& g) {
@@ -187,7 +188,8 @@ TlsOptions make_tls_options(const Globals& g) {
   } else if (const char* v = env("REDLOCK_INSECURE")) {
     const std::string_view s = v;
     if (s != "0" && s != "1" && s != "true" && s != "false" && s != "yes" && s != "no")
-      throw UsageError("REDLOCK_INSECURE: '" + std::string(s) + "': expected 1 or 0");
+      throw UsageError("REDLOCK_INSECURE: '" + std::string(s) +
+                       "': expected 1, true or yes, or 0, false or no");
     t.insecure_skip_verify = s == "1" || s == "true" || s == "yes";
   }
   // Caught here rather than by the library, whose message would name the node: the pair is one
@@ -232,8 +234,10 @@ Options make_options(const Globals& g) {
   if (!g.node_timeout.empty()) o.node_timeout = duration_arg("--node-timeout", g.node_timeout);
   if (!g.connect_timeout.empty())
     o.connect_timeout = duration_arg("--connect-timeout", g.connect_timeout);
-  if (o.node_timeout.count() == 0) throw UsageError("--node-timeout: must be positive");
-  if (o.connect_timeout.count() == 0) throw UsageError("--connect-timeout: must be positive");
+  if (o.node_timeout.count() == 0)
+    throw UsageError("--node-timeout: must be positive, got '" + g.node_timeout + "'");
+  if (o.connect_timeout.count() == 0)
+    throw UsageError("--connect-timeout: must be positive, got '" + g.connect_timeout + "'");
   if (g.drift_factor) {
     if (!(*g.drift_factor >= 0.0 && *g.drift_factor < 0.5)) {
       throw UsageError("--drift-factor: " + std::to_string(*g.drift_factor) +

@@ -365,6 +365,10 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
         "rediss+sentinel://, redis+cluster:// or rediss+cluster://)";
     return false;
   }
+  if (text.find('@') != std::string_view::npos) {
+    why = "a user or password needs the redis:// form, as in redis://user:password@host:port";
+    return false;
+  }
   return parse_host_port(text, a, why);
 }
 

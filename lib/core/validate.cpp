@@ -21,8 +21,13 @@ std::optional<std::string> check_resources(const std::vector<std::string>& resou
     }
     if (!seen.insert(r).second) return "resource '" + r + "' given twice";
     if (is_derived_key(std::string(key_prefix) + r)) {
-      return "resource '" + r +
-             "' has the form of the library's own keys ({...}:redlock:...), which no resource may "
+      // Name what makes it so: with a key prefix, the prefix may be the bad value.
+      const std::string what = key_prefix.empty()
+                                   ? "resource '" + r + "'"
+                                   : "the key '" + std::string(key_prefix) + r + "' (key prefix '" +
+                                         std::string(key_prefix) + "', resource '" + r + "')";
+      return what +
+             " has the form of the library's own keys ({...}:redlock:...), which no lock key may "
              "take";
     }
   }

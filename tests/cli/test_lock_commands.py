@@ -289,6 +289,10 @@ class LockCommands(unittest.TestCase):
             (["--node-timeout", "fast", "acquire", "x"], b"fast"),
             (["--drift-factor", "2", "acquire", "x"], b"drift"),
             (["acquire", "x", "--ttl", "2"], b"drift"),  # could never be valid
+            (["--node-timeout", "0s", "acquire", "x"], b"'0s'"),
+            (["--connect-timeout", "0", "acquire", "x"], b"'0'"),
+            # The prefix makes the key one of the library's own: the prefix is named.
+            (["--key-prefix", "{a}:redlock:", "acquire", "x"], b"key prefix '{a}:redlock:'"),
         ]
         for args, needle in cases:
             r = self.cli(*args)
@@ -296,6 +300,10 @@ class LockCommands(unittest.TestCase):
             self.assertIn(needle, r.stderr, args)
             self.assertEqual(r.stdout, b"", args)
         self.assertEqual(self.c.settled_count(0, "x"), 0)
+        # A variable's bad value, and what it accepts.
+        r = self.cli("acquire", "x", env={"REDLOCK_TLS": "TRUE"})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"'TRUE': expected 1, true or yes, or 0, false or no", r.stderr)
 
     def test_empty_node_list_is_refused_not_replaced(self):
         # `-n "$UNSET"` must not fall back to REDLOCK_NODES (or the local demo nodes).

@@ -105,6 +105,11 @@ TEST_CASE("address: a password with an unescaped '/', '@' or ':' never shows eit
   }
   // Escaped, the same password is fine.
   CHECK(ok("redis://:Zm9v%2FYmFy+cXV4@127.0.0.1:7101").password == "Zm9v/YmFy+cXV4");
+  // Credentials in the host:port shorthand: the error says which form takes them (it used to
+  // read the text as an IPv6 address without brackets).
+  err = bad("alice:S3KR1T@127.0.0.1:7301");
+  CHECK_MESSAGE(err.find("S3KR1T") == std::string::npos, err);
+  CHECK_MESSAGE(err.find("redis://user:password@host:port") != std::string::npos, err);
 }
 
 TEST_CASE("address: rediss:// is TLS, with per-node settings as query parameters") {

@@ -8,6 +8,7 @@
 #include "core/keys.hpp"
 #include "core/kinds.hpp"
 #include "core/slots.hpp"
+#include "core/validate.hpp"
 
 using namespace redlock;
 using namespace redlock::detail;
@@ -241,4 +242,18 @@ TEST_CASE("without_wake_keys: a publishing release as the compare-and-delete alo
   CHECK_FALSE(
       without_wake_keys(kind_for_acquire(AcquireOptions{}, 2).release({"a", "b"}, "t", false)));
   CHECK_FALSE(without_wake_keys(Command::call(ScriptId::extend_multi, {"a", "b"}).arg("t").arg(1)));
+}
+
+TEST_CASE("a lock key in the form of the library's own keys is refused, naming what made it") {
+  // The resource alone.
+  auto why = check_resources({"{a}:redlock:fence:a"}, "");
+  REQUIRE(why);
+  CHECK(why->starts_with("resource '{a}:redlock:fence:a' has the form"));
+  // The key prefix makes it so: the prefix is named, not only the resource.
+  why = check_resources({"x"}, "{a}:redlock:");
+  REQUIRE(why);
+  CHECK(why->starts_with("the key '{a}:redlock:x' (key prefix '{a}:redlock:', resource 'x')"));
+  // Ordinary prefixes and resources pass.
+  CHECK_FALSE(check_resources({"x"}, "svc:"));
+  CHECK_FALSE(check_resources({"job"}, ""));
 }
