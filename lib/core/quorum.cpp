@@ -22,6 +22,8 @@ Errc failure_reason(const Tally& t, Errc refusal) noexcept {
   return t.refused > t.nodes - quorum_of(t.nodes) ? refusal : Errc::no_quorum;
 }
 
+std::string at_least(const Tally& t) { return t.pending() > 0 ? "at least " : ""; }
+
 std::chrono::microseconds drift(Millis ttl, double drift_factor) noexcept {
   // ttl is at most max_ttl (3.2e10 ms), so this double is exact to well under 1 us.
   double us = std::ceil(static_cast<double>(ttl.count()) * 1000.0 * drift_factor);

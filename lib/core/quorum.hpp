@@ -34,6 +34,10 @@ enum class Decision { undecided, quorum, impossible };
 // out a quorum, otherwise no_quorum.
 [[nodiscard]] Errc failure_reason(const Tally& t, Errc refusal) noexcept;
 
+// "at least " where answers were still pending when a round was decided (the counts in its
+// message are of the answers in by then), else "".
+[[nodiscard]] std::string at_least(const Tally& t);
+
 // drift = ttl * drift_factor + 2 ms (Redis expires with 1 ms precision), rounded up to 1 us.
 [[nodiscard]] std::chrono::microseconds drift(Millis ttl, double drift_factor) noexcept;
 

@@ -257,8 +257,8 @@ void AcquireOp::attempt_decided(Decision d) {
   if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(n)) refreshed_ = t1_;
   const Errc why = detail::failure_reason(t, Errc::contended);
   fail_attempt(why, why == Errc::contended
-                        ? "held by someone else on " + std::to_string(t.refused) + " of " +
-                              std::to_string(n) + " nodes"
+                        ? "held by someone else on " + detail::at_least(t) +
+                              std::to_string(t.refused) + " of " + std::to_string(n) + " nodes"
                         : "no quorum: " + std::to_string(t.ok) + " of " + std::to_string(n) +
                               " nodes granted, " + std::to_string(detail::quorum_of(n)) +
                               " needed (" + attempt_.breakdown() + ")");

@@ -87,8 +87,8 @@ class ExtendOp final : public Operation {
     const auto& t = round_.tally();
     const Errc why = detail::failure_reason(t, Errc::not_held);
     finish(why, why == Errc::not_held
-                    ? "the token is no longer held on " + std::to_string(t.refused) + " of " +
-                          std::to_string(n) + " nodes"
+                    ? "the token is no longer held on " + detail::at_least(t) +
+                          std::to_string(t.refused) + " of " + std::to_string(n) + " nodes"
                     : "no quorum: " + std::to_string(t.ok) + " of " + std::to_string(n) +
                           " nodes extended, " + std::to_string(detail::quorum_of(n)) + " needed (" +
                           round_.breakdown() + ")");

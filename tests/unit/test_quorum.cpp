@@ -177,3 +177,9 @@ TEST_CASE("counter max: a write-back is needed unless a quorum returned the maxi
   CHECK(c.on_quorum(1));
   CHECK_FALSE(c.on_quorum(2));
 }
+
+TEST_CASE("a failure's counts say 'at least' where answers were still pending") {
+  CHECK(at_least(Tally{5, 0, 3, 0}) == "at least ");  // two answers not in yet
+  CHECK(at_least(Tally{5, 0, 5, 0}).empty());
+  CHECK(at_least(Tally{5, 1, 2, 2}).empty());
+}
