@@ -78,7 +78,10 @@ struct REDLOCK_API NodeAddress {
 };
 
 // Parses a comma-separated list of addresses ("a:1,b:2"). Empty items are errors.
-// Duplicates (the same server twice) are refused: they would count twice towards a quorum.
+// Duplicates (the same address twice) are refused: they would count twice towards a quorum. One
+// server under two names is found by the engine once both connections have named it (equal
+// run_id): its vote never counts twice, and every operation after that fails with
+// Errc::invalid_argument.
 [[nodiscard]] REDLOCK_API std::optional<std::vector<NodeAddress>> parse_node_list(
     std::string_view text, std::string& error);
 
