@@ -103,48 +103,52 @@ TEST_CASE("wake-ups: a waiter in another client takes the lock right after the r
   }));
 }
 
+// A lock taken with nobody waiting (its release would not look for waiters if it were released
+// at once), and a waiter in another client that has begun to wait for it: subscribed everywhere,
+// its first attempt over, asleep until its poll in 3 s.
+struct UncontendedHolder {
+  UncontendedHolder(const RedisCluster& c, const std::string& key)
+      : holder(options_for(c)),
+        waiter(slow_polling(c)),
+        held(holder.try_acquire({key}, ttl_opts(30s))) {
+    REQUIRE_MESSAGE(held, held.message);
+    CHECK_FALSE(held.lock.wakes_waiters());  // nobody waited when it was taken
+    waited = wait_for(waiter, key);
+    REQUIRE(eventually([&] { return listening_everywhere(c, key); }));
+    std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
+  }
+  // Releases `lock` (the held one, or it extended) and checks the waiter took it before its poll.
+  void release_and_check_woken(const Lock& lock) {
+    const auto released = Clock::now();
+    REQUIRE(holder.try_release(lock));
+    auto got = waited.get();
+    REQUIRE_MESSAGE(got.result, got.result.message);
+    CHECK(got.at > released);
+    CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                  "took " << ms_since(released) << " ms: it waited for its poll");
+    (void)waiter.try_release(got.result.lock);
+  }
+  Client holder;
+  Client waiter;
+  AcquireResult held;
+  std::future<Waited> waited;
+};
+
 TEST_CASE("wake-ups: an uncontended holder that was extended wakes the waiters that came since") {
   RedisCluster c(5);
-  Client holder(options_for(c));
-  Client waiter(slow_polling(c));
-  auto held = holder.try_acquire({"long-job"}, ttl_opts(30s));
-  REQUIRE_MESSAGE(held, held.message);
-  CHECK_FALSE(held.lock.wakes_waiters());  // nobody waited when it was taken
-  auto w = wait_for(waiter, "long-job");
-  REQUIRE(eventually([&] { return listening_everywhere(c, "long-job"); }));
-  std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
-  auto ext = holder.try_extend(held.lock, 30s);  // what auto-extension does
+  UncontendedHolder h(c, "long-job");
+  auto ext = h.holder.try_extend(h.held.lock, 30s);  // what auto-extension does
   REQUIRE_MESSAGE(ext, ext.message);
   CHECK(ext.lock.wakes_waiters());
-  const auto released = Clock::now();
-  REQUIRE(holder.try_release(ext.lock));
-  auto got = w.get();
-  REQUIRE_MESSAGE(got.result, got.result.message);
-  CHECK_MESSAGE(got.at - released < slow_poll / 2,
-                "took " << ms_since(released) << " ms: it waited for its poll");
-  (void)waiter.try_release(got.result.lock);
+  h.release_and_check_woken(ext.lock);
 }
 
 // The usual job: taken with nobody waiting, held for a while, released by its holder (no
 // extension, no token). Waiters that came meanwhile are woken: the hold outlasted short_hold.
 TEST_CASE("wake-ups: an uncontended holder held past a short hold wakes those who came since") {
   RedisCluster c(5);
-  Client holder(options_for(c));
-  Client waiter(slow_polling(c));
-  auto held = holder.try_acquire({"job"}, ttl_opts(30s));
-  REQUIRE_MESSAGE(held, held.message);
-  CHECK_FALSE(held.lock.wakes_waiters());  // nobody waited when it was taken
-  auto w = wait_for(waiter, "job");
-  REQUIRE(eventually([&] { return listening_everywhere(c, "job"); }));
-  std::this_thread::sleep_for(100ms);  // its attempt after subscribing is over: it sleeps 3 s
-  const auto released = Clock::now();
-  REQUIRE(holder.try_release(held.lock));  // held for well over short_hold by now
-  auto got = w.get();
-  REQUIRE_MESSAGE(got.result, got.result.message);
-  CHECK(got.at > released);
-  CHECK_MESSAGE(got.at - released < slow_poll / 2,
-                "took " << ms_since(released) << " ms: it waited for its poll");
-  (void)waiter.try_release(got.result.lock);
+  UncontendedHolder h(c, "job");
+  h.release_and_check_woken(h.held.lock);  // held for well over short_hold by now
 }
 
 TEST_CASE("wake-ups: a killed pub/sub connection comes back and listens again") {
