@@ -118,11 +118,12 @@ class SentinelFixture {
   [[nodiscard]] std::optional<std::size_t> index_of_address(const std::string& name,
                                                             const std::string& addr) const;
   [[nodiscard]] std::string describe(const std::string& name) const;
-  std::size_t wait_for_new_master(const std::string& name, std::size_t old_master,
-                                  const char* what);
+  std::size_t wait_for_new_master(const std::string& name, std::size_t old_master, const char* what,
+                                  std::chrono::milliseconds limit);
   void make_replica(const std::string& name, std::size_t i, std::size_t master);
   void wait_until_stable_for(std::chrono::milliseconds limit) const;
   [[nodiscard]] std::chrono::milliseconds by_sentinel_limit() const;
+  [[nodiscard]] std::chrono::milliseconds election_limit() const;
   [[nodiscard]] std::string data_node_config_file(const std::string& name, std::size_t i) const;
   [[nodiscard]] std::vector<std::size_t> running_sentinels() const;
 
