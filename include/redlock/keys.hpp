@@ -38,10 +38,12 @@ enum class KeyRole {
                    // when they wait, "*" -> 0 for the others; short expiry, renewed while they
                    // wait): releases publish only while it exists, so an uncontended release
                    // publishes nothing
+  handoff,         // fair-lock waiters' registered tokens (hash waiter -> "<serial> <ttl ms>
+                   // <token>"): a release hands the lock to the first waiter with its token
 };
 
-// "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake", "waiting": the <role>
-// part.
+// "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake", "waiting", "handoff":
+// the <role> part.
 [[nodiscard]] REDLOCK_API std::string_view to_string(KeyRole role) noexcept;
 
 // The key of `role` for the lock key `lock_key` (key prefix included).

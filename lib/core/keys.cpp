@@ -60,6 +60,8 @@ std::string_view to_string(KeyRole role) noexcept {
       return "wake";
     case KeyRole::waiting:
       return "waiting";
+    case KeyRole::handoff:
+      return "handoff";
   }
   return "?";
 }

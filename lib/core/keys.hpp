@@ -35,5 +35,9 @@ namespace redlock::detail::keys {
 [[nodiscard]] inline std::string waiting(std::string_view key) {
   return derived_key(key, KeyRole::waiting);
 }
+// Fair waiters' registered tokens, for a release to hand the lock to the first of them.
+[[nodiscard]] inline std::string handoff(std::string_view key) {
+  return derived_key(key, KeyRole::handoff);
+}
 
 }  // namespace redlock::detail::keys

@@ -100,7 +100,7 @@ class Write : public LockKind {
   // A writer that gives up takes its waiting mark back, so readers need not wait it out (a
   // granting node deleted it already).
   std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
-                                        bool acquired) const override {
+                                        bool acquired, std::string_view) const override {
     if (acquired) return std::nullopt;
     return Command::call(ScriptId::release, {keys::writer_waiting(k[0]), keys::waiting(k[0])})
         .arg(waiter)
@@ -113,15 +113,19 @@ class Fair : public LockKind {
   std::string_view name() const override { return "fair"; }
   Command acquire(const AttemptArgs& a) const override {
     const auto& k = a.keys[0];
-    return Command::call(ScriptId::acquire_fair,
-                         {k, keys::queue(k), keys::heartbeats(k), keys::ticket(k)})
-        .arg(a.token)
-        .arg(ms(a.ttl))
-        .arg(static_cast<long long>(a.ticket))
-        .arg(ms(a.heartbeat_ttl))
-        .arg(a.waiter);
+    std::vector<std::string> ks{k, keys::queue(k), keys::heartbeats(k), keys::ticket(k)};
+    if (a.serial != 0) ks.push_back(keys::handoff(k));
+    auto c = Command::call(ScriptId::acquire_fair, std::move(ks))
+                 .arg(a.token)
+                 .arg(ms(a.ttl))
+                 .arg(static_cast<long long>(a.ticket))
+                 .arg(ms(a.heartbeat_ttl))
+                 .arg(a.waiter);
+    if (a.serial != 0) c.arg(static_cast<long long>(a.serial)).arg(a.registered_token);
+    return c;
   }
   Verdict classify_acquire(const Reply& r) const override { return one_or_zero(r); }
+  // (A key handed over by a release carries the registered token, not the attempt's: it stays.)
   Command rollback(const AttemptArgs& a) const override {
     const auto& k = a.keys[0];
     return Command::call(ScriptId::fair_rollback, {k, keys::queue(k), keys::heartbeats(k)})
@@ -133,13 +137,17 @@ class Fair : public LockKind {
   bool queued() const override { return true; }
   bool has_waiter_id() const override { return true; }
   // Leave the queue everywhere, acquired or not, so nobody waits on a waiter that is done (the
-  // engine leaves out the nodes that granted: the grant removed us there).
+  // engine leaves out the nodes that granted: the grant removed us there). One that gave up
+  // gives back a lock that a release handed it there; one that acquired keeps it where it is
+  // its lock's token (the token it registered last).
   std::optional<Command> finish_waiting(const std::vector<std::string>& k, std::string_view waiter,
-                                        bool) const override {
-    return Command::call(ScriptId::fair_leave,
-                         {keys::queue(k[0]), keys::heartbeats(k[0]), keys::waiting(k[0])})
-        .arg(waiter)
-        .arg(keys::wake(k[0]));
+                                        bool acquired, std::string_view token) const override {
+    auto c = Command::call(ScriptId::fair_leave, {keys::queue(k[0]), keys::heartbeats(k[0]),
+                                                  keys::waiting(k[0]), k[0], keys::handoff(k[0])})
+                 .arg(waiter)
+                 .arg(keys::wake(k[0]));
+    if (acquired) c.arg(token);
+    return c;
   }
 };
 
@@ -176,7 +184,8 @@ Command LockKind::release(const std::vector<std::string>& lock_keys, std::string
     return c;
   }
   const auto& key = lock_keys[0];
-  return Command::call(ScriptId::release, {key, keys::waiting(key), keys::queue(key)})
+  return Command::call(ScriptId::release, {key, keys::waiting(key), keys::queue(key),
+                                           keys::heartbeats(key), keys::handoff(key)})
       .arg(token)
       .arg(keys::wake(key));
 }
@@ -212,7 +221,7 @@ Verdict LockKind::classify_release(const Reply& r) {
 }
 
 std::optional<Command> LockKind::finish_waiting(const std::vector<std::string>&, std::string_view,
-                                                bool) const {
+                                                bool, std::string_view) const {
   return std::nullopt;
 }
 
@@ -235,12 +244,17 @@ const LockKind& kind_for_lock(LockMode mode, std::size_t resources) {
 }
 
 Command take_ticket(std::string_view key, std::string_view waiter, Millis heartbeat_ttl,
-                    std::optional<Millis> mark_ttl) {
+                    std::optional<Millis> mark_ttl, const Registration& reg) {
   std::vector<std::string> k{keys::ticket(key), keys::queue(key), keys::heartbeats(key),
                              std::string(key)};
-  if (mark_ttl) k.push_back(keys::waiting(key));
+  if (mark_ttl) {
+    k.push_back(keys::waiting(key));
+    k.push_back(keys::handoff(key));
+  }
   auto c = Command::call(ScriptId::ticket_take, std::move(k)).arg(waiter).arg(ms(heartbeat_ttl));
-  if (mark_ttl) c.arg(ms(*mark_ttl));
+  if (mark_ttl) {
+    c.arg(ms(*mark_ttl)).arg(static_cast<long long>(reg.serial)).arg(ms(reg.ttl)).arg(reg.token);
+  }
   return c;
 }
 

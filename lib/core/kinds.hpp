@@ -46,6 +46,19 @@ struct AttemptArgs {
   std::uint64_t ticket = 0;   // fair: the place in the queue
   Millis heartbeat_ttl{0};    // fair: how long the queue keeps a silent waiter
   Millis writer_mark_ttl{0};  // write: how long the waiting mark outlives a silent writer
+  // fair, with wake-ups: the registration this attempt makes (the token, other than the
+  // attempt's, that a release may hand the waiter the lock with); serial 0: none.
+  std::uint64_t serial = 0;
+  std::string_view registered_token{};
+};
+
+// A fair waiter's registration: the token (and ttl) a release may set the lock key to when it
+// hands the lock to the waiter, and the serial that the release's name carries back. Every
+// registration has a new serial; the waiter counts only grants under its latest.
+struct Registration {
+  std::uint64_t serial = 0;
+  Millis ttl{0};
+  std::string_view token;
 };
 
 class LockKind {
@@ -76,12 +89,13 @@ class LockKind {
   [[nodiscard]] virtual bool fenced() const { return false; }
   // a ticket round (and its write-back) before the attempts: fair queues,
   [[nodiscard]] virtual bool queued() const { return false; }
-  // and what a waiter sends to every node once its acquisition has ended (`acquired` or not):
-  // a fair waiter leaves the queue, a writer that gave up takes back its waiting mark. Nothing
-  // for the other kinds.
+  // and what a waiter sends to every node once its acquisition has ended (`acquired` or not;
+  // `token`: the acquired lock's): a fair waiter leaves the queue, a writer that gave up takes
+  // back its waiting mark. Nothing for the other kinds.
   [[nodiscard]] virtual std::optional<Command> finish_waiting(const std::vector<std::string>& keys,
                                                               std::string_view waiter,
-                                                              bool acquired) const;
+                                                              bool acquired,
+                                                              std::string_view token = {}) const;
   // Write and fair waiters keep one id across their attempts (the token changes every attempt).
   [[nodiscard]] virtual bool has_waiter_id() const { return false; }
   // Wake-ups: a release wakes one waiter of this kind by name (it marks itself waiting by its
@@ -113,9 +127,11 @@ inline constexpr Millis short_hold{10};
                                    long long since = 0);
 // A named waiter that is done (acquired or not) takes its id off the mark.
 [[nodiscard]] Command unmark_waiting(std::string_view key, std::string_view waiter);
-// With `mark_ttl` (wake-ups), the waiter is marked waiting on the node in the same script.
+// With `mark_ttl` (wake-ups), the waiter is marked waiting on the node in the same script, and
+// registers `reg` (given with it).
 [[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
-                                  Millis heartbeat_ttl, std::optional<Millis> mark_ttl = {});
+                                  Millis heartbeat_ttl, std::optional<Millis> mark_ttl = {},
+                                  const Registration& reg = {});
 // The new counter (> 0) as the value, and whether someone is ahead of the waiter there.
 [[nodiscard]] Verdict classify_ticket(const Reply& r);
 // Write-back: raises `counter_key` to at least `value` (counters never shrink), and its expiry to

@@ -1,5 +1,8 @@
 #include "core/scripts.hpp"
 
+#include <optional>
+#include <utility>
+
 #include "core/token.hpp"
 
 namespace redlock::detail {
@@ -25,10 +28,33 @@ constexpr std::string_view bodies[] = {
     // named waiter counts names per release, so that names from two releases (a rollback on two
     // nodes, a release on a third) never add up to a quorum that no single release reached. The
     // hash, not the token: a channel's listeners must not learn how to release the lock.
+    // Direct handoff (KEYS[4] heartbeats, KEYS[5] handoff): a fair queue's first waiter that
+    // registered a token (handoff: waiter -> "<serial> <ttl> <token>"), whose heartbeat is live
+    // and whose client listens on its channel now, is given the lock here: the key is set to its
+    // token for its ttl, it leaves the queue, and the name carries "/<serial>" of the
+    // registration used, so that its client can count the grant with that registration's send
+    // time as t1 (the SET runs after it). Its heartbeat and registration stay until they expire:
+    // acquire_fair and fair_leave recognise the key as the waiter's by them.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
 if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   local head = KEYS[3] and redis.call("zrange",KEYS[3],0,0)[1]
+  local reg = head and KEYS[5] and redis.call("hget",KEYS[5],head)
+  local at = reg and string.find(head,"@",1,true)
+  if at then
+    local serial, ttl, token = string.match(reg,"^(%d+) (%d+) (%S+)$")
+    local t = redis.call("time")
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local beat = tonumber(redis.call("zscore",KEYS[4],head) or "0")
+    local channel = string.sub(head,at + 1)
+    local s = serial and beat > now and redis.pcall("pubsub","numsub",channel)
+    if type(s) == "table" and tonumber(s[2]) > 0 then
+      redis.call("set",KEYS[1],token,"PX",ttl)
+      redis.call("zrem",KEYS[3],head)
+      redis.pcall("publish",channel,head .. "/" .. redis.sha1hex(ARGV[1]) .. "/" .. serial)
+      return n
+    end
+  end
   if not head and redis.call("type",KEYS[2]).ok == "zset" and
       not redis.call("zscore",KEYS[2],"*") then
     if ARGV[3] then
@@ -222,18 +248,26 @@ return 1)",
     // Returns {counter, 1 if the lock is held or a live waiter is ahead here, else 0}: a waiter
     // behind on a quorum need not try before its turn (waiters whose heartbeat expired are
     // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
-    // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head.
+    // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head,
+    // and (KEYS[6] handoff; ARGV serial, lock ttl, token) registers the token that a release may
+    // hand it the lock with.
     R"(local n = redis.call("incr", KEYS[1])
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
   redis.call("zrem", KEYS[2], d)
   redis.call("zrem", KEYS[3], d)
+  if KEYS[6] then redis.call("hdel", KEYS[6], d) end
 end
 redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
+local kept = {KEYS[1], KEYS[2], KEYS[3]}
+if KEYS[6] then
+  redis.call("hset", KEYS[6], ARGV[1], ARGV[4] .. " " .. ARGV[5] .. " " .. ARGV[6])
+  table.insert(kept, KEYS[6])
+end
 local keep = 2 * tonumber(ARGV[2])
-for _, k in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
+for _, k in ipairs(kept) do
   if redis.call("pttl", k) < keep / 2 then redis.call("pexpire", k, keep) end
 end
 if KEYS[5] then
@@ -246,42 +280,75 @@ if redis.call("exists", KEYS[4]) == 1 or redis.call("zrank", KEYS[2], ARGV[1]) >
   behind = 1
 end
 return {n, behind})",
-    // acquire_fair (KEYS lock, queue, heartbeats, ticket; ARGV token, ttl, ticket, heartbeat ttl,
-    // waiter id): drop waiters whose heartbeat expired, (re)join the queue with our ticket, refresh
-    // our heartbeat, and take the lock only when first in line and the key is free (the queue's
-    // keys' expiry only grows, as above). A waiter already first here with this ticket (the
-    // usual named waiter) takes the free key at once: it leaves the queue, so nothing of its own
-    // needs refreshing, and who else has expired does not change who is first.
-    R"(local first = redis.call("zrange", KEYS[2], 0, 0, "WITHSCORES")
-if first[1] == ARGV[5] and tonumber(first[2]) == tonumber(ARGV[3]) and
-    redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    // acquire_fair (KEYS lock, queue, heartbeats, ticket, [handoff]; ARGV token, ttl, ticket,
+    // heartbeat ttl, waiter id, [serial, registered token]): drop waiters whose heartbeat expired,
+    // (re)join the
+    // queue with our ticket, refresh our heartbeat, and take the lock only when first in line and
+    // the key is free (the queue's keys' expiry only grows, as above). A waiter already first
+    // here with this ticket (the usual named waiter) takes the free key at once: it leaves the
+    // queue, so nothing of its own needs refreshing, and who else has expired does not change who
+    // is first. With a handoff key, the attempt also registers the waiter again (a token of its
+    // own, so that a rollback of the attempt never takes back what a release handed over; this
+    // ttl; the serial), and a key that a release handed it under an earlier registration is
+    // taken as granted: set to this attempt's token for this ttl, as a grant now would be.
+    R"(local function won()
   redis.call("zrem", KEYS[2], ARGV[5])
   redis.call("zrem", KEYS[3], ARGV[5])
+  if KEYS[5] then redis.call("hdel", KEYS[5], ARGV[5]) end
   return 1
+end
+local first = redis.call("zrange", KEYS[2], 0, 0, "WITHSCORES")
+if first[1] == ARGV[5] and tonumber(first[2]) == tonumber(ARGV[3]) and
+    redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+  return won()
+end
+if KEYS[5] then
+  local reg = redis.call("hget", KEYS[5], ARGV[5])
+  local mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
+  if mine and redis.call("get", KEYS[1]) == mine then
+    redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
+    return won()
+  end
 end
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
   redis.call("zrem", KEYS[2], d)
   redis.call("zrem", KEYS[3], d)
+  if KEYS[5] then redis.call("hdel", KEYS[5], d) end
 end
 redis.call("zadd", KEYS[2], ARGV[3], ARGV[5])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[5])
+local kept = {KEYS[2], KEYS[3], KEYS[4]}
+if KEYS[5] then
+  redis.call("hset", KEYS[5], ARGV[5], ARGV[6] .. " " .. ARGV[2] .. " " .. ARGV[7])
+  table.insert(kept, KEYS[5])
+end
 local keep = 2 * tonumber(ARGV[4])
-for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+for _, k in ipairs(kept) do
   if redis.call("pttl", k) < keep / 2 then redis.call("pexpire", k, keep) end
 end
 if redis.call("zrange", KEYS[2], 0, 0)[1] ~= ARGV[5] then return 0 end
 if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
-redis.call("zrem", KEYS[2], ARGV[5])
-redis.call("zrem", KEYS[3], ARGV[5])
-return 1)",
-    // fair_leave (KEYS queue, heartbeats, [waiting mark]; ARGV waiter, [wake channel]): a first
-    // waiter that leaves names the next one (on its own channel, as release does; the leaving
-    // waiter's id stands for the token)
+return won())",
+    // fair_leave (KEYS queue, heartbeats, [waiting mark, [lock, handoff]]; ARGV waiter, [wake
+    // channel, [the token of the lock it acquired]]): a first waiter that leaves names the next
+    // one (on its own channel, as release does; the leaving waiter's id stands for the token); so
+    // does one that leaves with a lock a release handed it here (the key is its registered
+    // token), which goes, unless it is the lock it acquired (the grant came after it decided: its
+    // release takes it back).
     R"(local first = redis.call("zrange", KEYS[1], 0, 0)[1] == ARGV[1]
 redis.call("zrem", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
+if KEYS[5] then
+  local reg = redis.call("hget", KEYS[5], ARGV[1])
+  local mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
+  redis.call("hdel", KEYS[5], ARGV[1])
+  if mine and mine ~= ARGV[3] and redis.call("get", KEYS[4]) == mine then
+    redis.call("del", KEYS[4])
+    first = true
+  end
+end
 if first and ARGV[2] and redis.call("exists", KEYS[3]) == 1 then
   local head = redis.call("zrange", KEYS[1], 0, 0)[1]
   if head then
@@ -325,13 +392,42 @@ static_assert(std::size(bodies) == script_count());
 
 std::string_view script_body(ScriptId id) { return bodies[static_cast<std::size_t>(id)]; }
 
+namespace {
+
+// "/<serial>" at the end of a grant: the serial (> 0, at most 19 digits) and where it starts.
+std::optional<std::pair<std::uint64_t, std::size_t>> grant_suffix(std::string_view message) {
+  const auto slash = message.rfind('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const auto digits = message.substr(slash + 1);
+  if (digits.empty() || digits.size() > 19) return std::nullopt;
+  std::uint64_t serial = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    serial = serial * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (serial == 0) return std::nullopt;
+  return std::pair{serial, slash};
+}
+
+}  // namespace
+
 WakeName parse_wake_message(std::string_view message) {
   constexpr std::size_t hash_size = 40;  // a SHA-1 in hex has the shape of one of our tokens
-  if (message.size() <= hash_size + 1 || message[message.size() - hash_size - 1] != '/')
-    return {message, {}};
-  const auto hash = message.substr(message.size() - hash_size);
-  if (!looks_like_token(hash)) return {message, {}};
-  return {message.substr(0, message.size() - hash_size - 1), hash};
+  const auto name = [&](std::string_view m) -> std::optional<WakeName> {
+    if (m.size() <= hash_size + 1 || m[m.size() - hash_size - 1] != '/') return std::nullopt;
+    const auto hash = m.substr(m.size() - hash_size);
+    if (!looks_like_token(hash)) return std::nullopt;
+    return WakeName{m.substr(0, m.size() - hash_size - 1), hash};
+  };
+  // A grant is a name with a serial after it; without a name before it, the digits are not one.
+  if (auto g = grant_suffix(message)) {
+    if (auto n = name(message.substr(0, g->second))) {
+      n->granted = g->first;
+      return *n;
+    }
+  }
+  if (auto n = name(message)) return *n;
+  return {message, {}};
 }
 
 }  // namespace redlock::detail

@@ -121,12 +121,21 @@ void AcquireOp::start_attempt() {
   ++attempts_made_;
   // Fresh for every attempt, never reused; a multi-resource lock's says how many it has.
   token_ = detail::token_for(detail::make_token(), keys_.size());
+  if (registers()) new_registration();  // the attempt registers again
   fence_.reset();
   start_round(Phase::attempt, attempt_, kind_.acquire(attempt_args()));
 }
 
 detail::AttemptArgs AcquireOp::attempt_args() const {
-  return {keys_, token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl()};
+  return {keys_,
+          token_,
+          opts_.ttl,
+          waiter_,
+          ticket_,
+          opts_.heartbeat_ttl,
+          writer_mark_ttl(),
+          registers() ? reg_serial_ : 0,
+          reg_token_};
 }
 
 // A fair waiter is named on its client's own channel, and its lock's channel carries nothing for
@@ -335,8 +344,9 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
     sleep = Millis{0};
   } else if (kind_.queued() && e_.options_.wake_ups) {
     // The release names the first in line: polling is the fallback (a first waiter that died
-    // before its turn, a lost subscription), and refreshes the heartbeat well within its ttl.
-    sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
+    // before its turn, a lost subscription), and refreshes the heartbeat well within its ttl,
+    // and our registration well within the lock's ttl (a handoff's validity counts from it).
+    sleep = std::min({sleep, opts_.heartbeat_ttl / 4, opts_.ttl / 3});
   }
   bool again;
   if (wait_until_) {
@@ -391,6 +401,10 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
   if (!retry_timer_) {
     retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
       if (phase_ != Phase::sleeping) return;
+      if (granted_quorum()) {
+        take_handoff();
+        return;
+      }
       first_in_line_ = (woken_ && armed_by_name_) || retry_named_;
       retry_named_ = false;
       if (need_ticket_) {
@@ -400,7 +414,8 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
       }
     });
   }
-  retry_timer_->start(static_cast<std::uint64_t>(sleep.count()));
+  // Handed the lock on a quorum already (while a ticket round was out): take it at once.
+  retry_timer_->start(granted_quorum() ? 0 : static_cast<std::uint64_t>(sleep.count()));
 }
 
 void AcquireOp::wake(int node, const net::Wake& w) {
@@ -410,6 +425,14 @@ void AcquireOp::wake(int node, const net::Wake& w) {
     // another lock: readers and writers are never named), or ours (an exclusive waiter's release
     // took it off the mark: it marks itself again if it loses).
     if (waiter_.empty() || w.waiter != waiter_) return;
+    if (w.granted != 0) {
+      note_grant(node, w);
+      if (phase_ == Phase::sleeping && granted_quorum()) {
+        woken_ = true;
+        retry_timer_->start(0);  // takes it (not here: the engine is iterating its waiters)
+        return;
+      }
+    }
     if (kind_.named_wake()) named_ = true;
     // Counted per release, asleep or not: names from a rollback on two nodes and a release on a
     // third must not add up (core/name_tally.hpp).
@@ -477,8 +500,12 @@ void AcquireOp::cancel() {
 void AcquireOp::shutdown() {
   if (phase_ == Phase::done) return;
   attempt_.close();
-  // The nodes drain what is queued before they close: the keys of an attempt in flight go too.
+  // The nodes drain what is queued before they close: the keys of an attempt in flight go too,
+  // and (direct handoff) a key a release may have handed us: leaving the queue takes it back.
   if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
+  if (registers()) {
+    if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
+  }
   finish(Errc::shutdown, "engine closed before the lock was acquired");
 }
 
@@ -526,16 +553,21 @@ void AcquireOp::complete(AcquireResult res) {
   }
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
   if (!e_.closing_) {
-    if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error)) {
+    if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error, token_)) {
       // A node that granted the lock took the waiter out of its queue in the same script; one
       // that has not answered yet is told once it answers without granting (late_reply).
       std::vector<bool> skip(static_cast<std::size_t>(e_.n()), false);
+      // Won by a handoff, no command of ours is out: every node that did not hand it over is
+      // told now, before our release can reach it. Were it not, a release still on its way
+      // there could hand it to us after our own release had come and gone, and the key would
+      // stay until its ttl. One that handed it over already keeps the key (our lock's token).
       if (!res.error) {
         owe_leave_.assign(skip.size(), 0);
         for (int i = 0; i < e_.n(); ++i) {
           const auto u = static_cast<std::size_t>(i);
-          owe_leave_[u] = attempt_.answered(i) ? 0 : 1;
-          skip[u] = !attempt_.answered(i) || attempt_.outcomes()[u].state == NodeState::ok;
+          const bool out = !won_by_handoff_ && !attempt_.answered(i);
+          owe_leave_[u] = out ? 1 : 0;
+          skip[u] = out || attempt_.outcomes()[u].state == NodeState::ok;
         }
       }
       broadcast(e_, std::move(*c), skip);

@@ -68,6 +68,13 @@ class AcquireOp final : public Operation {
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
   void sleep_then_retry(Millis sleep);
+  // Fair, with wake-ups: direct handoff (a release sets the key to the token the first waiter
+  // registered, and names it with that registration's serial).
+  [[nodiscard]] bool registers() const { return kind_.queued() && e_.options_.wake_ups; }
+  void new_registration();
+  void note_grant(int node, const net::Wake& w);
+  [[nodiscard]] bool granted_quorum() const;
+  void take_handoff();  // a quorum handed us the lock: validity from the registration's sending
   void warn_fence_durability();
   [[nodiscard]] bool may_hold_keys() const {
     return phase_ == Phase::attempt || phase_ == Phase::fence_writeback;
@@ -150,6 +157,17 @@ class AcquireOp final : public Operation {
   std::uint32_t attempt_round_ = 0;
   std::vector<char> owe_settle_;
   std::vector<char> owe_leave_;
+  // Fair, with wake-ups: our latest registration (made by the ticket round and by every attempt,
+  // each sent to every node): its serial, token and when it was sent (before its commands went
+  // out, so a key a release set to the token under it expires no earlier than this plus the
+  // ttl), and the nodes that handed us the lock under it (only those count: a key handed over
+  // under an older one was, or will be, taken by our attempt since as its own grant).
+  std::uint64_t reg_serial_ = 0;
+  std::string reg_token_;
+  BootClock::time_point reg_sent_{};
+  std::vector<char> granted_;
+  int granted_count_ = 0;
+  bool won_by_handoff_ = false;
   AcquireResult result_;  // what deliver() hands over
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;

@@ -29,8 +29,12 @@ void AcquireOp::start_ticket() {
   behind_ = 0;
   ticket_votes_.reset();
   ticket_at_.assign(static_cast<std::size_t>(e_.n()), 0);
+  // With wake-ups the ticket also registers a token (a release may hand us the lock with it
+  // from here on): fresh, as an attempt's.
+  if (registers()) new_registration();
   start_round(Phase::ticket, counter_,
-              detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl()));
+              detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl(),
+                                  {reg_serial_, opts_.ttl, reg_token_}));
 }
 
 // With wake-ups, the ticket round marks a fair waiter waiting (it is named from there on, also
@@ -129,7 +133,7 @@ void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
   }
   // A node that granted took us out of its queue in the same script.
   if (replied && kind_.classify_acquire(*r.reply).state == NodeState::ok) return;
-  if (auto c = kind_.finish_waiting(keys_, waiter_, true)) tell(node, std::move(*c));
+  if (auto c = kind_.finish_waiting(keys_, waiter_, true, token_)) tell(node, std::move(*c));
 }
 
 void AcquireOp::tell(int node, detail::Command cmd) {

@@ -33,6 +33,11 @@ struct Wake {
   Why why;
   std::string_view waiter;
   std::string_view release;  // empty unless a release named `waiter`
+  // A release that named `waiter` handed it the lock (its registration's serial; 0: it did not).
+  std::uint64_t granted = 0;
+  // The run_id of the server this connection reached (INFO, at its connect), empty while unknown:
+  // a grant counts only from the server the node's commands reach (the restart guard's).
+  std::string_view server;
 };
 
 class WakeHandler {
@@ -83,6 +88,7 @@ class Subscriber final : Connection::Listener, Sink, Connection::PushHandler {
   std::string name_;
   std::map<std::string, Key> keys_;                             // lock key -> its channels
   std::map<std::string, std::string, std::less<>> by_channel_;  // channel -> lock key
+  std::string server_;  // this connection's server's run_id (INFO at connect), or empty
   bool started_ = false;
   bool closed_ = false;
   Connection conn_;  // last: destroyed first

@@ -185,6 +185,18 @@ std::vector<Mix> all_mixes() {
                .short_seconds = 6,
                .weight = 2,
                .about = "fair locks; kill -9 of up to N-Q nodes, restarted empty after a ttl"});
+  // A release hands the lock to the first waiter (direct handoff): one killed, or paused while it
+  // waits, may be handed it and never take it; the lock must still go to one holder at a time.
+  // FIFO is not checked: a killed waiter's successor takes a new ticket.
+  m.push_back({.name = "fair-client-faults",
+               .faults = {F::client_kill, F::client_pause_acquire},
+               .fence = Fencing::off,
+               .fair = true,
+               .fifo = false,
+               .in_short = false,
+               .short_seconds = 6,
+               .weight = 2,
+               .about = "fair locks; kill -9 and SIGSTOP of waiting workers (direct handoff)"});
   // FIFO is only reported here: holders out of ticket order were seen under node pauses even with
   // the heartbeat above the longest pause (--mix fair-node-pause --seconds 6 --seed 2: ticket 58
   // served after 59), not yet explained (tests/chaos/README.md, "Fair locks").

@@ -2,6 +2,7 @@
 // under test by hand: states that the whole client reaches only in races (a place that a node has
 // not updated yet, a heartbeat that lapsed) are set up here directly.
 #include <doctest/doctest.h>
+#include <poll.h>
 
 #include <string>
 #include <vector>
@@ -100,5 +101,203 @@ TEST_CASE("acquire_fair: who is first, by the agreed ticket, on one node") {
     CHECK(acquire_fair(s, "w", 2) == 1);
     CHECK(score(s, queue, "dead") == "nil");
     CHECK(s.get(lock) == token);
+  }
+}
+
+// Direct handoff (wake-ups): a fair waiter registers a token (handoff: waiter -> "<serial> <ttl>
+// <token>"), and a release gives the lock to the first waiter that registered one, whose
+// heartbeat is live and whose client listens on its own channel.
+namespace {
+
+const std::string handoff = "{job}:handoff";
+const std::string mark = "{job}:waiting";
+const std::string lock_channel = "{job}:wake:job";
+const std::string holder = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const std::string registered = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const std::string waiter = "w@chan-w";  // named on its client's own channel, "chan-w"
+
+std::string sha1(const RedisServer& s, const std::string& text) {
+  return s.command({"EVAL", "return redis.sha1hex(ARGV[1])", "0", text}).str;
+}
+
+long long release(const RedisServer& s, const std::string& tok) {
+  const auto r = s.command({"EVAL", std::string(script_body(ScriptId::release)), "5", lock, mark,
+                            queue, heartbeats, handoff, tok, lock_channel});
+  REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
+  return r.integer;
+}
+
+// A client listening on `channel`, as a waiting client's wake-up connection does.
+class Listener {
+ public:
+  Listener(const RedisServer& s, const std::string& channel)
+      : c_(redlock::nodes::Endpoint::local(s.port())) {
+    REQUIRE_MESSAGE(c_.ok(), c_.error());
+    auto r = c_.command({"SUBSCRIBE", channel});
+    REQUIRE(r);
+  }
+  // The next message's payload, or "" when none comes within a second.
+  std::string next() {
+    for (int i = 0; i < 100; ++i) {
+      pollfd p{c_.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      Reply m;
+      if (c_.read_reply(&m) != redlock::nodes::SyncClient::Read::reply) continue;
+      if (m.type == Reply::Type::array && m.elements.size() == 3) return m.elements[2].str;
+    }
+    return "";
+  }
+
+ private:
+  redlock::nodes::SyncClient c_;
+};
+
+// The lock held by `holder`, `waiter` first in the queue with a registration under serial 7.
+void waiting_with_registration(const RedisServer& s, long long heartbeat_until) {
+  s.set(lock, holder);
+  queue_up(s, waiter, 3, heartbeat_until);
+  (void)s.command({"HSET", handoff, waiter, "7 10000 " + registered});
+  (void)s.command({"ZADD", mark, "0", "*"});
+}
+
+}  // namespace
+
+TEST_CASE("handoff: a release hands the lock to the first waiter that registered and listens") {
+  if (!redis_server_available()) return;
+  RedisServer s;
+  const long long later = server_ms(s) + 60'000;
+  SUBCASE("listening, heartbeat live: the key is its token for its ttl, named with the serial") {
+    waiting_with_registration(s, later);
+    Listener w(s, "chan-w");
+    CHECK(release(s, holder) == 1);
+    CHECK(s.get(lock) == registered);
+    CHECK(s.pttl(lock) > 9'000);
+    CHECK(s.pttl(lock) <= 10'000);
+    CHECK(score(s, queue, waiter) == "nil");  // out of the queue: the next one is first
+    // Its heartbeat and registration stay (acquire_fair and fair_leave know the key by them).
+    CHECK(score(s, heartbeats, waiter) != "nil");
+    CHECK(s.command({"HGET", handoff, waiter}).str == "7 10000 " + registered);
+    CHECK(w.next() == waiter + "/" + sha1(s, holder) + "/7");
+  }
+  SUBCASE("nobody listens on its channel (its client is gone): named only, the key stays free") {
+    waiting_with_registration(s, later);
+    CHECK(release(s, holder) == 1);
+    CHECK_FALSE(s.exists(lock));
+    CHECK(score(s, queue, waiter) == "3");
+  }
+  SUBCASE("its heartbeat lapsed: named only") {
+    waiting_with_registration(s, 1);
+    Listener w(s, "chan-w");
+    CHECK(release(s, holder) == 1);
+    CHECK_FALSE(s.exists(lock));
+    CHECK(w.next() == waiter + "/" + sha1(s, holder));
+  }
+  SUBCASE("no registration (a client without it): named only") {
+    waiting_with_registration(s, later);
+    (void)s.command({"HDEL", handoff, waiter});
+    Listener w(s, "chan-w");
+    CHECK(release(s, holder) == 1);
+    CHECK_FALSE(s.exists(lock));
+    CHECK(w.next() == waiter + "/" + sha1(s, holder));
+  }
+  SUBCASE("a release by another token hands nothing over") {
+    waiting_with_registration(s, later);
+    Listener w(s, "chan-w");
+    CHECK(release(s, registered) == 0);
+    CHECK(s.get(lock) == holder);
+    CHECK(w.next().empty());
+  }
+}
+
+TEST_CASE("handoff: the waiter's next attempt takes a key handed over to it as granted") {
+  if (!redis_server_available()) return;
+  RedisServer s;
+  const long long later = server_ms(s) + 60'000;
+  auto attempt = [&](const std::string& who, const std::string& serial) {
+    const auto r = s.command({"EVAL", std::string(script_body(ScriptId::acquire_fair)), "5", lock,
+                              queue, heartbeats, ticket_counter, handoff, token, "20000", "3",
+                              "60000", who, serial, "next-registered"});
+    REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
+    return r.integer;
+  };
+  // As a release leaves it: the key is the registered token, the waiter out of the queue.
+  s.set(lock, registered);
+  (void)s.command({"ZADD", heartbeats, std::to_string(later), waiter});
+  (void)s.command({"HSET", handoff, waiter, "7 10000 " + registered});
+  SUBCASE("the waiter: granted, with this attempt's token and ttl; its registration done") {
+    CHECK(attempt(waiter, "8") == 1);
+    CHECK(s.get(lock) == token);
+    CHECK(s.pttl(lock) > 10'000);
+    CHECK(s.command({"HEXISTS", handoff, waiter}).integer == 0);
+    CHECK(score(s, heartbeats, waiter) == "nil");
+  }
+  SUBCASE("another waiter: not granted, and it registers its own token") {
+    queue_up(s, "x@chan-x", 4, later);
+    CHECK(attempt("x@chan-x", "2") == 0);
+    CHECK(s.get(lock) == registered);
+    CHECK(s.command({"HGET", handoff, "x@chan-x"}).str == "2 20000 next-registered");
+  }
+}
+
+TEST_CASE("handoff: a waiter that leaves gives back a key handed over that it did not take") {
+  if (!redis_server_available()) return;
+  RedisServer s;
+  const long long later = server_ms(s) + 60'000;
+  auto leave = [&] {
+    (void)s.command({"EVAL", std::string(script_body(ScriptId::fair_leave)), "5", queue, heartbeats,
+                     mark, lock, handoff, waiter, lock_channel});
+  };
+  (void)s.command({"HSET", handoff, waiter, "7 10000 " + registered});
+  (void)s.command({"ZADD", mark, "0", "*"});
+  queue_up(s, "next@chan-n", 4, later);
+  Listener next(s, "chan-n");
+  SUBCASE("handed over: the key goes, and the next waiter is named") {
+    s.set(lock, registered);
+    leave();
+    CHECK_FALSE(s.exists(lock));
+    CHECK(s.command({"HEXISTS", handoff, waiter}).integer == 0);
+    CHECK(next.next() == "next@chan-n/" + sha1(s, waiter));
+  }
+  SUBCASE("handed over after it acquired with that token: kept (its release takes it back)") {
+    s.set(lock, registered);
+    (void)s.command({"EVAL", std::string(script_body(ScriptId::fair_leave)), "5", queue, heartbeats,
+                     mark, lock, handoff, waiter, lock_channel, registered});
+    CHECK(s.get(lock) == registered);
+    CHECK(s.command({"HEXISTS", handoff, waiter}).integer == 0);
+    CHECK(next.next().empty());
+  }
+  SUBCASE("held by someone else: untouched, nobody named") {
+    s.set(lock, holder);
+    leave();
+    CHECK(s.get(lock) == holder);
+    CHECK(s.command({"HEXISTS", handoff, waiter}).integer == 0);
+    CHECK(next.next().empty());
+  }
+}
+
+TEST_CASE("handoff: a ticket registers a token; an attempt's rollback leaves a handed-over key") {
+  if (!redis_server_available()) return;
+  RedisServer s;
+  const auto ticket = s.command({"EVAL", std::string(script_body(ScriptId::ticket_take)), "6",
+                                 ticket_counter, queue, heartbeats, lock, mark, handoff, waiter,
+                                 "60000", "5000", "1", "20000", registered});
+  REQUIRE_MESSAGE(ticket.type == Reply::Type::array, ticket.to_string());
+  CHECK(s.command({"HGET", handoff, waiter}).str == "1 20000 " + registered);
+  CHECK(s.pttl(handoff) > 60'000);  // as long as the queue
+  auto rollback = [&] {
+    return s
+        .command({"EVAL", std::string(script_body(ScriptId::fair_rollback)), "3", lock, queue,
+                  heartbeats, token, "1", waiter, "60000"})
+        .integer;
+  };
+  SUBCASE("the attempt's key: taken back") {
+    s.set(lock, token);
+    CHECK(rollback() == 1);
+    CHECK_FALSE(s.exists(lock));
+  }
+  SUBCASE("a key a release handed over after the attempt ran here (the registered token): kept") {
+    s.set(lock, registered);
+    CHECK(rollback() == 0);
+    CHECK(s.get(lock) == registered);
   }
 }

@@ -425,6 +425,112 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
   (void)second.try_release(got2.result.lock);
 }
 
+TEST_CASE("wake-ups: a fair release hands the lock to the first waiter, without its attempt") {
+  RedisCluster c(5);
+  AcquireOptions fair = ttl_opts(30s, 15s);
+  fair.fair = true;
+  fair.heartbeat_ttl = 20s;  // polls every 3 s (the retry delay): only a handoff is quick
+  Client holder(options_for(c));
+  Client waiter(slow_polling(c));
+  auto held = holder.try_acquire({"handed"}, fair);
+  REQUIRE_MESSAGE(held, held.message);
+  REQUIRE(eventually([&] { return held_everywhere(c, "handed"); }));
+  auto w = std::async(std::launch::async, [&] {
+    auto r = waiter.try_acquire({"handed"}, fair);
+    return Waited{std::move(r), Clock::now()};
+  });
+  // Registered (its ticket round did it) and listening everywhere.
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (c[i].command({"HLEN", derived_key("handed", KeyRole::handoff)}).integer != 1)
+        return false;
+    }
+    return clients_listening_everywhere(c, 1);
+  }));
+  const auto registered_by = Clock::now();
+  std::this_thread::sleep_for(1500ms);  // the registration ages; no poll comes meanwhile
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(held.lock));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                "took " << ms_since(released) << " ms: it waited for its poll");
+  // The nodes that handed it over say so, a quorum of them, and hold its token.
+  int handed = 0;
+  for (const auto& n : got.result.lock.nodes()) {
+    if (n.state == NodeState::ok && n.detail == "handed over by a release") ++handed;
+  }
+  CHECK(handed >= 3);
+  int with_token = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (c[i].get("handed") == got.result.lock.token()) ++with_token;
+  }
+  CHECK(with_token >= 3);
+  // Its validity counts from the registration (sent before `registered_by`), not from the
+  // release: the key was set after the registration, so the lock may be younger than that, never
+  // older.
+  const auto since_registration =
+      std::chrono::duration_cast<Millis>(got.at - registered_by) + Millis{1};
+  CHECK(got.result.lock.validity() <= 30s - since_registration);
+  CHECK(got.result.lock.validity() > 20s);
+  CHECK(waiter.try_release(got.result.lock));
+  CHECK(c.count_with_key("handed") == 0);
+}
+
+TEST_CASE("wake-ups: a handoff that cannot be counted is taken by the waiter's attempt") {
+  // A user without INFO: no connection learns which server it reached, so a handoff heard on the
+  // wake-up connection is not counted (the restart guard could not vouch for it). The release's
+  // name still wakes the waiter, whose attempt takes the key handed to it as its own grant.
+  RedisCluster c(5);
+  std::string csv;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    (void)c[i].command({"ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info"});
+    csv += (i ? "," : "") + std::string(test_tls() ? "rediss" : "redis") +
+           "://noinfo:pw@127.0.0.1:" + std::to_string(test_tls() ? c[i].tls_port() : c[i].port());
+  }
+  Options slow = options_for(csv);
+  slow.retry_delay = slow_poll;
+  slow.retry_jitter = Millis{0};
+  AcquireOptions fair = ttl_opts(30s, 15s);
+  fair.fair = true;
+  fair.heartbeat_ttl = 20s;
+  Client holder(options_for(csv));
+  Client waiter(slow);
+  auto held = holder.try_acquire({"unvouched"}, fair);
+  REQUIRE_MESSAGE(held, held.message);
+  REQUIRE(eventually([&] { return held_everywhere(c, "unvouched"); }));
+  auto w = std::async(std::launch::async, [&] {
+    auto r = waiter.try_acquire({"unvouched"}, fair);
+    return Waited{std::move(r), Clock::now()};
+  });
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (c[i].command({"HLEN", derived_key("unvouched", KeyRole::handoff)}).integer != 1)
+        return false;
+    }
+    return clients_listening_everywhere(c, 1);
+  }));
+  std::this_thread::sleep_for(200ms);  // past the attempt a first subscription makes
+  const auto released = Clock::now();
+  REQUIRE(holder.try_release(held.lock));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                "took " << ms_since(released) << " ms: it waited for its poll");
+  int handed = 0;
+  for (const auto& n : got.result.lock.nodes()) {
+    if (n.detail == "handed over by a release") ++handed;
+  }
+  CHECK(handed == 0);  // its own attempt won, on the keys handed to it
+  int with_token = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (c[i].get("unvouched") == got.result.lock.token()) ++with_token;
+  }
+  CHECK(with_token >= 3);
+  CHECK(waiter.try_release(got.result.lock));
+  CHECK(eventually([&] { return c.count_with_key("unvouched") == 0; }));
+}
+
 namespace {
 
 // How many waiters each node's waiting mark of `key` lists (0: no mark).

@@ -49,15 +49,17 @@ TEST_CASE("the plain kind sends exactly the wire format of the other Redlock cli
   CHECK(c.args == std::vector<std::string>{"SET", "job", "tok", "NX", "PX", "30000"});
   const auto& plain = kind_for_lock(LockMode::exclusive, 1);
   // The release is the documented compare-and-delete on KEYS[1] with ARGV[1]: alone for an
-  // uncontended lock; with waking, the waiting mark and the fair queue (KEYS[2], KEYS[3]) and the
-  // wake channel (ARGV[2]) only serve the publish after it.
+  // uncontended lock; with waking, the waiting mark, the fair queue and its heartbeats and
+  // handoff registrations (KEYS[2..5]) and the wake channel (ARGV[2]) only serve what follows it
+  // (a publish, or the handoff to the queue's first waiter).
   const auto lean = plain.release(keys, "tok", false);
   CHECK(lean.script == ScriptId::release);
   CHECK(lean.args == std::vector<std::string>{"job", "tok"});
   const auto rel = plain.release(keys, "tok", true);
   CHECK(rel.script == ScriptId::release);
-  CHECK(rel.numkeys == 3);
-  CHECK(rel.args == std::vector<std::string>{"job", keys::waiting("job"), keys::queue("job"), "tok",
+  CHECK(rel.numkeys == 5);
+  CHECK(rel.args == std::vector<std::string>{"job", keys::waiting("job"), keys::queue("job"),
+                                             keys::heartbeats("job"), keys::handoff("job"), "tok",
                                              keys::wake("job")});
   const auto ext = plain.extend(keys, "tok", 5000ms);
   CHECK(ext.script == ScriptId::extend);
@@ -199,14 +201,26 @@ TEST_CASE(
     "rollback: a fair attempt takes its place in the queue back with its key; others release") {
   std::vector<std::string> keys{"q"};
   AttemptArgs a{keys, "tok", 1000ms, "w@c", 7, 2000ms, 0ms};
-  const auto fair = kind_for_acquire(kind_opts(LockMode::exclusive, false, true), 1).rollback(a);
+  const auto& fair_kind = kind_for_acquire(kind_opts(LockMode::exclusive, false, true), 1);
+  const auto fair = fair_kind.rollback(a);
   CHECK(fair.script == ScriptId::fair_rollback);
   CHECK(fair.args == std::vector<std::string>{"q", keys::queue("q"), keys::heartbeats("q"), "tok",
                                               "7", "w@c", "2000"});
+  // With wake-ups the attempt also registers a token of its own (a release hands the lock over
+  // with it): the rollback, which deletes the attempt's token only, leaves such a key alone.
+  AttemptArgs r = a;
+  r.serial = 12;
+  r.registered_token = "reg";
+  CHECK(fair_kind.rollback(r).args == fair.args);
+  CHECK(fair_kind.acquire(r).args ==
+        std::vector<std::string>{"q", keys::queue("q"), keys::heartbeats("q"), keys::ticket("q"),
+                                 keys::handoff("q"), "tok", "1000", "7", "2000", "w@c", "12",
+                                 "reg"});
   const auto plain = kind_for_acquire(kind_opts(LockMode::exclusive), 1).rollback(a);
   CHECK(plain.script == ScriptId::release);
   // A named waiter's rollback says whose it is: the script names another waiter, not itself.
-  CHECK(plain.args == std::vector<std::string>{"q", keys::waiting("q"), keys::queue("q"), "tok",
+  CHECK(plain.args == std::vector<std::string>{"q", keys::waiting("q"), keys::queue("q"),
+                                               keys::heartbeats("q"), keys::handoff("q"), "tok",
                                                keys::wake("q"), "w@c"});
   // A writer is not named (its mark is "*"): its rollback is the release.
   const auto write = kind_for_acquire(kind_opts(LockMode::write), 1).rollback(a);

@@ -226,7 +226,7 @@ TEST_CASE("combine_parts and rollback: the whole command's answer from its parts
 TEST_CASE("without_wake_keys: a publishing release as the compare-and-delete alone") {
   const auto& kind = kind_for_acquire(AcquireOptions{}, 1);
   const Command one = kind.release({"job"}, "tok", /*wake=*/true);
-  REQUIRE(one.numkeys == 3);
+  REQUIRE(one.numkeys == 5);
   auto plain = without_wake_keys(one);
   REQUIRE(plain);
   CHECK(plain->script == ScriptId::release);

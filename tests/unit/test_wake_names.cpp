@@ -32,6 +32,28 @@ TEST_CASE("a release's name splits into the waiter and the release's hash") {
   const std::string slashed = "tok@a/b/c:wake";
   const std::string with_hash = slashed + "/" + hash_a;
   CHECK(parse_wake_message(with_hash).waiter == slashed);
+  CHECK(parse_wake_message(with_hash).granted == 0);
+}
+
+TEST_CASE("a release that handed the lock over says so after the name: the registration's serial") {
+  const std::string message = id + "/" + hash_b + "/42";
+  const auto g = parse_wake_message(message);
+  CHECK(g.waiter == id);
+  CHECK(g.release == hash_b);
+  CHECK(g.granted == 42);
+  CHECK(parse_wake_message(id + "/" + hash_b).granted == 0);  // a name alone
+  // Digits after something that is not a name are no grant: all waiter, as before.
+  for (const std::string& m :
+       {id + "/42", std::string("#3/42"), id + "/" + hash_b + "/", id + "/" + hash_b + "/0",
+        id + "/" + hash_b + "/4x2", id + "/" + hash_b + "/" + std::string(20, '9')}) {
+    CAPTURE(m);
+    const auto p = parse_wake_message(m);
+    CHECK(p.granted == 0);
+  }
+  CHECK(parse_wake_message(id + "/42").waiter == id + "/42");
+  // The largest serial that fits.
+  CHECK(parse_wake_message(id + "/" + hash_b + "/" + std::string(19, '9')).granted ==
+        9999999999999999999ULL);
 }
 
 TEST_CASE("names count per release: a rollback's names never add up with a release's") {
