@@ -425,55 +425,75 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
   (void)second.try_release(got2.result.lock);
 }
 
-TEST_CASE("wake-ups: a fair release hands the lock to the first waiter, without its attempt") {
-  RedisCluster c(5);
+namespace {
+
+// A fair lock on `key` held by `holder`, `waiter` in line for it (registered for a handoff and
+// listening on every node), the lock released after `hold`: what the waiter got, and what the
+// nodes say of it.
+struct FairHandoff {
+  Waited got;
+  Clock::time_point registered_by;  // the waiter's registration was sent before this
+  Clock::time_point released;
+  int handed = 0;      // nodes whose per-node record says they handed the lock over
+  int with_token = 0;  // nodes that hold the waiter's token
+};
+
+FairHandoff fair_handoff(const RedisCluster& c, Client& holder, Client& waiter,
+                         const std::string& key, Millis hold) {
   AcquireOptions fair = ttl_opts(30s, 15s);
   fair.fair = true;
-  fair.heartbeat_ttl = 20s;  // polls every 3 s (the retry delay): only a handoff is quick
-  Client holder(options_for(c));
-  Client waiter(slow_polling(c));
-  auto held = holder.try_acquire({"handed"}, fair);
+  fair.heartbeat_ttl = 20s;  // the waiter polls every 3 s (its retry delay): only a wake is quick
+  auto held = holder.try_acquire({key}, fair);
   REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, "handed"); }));
+  REQUIRE(eventually([&] { return held_everywhere(c, key); }));
   auto w = std::async(std::launch::async, [&] {
-    auto r = waiter.try_acquire({"handed"}, fair);
+    auto r = waiter.try_acquire({key}, fair);
     return Waited{std::move(r), Clock::now()};
   });
   // Registered (its ticket round did it) and listening everywhere.
   REQUIRE(eventually([&] {
     for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].command({"HLEN", derived_key("handed", KeyRole::handoff)}).integer != 1)
-        return false;
+      if (c[i].command({"HLEN", derived_key(key, KeyRole::handoff)}).integer != 1) return false;
     }
     return clients_listening_everywhere(c, 1);
   }));
-  const auto registered_by = Clock::now();
-  std::this_thread::sleep_for(1500ms);  // the registration ages; no poll comes meanwhile
-  const auto released = Clock::now();
+  FairHandoff h;
+  h.registered_by = Clock::now();
+  std::this_thread::sleep_for(hold);
+  h.released = Clock::now();
   REQUIRE(holder.try_release(held.lock));
-  auto got = w.get();
-  REQUIRE_MESSAGE(got.result, got.result.message);
-  CHECK_MESSAGE(got.at - released < slow_poll / 2,
-                "took " << ms_since(released) << " ms: it waited for its poll");
-  // The nodes that handed it over say so, a quorum of them, and hold its token.
-  int handed = 0;
-  for (const auto& n : got.result.lock.nodes()) {
-    if (n.state == NodeState::ok && n.detail == "handed over by a release") ++handed;
+  h.got = w.get();
+  REQUIRE_MESSAGE(h.got.result, h.got.result.message);
+  for (const auto& n : h.got.result.lock.nodes()) {
+    if (n.state == NodeState::ok && n.detail == "handed over by a release") ++h.handed;
   }
-  CHECK(handed >= 3);
-  int with_token = 0;
   for (std::size_t i = 0; i < c.size(); ++i) {
-    if (c[i].get("handed") == got.result.lock.token()) ++with_token;
+    if (c[i].get(key) == h.got.result.lock.token()) ++h.with_token;
   }
-  CHECK(with_token >= 3);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("wake-ups: a fair release hands the lock to the first waiter, without its attempt") {
+  RedisCluster c(5);
+  Client holder(options_for(c));
+  Client waiter(slow_polling(c));
+  // The registration ages 1.5 s before the release (no poll comes meanwhile).
+  const auto h = fair_handoff(c, holder, waiter, "handed", 1500ms);
+  CHECK_MESSAGE(h.got.at - h.released < slow_poll / 2,
+                "took " << ms_since(h.released) << " ms: it waited for its poll");
+  // The nodes that handed it over say so, a quorum of them, and hold its token.
+  CHECK(h.handed >= 3);
+  CHECK(h.with_token >= 3);
   // Its validity counts from the registration (sent before `registered_by`), not from the
   // release: the key was set after the registration, so the lock may be younger than that, never
   // older.
   const auto since_registration =
-      std::chrono::duration_cast<Millis>(got.at - registered_by) + Millis{1};
-  CHECK(got.result.lock.validity() <= 30s - since_registration);
-  CHECK(got.result.lock.validity() > 20s);
-  CHECK(waiter.try_release(got.result.lock));
+      std::chrono::duration_cast<Millis>(h.got.at - h.registered_by) + Millis{1};
+  CHECK(h.got.result.lock.validity() <= 30s - since_registration);
+  CHECK(h.got.result.lock.validity() > 20s);
+  CHECK(waiter.try_release(h.got.result.lock));
   CHECK(c.count_with_key("handed") == 0);
 }
 
@@ -491,43 +511,15 @@ TEST_CASE("wake-ups: a handoff that cannot be counted is taken by the waiter's a
   Options slow = options_for(csv);
   slow.retry_delay = slow_poll;
   slow.retry_jitter = Millis{0};
-  AcquireOptions fair = ttl_opts(30s, 15s);
-  fair.fair = true;
-  fair.heartbeat_ttl = 20s;
   Client holder(options_for(csv));
   Client waiter(slow);
-  auto held = holder.try_acquire({"unvouched"}, fair);
-  REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, "unvouched"); }));
-  auto w = std::async(std::launch::async, [&] {
-    auto r = waiter.try_acquire({"unvouched"}, fair);
-    return Waited{std::move(r), Clock::now()};
-  });
-  REQUIRE(eventually([&] {
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].command({"HLEN", derived_key("unvouched", KeyRole::handoff)}).integer != 1)
-        return false;
-    }
-    return clients_listening_everywhere(c, 1);
-  }));
-  std::this_thread::sleep_for(200ms);  // past the attempt a first subscription makes
-  const auto released = Clock::now();
-  REQUIRE(holder.try_release(held.lock));
-  auto got = w.get();
-  REQUIRE_MESSAGE(got.result, got.result.message);
-  CHECK_MESSAGE(got.at - released < slow_poll / 2,
-                "took " << ms_since(released) << " ms: it waited for its poll");
-  int handed = 0;
-  for (const auto& n : got.result.lock.nodes()) {
-    if (n.detail == "handed over by a release") ++handed;
-  }
-  CHECK(handed == 0);  // its own attempt won, on the keys handed to it
-  int with_token = 0;
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (c[i].get("unvouched") == got.result.lock.token()) ++with_token;
-  }
-  CHECK(with_token >= 3);
-  CHECK(waiter.try_release(got.result.lock));
+  // (200 ms: past the attempt that a first subscription makes.)
+  const auto h = fair_handoff(c, holder, waiter, "unvouched", 200ms);
+  CHECK_MESSAGE(h.got.at - h.released < slow_poll / 2,
+                "took " << ms_since(h.released) << " ms: it waited for its poll");
+  CHECK(h.handed == 0);  // its own attempt won, on the keys handed to it
+  CHECK(h.with_token >= 3);
+  CHECK(waiter.try_release(h.got.result.lock));
   CHECK(eventually([&] { return c.count_with_key("unvouched") == 0; }));
 }
 
