@@ -69,9 +69,11 @@ void AcquireOp::take_handoff() {
   if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
   waiter_ = new_waiter_id();
   need_ticket_ = true;
-  fail_attempt(Errc::expired, "a quorum handed the lock over but its validity was used up (" +
-                                  std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now - t1_).count()) +
-                                  " us since the registration)");
+  fail_attempt(
+      Errc::expired,
+      "a quorum handed the lock over but its validity was used up (" +
+          std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now - t1_).count()) +
+          " us since the registration)");
 }
 
 }  // namespace redlock
