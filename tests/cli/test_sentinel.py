@@ -37,9 +37,14 @@ class SentinelTopology(TopologyCase):
                                     "--base-port", str(self.base)))
 
     def switched(self, name, port):
-        """Every sentinel's SENTINEL MASTER (what clients ask) names `port`, failover over."""
+        """Every sentinel's SENTINEL MASTER (what clients ask) names `port`, failover over. A
+        sentinel that does not answer within the helper's second (seen under --stress) is not
+        there yet: the caller polls again."""
         for s in self.sentinels:
-            m = pairs(redis(s, "SENTINEL", "MASTER", name))
+            try:
+                m = pairs(redis(s, "SENTINEL", "MASTER", name))
+            except OSError:
+                return False
             if m["port"] != str(port) or m["flags"] != "master":
                 return False
         return True
