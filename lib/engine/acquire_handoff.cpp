@@ -69,6 +69,8 @@ void AcquireOp::take_handoff() {
   if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
   waiter_ = new_waiter_id();
   need_ticket_ = true;
+  granted_.assign(granted_.size(), 0);  // given back: not to be taken again at the next wake
+  granted_count_ = 0;
   fail_attempt(
       Errc::expired,
       "a quorum handed the lock over but its validity was used up (" +

@@ -497,6 +497,41 @@ TEST_CASE("wake-ups: a fair release hands the lock to the first waiter, without 
   CHECK(c.count_with_key("handed") == 0);
 }
 
+TEST_CASE("wake-ups: a handoff whose validity is used up is given back, and the waiter goes on") {
+  // The waiter asks for more validity than a registration 600 ms old can leave (ttl 3 s,
+  // min_validity 2.7 s; it polls, and registers again, every ttl/3 = 1 s): the handoff is given
+  // back, and the waiter, with a new ticket, takes the lock by its own attempt (whose validity
+  // counts from its own start).
+  RedisCluster c(5);
+  Options o = slow_polling(c);
+  o.min_validity = 2700ms;
+  Client holder(options_for(c));
+  Client waiter(o);
+  AcquireOptions fair = ttl_opts(3s, 10s);
+  fair.fair = true;
+  fair.heartbeat_ttl = 20s;
+  auto held = holder.try_acquire({"stale"}, fair);
+  REQUIRE_MESSAGE(held, held.message);
+  REQUIRE(eventually([&] { return held_everywhere(c, "stale"); }));
+  auto w = std::async(std::launch::async, [&] {
+    auto r = waiter.try_acquire({"stale"}, fair);
+    return Waited{std::move(r), Clock::now()};
+  });
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (c[i].command({"HLEN", derived_key("stale", KeyRole::handoff)}).integer != 1) return false;
+    }
+    return clients_listening_everywhere(c, 1);
+  }));
+  std::this_thread::sleep_for(600ms);
+  REQUIRE(holder.try_release(held.lock));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK(got.result.lock.validity() > 2700ms);
+  for (const auto& n : got.result.lock.nodes()) CHECK(n.detail != "handed over by a release");
+  CHECK(waiter.try_release(got.result.lock));
+}
+
 TEST_CASE("wake-ups: a handoff that cannot be counted is taken by the waiter's attempt") {
   // A user without INFO: no connection learns which server it reached, so a handoff heard on the
   // wake-up connection is not counted (the restart guard could not vouch for it). The release's
