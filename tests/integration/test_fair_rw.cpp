@@ -609,7 +609,8 @@ TEST_CASE("fair lock: a node that answers after the decision is told only what i
     REQUIRE_MESSAGE(r, r.message);
     CHECK(eventually([&] { return c[4].get("late-node") == r.lock.token(); }, 5000ms));
     std::this_thread::sleep_for(300ms);  // a word sent on its answers would have arrived
-    // The ticket and the attempt; before, a write-back and a leave were sent to it at once.
+    // The ticket round (it takes the free lock there, as on the others) and the leave that
+    // clears the registration it left; before, a write-back and a leave were sent to it at once.
     CHECK(calls_of(c[4], "evalsha") - before == 2);
     CHECK(c[4].command({"ZCARD", queue}).integer == 0);
     (void)client.try_release(r.lock);
