@@ -36,6 +36,8 @@ class LockBuilder {
   static void set_ticket(Lock& l, std::uint64_t t) { l.ticket_ = t; }
   static void set_wakes_waiters(Lock& l, bool w) { l.wakes_waiters_ = w; }
   static void set_taken_at(Lock& l, BootClock::time_point t) { l.taken_at_ = t; }
+  static void set_handed_waiter(Lock& l, std::string w) { l.handed_waiter_ = std::move(w); }
+  [[nodiscard]] static const std::string& handed_waiter(const Lock& l) { return l.handed_waiter_; }
   [[nodiscard]] static BootClock::time_point taken_at(const Lock& l) { return l.taken_at_; }
 };
 

@@ -75,8 +75,8 @@ class Read : public LockKind {
                  Millis ttl) const override {
     return Command::call(ScriptId::extend_read, {keys::readers(k[0])}).arg(token).arg(ms(ttl));
   }
-  Command release(const std::vector<std::string>& k, std::string_view token,
-                  bool wake) const override {
+  Command release(const std::vector<std::string>& k, std::string_view token, bool wake,
+                  std::string_view) const override {
     if (!wake) return Command::call(ScriptId::release_read, {keys::readers(k[0])}).arg(token);
     return Command::call(ScriptId::release_read, {keys::readers(k[0]), keys::waiting(k[0])})
         .arg(token)
@@ -170,7 +170,7 @@ Command LockKind::extend(const std::vector<std::string>& keys, std::string_view 
 // Releases with `wake` publish on the wake channel while a waiter's mark exists (scripts.cpp); a
 // single resource's also names the first waiter of its fair queue, if it has one.
 Command LockKind::release(const std::vector<std::string>& lock_keys, std::string_view token,
-                          bool wake) const {
+                          bool wake, std::string_view handed_waiter) const {
   if (!wake) {
     return Command::call(lock_keys.size() > 1 ? ScriptId::release_multi : ScriptId::release,
                          lock_keys)
@@ -184,10 +184,12 @@ Command LockKind::release(const std::vector<std::string>& lock_keys, std::string
     return c;
   }
   const auto& key = lock_keys[0];
-  return Command::call(ScriptId::release, {key, keys::waiting(key), keys::queue(key),
-                                           keys::heartbeats(key), keys::handoff(key)})
-      .arg(token)
-      .arg(keys::wake(key));
+  Command c = Command::call(ScriptId::release, {key, keys::waiting(key), keys::queue(key),
+                                                keys::heartbeats(key), keys::handoff(key)})
+                  .arg(token)
+                  .arg(keys::wake(key));
+  if (!handed_waiter.empty()) c.arg("").arg(handed_waiter);  // (ARGV[3] is a rollback's only)
+  return c;
 }
 
 Command LockKind::rollback(const AttemptArgs& a) const {

@@ -75,8 +75,11 @@ class LockKind {
   // more script call per node); without it, the documented compare-and-delete alone.
   [[nodiscard]] virtual Command extend(const std::vector<std::string>& keys, std::string_view token,
                                        Millis ttl) const;
+  // `handed_waiter` (a fair lock handed over): the release also clears that waiter's heartbeat
+  // and registration, which the handoff left.
   [[nodiscard]] virtual Command release(const std::vector<std::string>& keys,
-                                        std::string_view token, bool wake) const;
+                                        std::string_view token, bool wake,
+                                        std::string_view handed_waiter = {}) const;
   // What takes back an attempt that did not win (no quorum, too late, cancelled): the release,
   // with wake-ups; a named waiter's names the next waiter without taking it off the mark, and
   // never itself (scripts.cpp); a fair waiter also gets back the place in the queue that a

@@ -33,10 +33,18 @@ constexpr std::string_view bodies[] = {
     // and whose client listens on its channel now, is given the lock here: the key is set to its
     // token for its ttl, it leaves the queue, and the name carries "/<serial>" of the
     // registration used, so that its client can count the grant with that registration's send
-    // time as t1 (the SET runs after it). Its heartbeat and registration stay until they expire:
-    // acquire_fair and fair_leave recognise the key as the waiter's by them.
+    // time as t1 (the SET runs after it). Its heartbeat and registration stay until it releases:
+    // acquire_fair and fair_leave recognise the key as the waiter's by them. ARGV[4] (a fair lock
+    // handed over, released; ARGV[3] is then no rollback's, and empty): the waiter it was handed
+    // to,
+    // whose heartbeat and registration go with the key.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
+if ARGV[4] and KEYS[5] then
+  redis.call("zrem",KEYS[4],ARGV[4])
+  redis.call("hdel",KEYS[5],ARGV[4])
+end
+local rollback_of = not ARGV[4] and ARGV[3]
 if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   local head = KEYS[3] and redis.call("zrange",KEYS[3],0,0)[1]
   local reg = head and KEYS[5] and redis.call("hget",KEYS[5],head)
@@ -57,10 +65,10 @@ if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   end
   if not head and redis.call("type",KEYS[2]).ok == "zset" and
       not redis.call("zscore",KEYS[2],"*") then
-    if ARGV[3] then
+    if rollback_of then
       local first = redis.call("zrange",KEYS[2],0,1)
       head = first[1]
-      if head == ARGV[3] then head = first[2] end
+      if head == rollback_of then head = first[2] end
       if not head then return n end
     else
       head = redis.call("zpopmin",KEYS[2])[1]

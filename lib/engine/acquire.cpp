@@ -561,16 +561,15 @@ void AcquireOp::complete(AcquireResult res) {
       // Won by a handoff, no command of ours is out: every node that did not hand it over is
       // told now, before our release can reach it. Were it not, a release still on its way
       // there could hand it to us after our own release had come and gone, and the key would
-      // stay until its ttl. One that handed it over keeps the key (our lock's token), and is
-      // told too: a handoff (a release's or our ticket round's) left our heartbeat and
-      // registration there, which would otherwise stay until the heartbeat lapses.
+      // stay until its ttl. One that handed it over keeps the key (our lock's token); the
+      // heartbeat and registration the handoff left there go with our release (handed_waiter).
       if (!res.error) {
         owe_leave_.assign(skip.size(), 0);
         for (int i = 0; i < e_.n(); ++i) {
           const auto u = static_cast<std::size_t>(i);
           const bool out = !won_by_handoff_ && !attempt_.answered(i);
           owe_leave_[u] = out ? 1 : 0;
-          skip[u] = out || (!won_by_handoff_ && attempt_.outcomes()[u].state == NodeState::ok);
+          skip[u] = out || attempt_.outcomes()[u].state == NodeState::ok;
         }
       }
       broadcast(e_, std::move(*c), skip);

@@ -74,9 +74,11 @@ void AcquireOp::take_handoff() {
                                           e_.options_.min_validity, t1_, now);
   if (v.ok) {
     won_by_handoff_ = true;
-    finish_ok(LockBuilder::make(resources_, token_, opts_.ttl,
-                                std::chrono::duration_cast<Millis>(v.validity), v.deadline,
-                                attempt_.tally().ok, n, attempt_.outcomes()));
+    Lock lock = LockBuilder::make(resources_, token_, opts_.ttl,
+                                  std::chrono::duration_cast<Millis>(v.validity), v.deadline,
+                                  attempt_.tally().ok, n, attempt_.outcomes());
+    LockBuilder::set_handed_waiter(lock, waiter_);
+    finish_ok(std::move(lock));
     return;
   }
   // Registered too long ago to be of use: give it back everywhere (leaving the queue takes a

@@ -65,15 +65,14 @@ void AcquireOp::ticket_decided(Decision d) {
   if (auto ttl = ticket_mark_ttl()) marked_until_ = sent_ + *ttl;  // and our waiting mark
   ticket_ = ticket_votes_.value();
   auto settle = detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_);
-  // The round itself took the lock on a quorum (the key was free and we first in line there), or
-  // it and releases together did: the lock is ours, and the ticket only orders later waiters.
-  const bool won = granted_quorum();
   // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
-  // same takers), or the lock is ours, the write-back round would change nothing we wait for: the
-  // attempt (or the lock) goes at once, and only the nodes that gave another count are told the
-  // ticket, without waiting for them (those that have not answered yet, once they answer with
-  // another count: late_reply).
-  if (won || ticket_votes_.on_quorum(e_.n())) {
+  // same takers), the write-back round would change nothing: the attempt goes at once (or, where
+  // the round itself took the lock on a quorum, alone or with releases' handoffs, the lock), and
+  // only the nodes that gave another count are told the ticket, without waiting for them (those
+  // that have not answered yet, once they answer with another count: late_reply). Otherwise the
+  // write-back round goes first, also before a lock the round took is handed out: a later
+  // waiter's ticket must come after ours (ticket_agreed then hands it out).
+  if (ticket_votes_.on_quorum(e_.n())) {
     std::vector<bool> agreed(ticket_at_.size());
     owe_settle_.assign(ticket_at_.size(), 0);
     for (std::size_t i = 0; i < agreed.size(); ++i) {
@@ -83,11 +82,7 @@ void AcquireOp::ticket_decided(Decision d) {
     }
     if (std::find(agreed.begin(), agreed.end(), false) != agreed.end())
       broadcast(e_, std::move(settle), agreed);
-    if (won) {
-      take_handoff();
-    } else {
-      ticket_agreed();
-    }
+    ticket_agreed();
   } else {
     start_round(Phase::ticket_writeback, counter_, std::move(settle));
   }
@@ -103,7 +98,7 @@ void AcquireOp::ticket_writeback_decided(Decision d) {
 }
 
 void AcquireOp::ticket_agreed() {
-  if (granted_quorum()) {  // late answers of the ticket round took it (during its write-back)
+  if (granted_quorum()) {  // the ticket round took the lock (with releases' handoffs, perhaps)
     take_handoff();
     return;
   }

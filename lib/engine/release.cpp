@@ -22,7 +22,8 @@ class ReleaseOp final : public Operation {
     const auto& kind = detail::kind_for_lock(lock.mode(), keys.size());
     const bool wake =
         detail::release_wakes(lock.wakes_waiters(), BootClock::now() - LockBuilder::taken_at(lock));
-    const auto cmd = net::Request::make(kind.release(keys, lock.token(), wake));
+    const auto cmd = net::Request::make(
+        kind.release(keys, lock.token(), wake, LockBuilder::handed_waiter(lock)));
     round_.reset(&e_.names());
     stamp();
     for (int i = 0; i < e_.n(); ++i) {

@@ -360,3 +360,36 @@ TEST_CASE("handoff: a ticket round takes the lock where an attempt of the first 
     CHECK(s.get(lock) == registered);
   }
 }
+
+TEST_CASE("handoff: the release of a lock handed over clears its waiter's heartbeat and entry") {
+  if (!redis_server_available()) return;
+  RedisServer s;
+  const long long later = server_ms(s) + 60'000;
+  // As a handoff leaves it: the key the waiter's registered token, its heartbeat and
+  // registration still there; another waiter in line behind it.
+  s.set(lock, registered);
+  (void)s.command({"ZADD", heartbeats, std::to_string(later), waiter});
+  (void)s.command({"HSET", handoff, waiter, "7 10000 " + registered});
+  queue_up(s, "x@chan-x", 4, later);
+  auto release_handed = [&](const std::string& tok) {
+    const auto r = s.command({"EVAL", std::string(script_body(ScriptId::release)), "5", lock, mark,
+                              queue, heartbeats, handoff, tok, lock_channel, "", waiter});
+    REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
+    return r.integer;
+  };
+  SUBCASE("its own token: the key, the heartbeat and the entry go; the next waiter stays") {
+    CHECK(release_handed(registered) == 1);
+    CHECK_FALSE(s.exists(lock));
+    CHECK(score(s, heartbeats, waiter) == "nil");
+    CHECK(s.command({"HEXISTS", handoff, waiter}).integer == 0);
+    CHECK(score(s, queue, "x@chan-x") == "4");
+    CHECK(score(s, heartbeats, "x@chan-x") != "nil");
+  }
+  SUBCASE("a lock it no longer holds: nothing changes") {
+    s.set(lock, holder);
+    CHECK(release_handed(registered) == 0);
+    CHECK(s.get(lock) == holder);
+    CHECK(score(s, heartbeats, waiter) != "nil");
+    CHECK(s.command({"HEXISTS", handoff, waiter}).integer == 1);
+  }
+}

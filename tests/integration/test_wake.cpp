@@ -450,10 +450,10 @@ FairHandoff fair_handoff(const RedisCluster& c, Client& holder, Client& waiter,
     auto r = waiter.try_acquire({key}, fair);
     return Waited{std::move(r), Clock::now()};
   });
-  // Registered (its ticket round did it) and listening everywhere.
+  // Registered and in line (its ticket round did both at once) and listening everywhere.
   REQUIRE(eventually([&] {
     for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].command({"HLEN", derived_key(key, KeyRole::handoff)}).integer != 1) return false;
+      if (c[i].command({"ZCARD", derived_key(key, KeyRole::queue)}).integer != 1) return false;
     }
     return clients_listening_everywhere(c, 1);
   }));
@@ -519,7 +519,7 @@ TEST_CASE("wake-ups: a handoff whose validity is used up is given back, and the 
   });
   REQUIRE(eventually([&] {
     for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].command({"HLEN", derived_key("stale", KeyRole::handoff)}).integer != 1) return false;
+      if (c[i].command({"ZCARD", derived_key("stale", KeyRole::queue)}).integer != 1) return false;
     }
     return clients_listening_everywhere(c, 1);
   }));
@@ -592,6 +592,11 @@ TEST_CASE("wake-ups: a fair waiter that finds the lock free takes it in its tick
   }
   CHECK(waiter.try_release(got.lock));
   CHECK(c.count_with_key("free") == 0);
+  // The release took the registration and heartbeat that the ticket round left with the key.
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    CHECK(c[i].command({"HLEN", derived_key("free", KeyRole::handoff)}).integer == 0);
+    CHECK(c[i].command({"ZCARD", derived_key("free", KeyRole::heartbeats)}).integer == 0);
+  }
 }
 
 TEST_CASE("wake-ups: a ticket round's grants and a release's handoffs add up to the lock") {
@@ -624,11 +629,13 @@ TEST_CASE("wake-ups: a ticket round's grants and a release's handoffs add up to 
     auto r = waiter.try_acquire({"mixed"}, fair);
     return Waited{std::move(r), Clock::now()};
   });
+  // In line behind the holder on nodes 0-2 (registered there in the same script), the key its own
+  // on 3 and 4.
   REQUIRE(eventually([&] {
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].command({"HLEN", derived_key("mixed", KeyRole::handoff)}).integer != 1) return false;
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (c[i].command({"ZCARD", derived_key("mixed", KeyRole::queue)}).integer != 1) return false;
     }
-    return true;
+    return c[3].exists("mixed") && c[4].exists("mixed");
   }));
   std::this_thread::sleep_for(300ms);
   const auto released = Clock::now();

@@ -61,6 +61,13 @@ TEST_CASE("the plain kind sends exactly the wire format of the other Redlock cli
   CHECK(rel.args == std::vector<std::string>{"job", keys::waiting("job"), keys::queue("job"),
                                              keys::heartbeats("job"), keys::handoff("job"), "tok",
                                              keys::wake("job")});
+  // A fair lock handed over: its release also clears that waiter's heartbeat and registration
+  // (ARGV[4]; ARGV[3], a rollback's waiter, empty).
+  const auto handed = plain.release(keys, "tok", true, "w@chan");
+  CHECK(handed.args == std::vector<std::string>{"job", keys::waiting("job"), keys::queue("job"),
+                                                keys::heartbeats("job"), keys::handoff("job"),
+                                                "tok", keys::wake("job"), "", "w@chan"});
+  CHECK(plain.release(keys, "tok", false, "w@chan").args == std::vector<std::string>{"job", "tok"});
   const auto ext = plain.extend(keys, "tok", 5000ms);
   CHECK(ext.script == ScriptId::extend);
   CHECK(ext.args == std::vector<std::string>{"job", "tok", "5000"});

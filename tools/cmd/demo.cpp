@@ -242,9 +242,22 @@ bool Demo::keys_only(const StatusResult& st, const std::set<std::string>& allowe
 void Demo::release(Client& c, const Lock& lock) {
   if (lock.empty()) return;
   auto r = c.try_release(lock);
-  say("released " + token_label(lock.token()) + ": deleted on " + std::to_string(r.deleted) +
-      " node" + (r.deleted == 1 ? "" : "s") + ", not held on " + std::to_string(r.not_held) +
-      ", unreachable " + std::to_string(r.unreachable));
+  const auto report = [&](const std::string& when) {
+    say("released " + token_label(lock.token()) + when + ": deleted on " +
+        std::to_string(r.deleted) + " node" + (r.deleted == 1 ? "" : "s") + ", not held on " +
+        std::to_string(r.not_held) + ", unreachable " + std::to_string(r.unreachable));
+  };
+  report("");
+  // A node this client lost (killed and restarted in a step) is reconnected in the background; a
+  // release that could not reach it is sent again (it is idempotent) once it can, as an operator
+  // would, rather than leaving the key there until its ttl.
+  const auto deadline = SteadyClock::now() + 3s;
+  if (r.unreachable == 0) return;
+  while (r.unreachable > 0 && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    r = c.try_release(lock);
+  }
+  report(" again, once the client had reconnected");
 }
 
 void Demo::kill_node(int i) {
