@@ -39,8 +39,7 @@ enum class KeyRole {
                    // wait): releases publish only while it exists, so an uncontended release
                    // publishes nothing
   handoff,         // fair-lock waiters' registered tokens (hash waiter -> "<serial> <ttl ms>
-                   // <token>"): a release hands the lock to the first waiter with its token,
-                   // and a ticket round takes a free lock with it
+                   // <token>"): a release hands the lock to the first waiter with its token
 };
 
 // "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake", "waiting", "handoff":

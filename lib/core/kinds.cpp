@@ -261,15 +261,11 @@ Command take_ticket(std::string_view key, std::string_view waiter, Millis heartb
 }
 
 Verdict classify_ticket(const Reply& r) {
-  const auto flag = [&](std::size_t i) {
-    return r.elements[i].is_integer(0) || r.elements[i].is_integer(1);
-  };
-  if (r.type == Reply::Type::array && r.elements.size() == 3 &&
-      r.elements[0].type == Reply::Type::integer && r.elements[0].integer > 0 && flag(1) &&
-      flag(2) && !(r.elements[1].is_integer(1) && r.elements[2].is_integer(1))) {
+  if (r.type == Reply::Type::array && r.elements.size() == 2 &&
+      r.elements[0].type == Reply::Type::integer && r.elements[0].integer > 0 &&
+      (r.elements[1].is_integer(0) || r.elements[1].is_integer(1))) {
     Verdict v = yes(static_cast<std::uint64_t>(r.elements[0].integer));
     v.behind = r.elements[1].is_integer(1);
-    v.granted = r.elements[2].is_integer(1);
     return v;
   }
   return unexpected(r);

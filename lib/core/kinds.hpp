@@ -34,8 +34,7 @@ struct Verdict {
   NodeState state = NodeState::error;  // ok, held_by_other, not_held or error
   std::string detail;                  // an error reply's text, or what was unexpected
   std::uint64_t value = 0;             // fenced acquire: the fence; ticket round: the ticket
-  bool behind = false;   // ticket round: the lock is held or a live waiter is ahead on this node
-  bool granted = false;  // ticket round: the node set the key to the token registered with it
+  bool behind = false;  // ticket round: the lock is held or a live waiter is ahead on this node
 };
 
 // What one acquisition attempt puts in its command.

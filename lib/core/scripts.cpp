@@ -36,8 +36,7 @@ constexpr std::string_view bodies[] = {
     // time as t1 (the SET runs after it). Its heartbeat and registration stay until it releases:
     // acquire_fair and fair_leave recognise the key as the waiter's by them. ARGV[4] (a fair lock
     // handed over, released; ARGV[3] is then no rollback's, and empty): the waiter it was handed
-    // to,
-    // whose heartbeat and registration go with the key.
+    // to, whose heartbeat and registration go with the key.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
 if ARGV[4] and KEYS[5] then
@@ -258,11 +257,7 @@ return 1)",
     // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
     // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head,
     // and (KEYS[6] handoff; ARGV serial, lock ttl, token) registers the token that a release may
-    // hand it the lock with. With a registration, the round also takes the lock where an attempt
-    // of the first in line would get it (the key is free and nobody live is ahead), or where the
-    // key is still the token of our previous registration (handed over, or taken so, and not
-    // taken by an attempt since): the key is set to the new token, as a release hands it over,
-    // and the third element is 1. A free lock costs one round instead of a ticket and an attempt.
+    // hand it the lock with.
     R"(local n = redis.call("incr", KEYS[1])
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -274,10 +269,7 @@ end
 redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local kept = {KEYS[1], KEYS[2], KEYS[3]}
-local mine
 if KEYS[6] then
-  local reg = redis.call("hget", KEYS[6], ARGV[1])
-  mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
   redis.call("hset", KEYS[6], ARGV[1], ARGV[4] .. " " .. ARGV[5] .. " " .. ARGV[6])
   table.insert(kept, KEYS[6])
 end
@@ -294,12 +286,7 @@ local behind = 0
 if redis.call("exists", KEYS[4]) == 1 or redis.call("zrank", KEYS[2], ARGV[1]) > 0 then
   behind = 1
 end
-if KEYS[6] and (behind == 0 or (mine and redis.call("get", KEYS[4]) == mine)) then
-  redis.call("set", KEYS[4], ARGV[6], "PX", ARGV[5])
-  redis.call("zrem", KEYS[2], ARGV[1])
-  return {n, 0, 1}
-end
-return {n, behind, 0})",
+return {n, behind})",
     // acquire_fair (KEYS lock, queue, heartbeats, ticket, [handoff]; ARGV token, ttl, ticket,
     // heartbeat ttl, waiter id, [serial, registered token]): drop waiters whose heartbeat expired,
     // (re)join the

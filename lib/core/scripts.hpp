@@ -34,8 +34,7 @@ enum class ScriptId {
   // the handoff registrations (hash waiter -> "<serial> <ttl> <token>") last.
   ticket_take,    // KEYS ticket, queue, heartbeats, lock, [mark, handoff]; ARGV waiter, heartbeat
                   //   ttl, [mark ttl, serial, ttl, token] -> {the new counter, 1 if the lock is
-                  //   held or a waiter is ahead, 1 if the key was set to the token (a
-                  //   registration only; then the second is 0)}
+                  //   held or a waiter is ahead}
   acquire_fair,   // ARGV token, ttl, ticket, heartbeat ttl, waiter, [serial, registered token] ->
                   // 1 granted / 0 not yet
   fair_leave,     // KEYS queue, heartbeats, [mark, [lock, handoff]]; ARGV waiter, [channel,

@@ -199,7 +199,6 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
           ticket_votes_.add(v.value);
           ticket_at_[static_cast<std::size_t>(node)] = v.value;
           behind_ += v.behind ? 1 : 0;
-          if (v.granted) note_ticket_grant(node);
         }
       }
       counter_.record(node, std::move(o));
@@ -561,8 +560,7 @@ void AcquireOp::complete(AcquireResult res) {
       // Won by a handoff, no command of ours is out: every node that did not hand it over is
       // told now, before our release can reach it. Were it not, a release still on its way
       // there could hand it to us after our own release had come and gone, and the key would
-      // stay until its ttl. One that handed it over keeps the key (our lock's token); the
-      // heartbeat and registration the handoff left there go with our release (handed_waiter).
+      // stay until its ttl. One that handed it over already keeps the key (our lock's token).
       if (!res.error) {
         owe_leave_.assign(skip.size(), 0);
         for (int i = 0; i < e_.n(); ++i) {

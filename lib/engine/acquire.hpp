@@ -73,8 +73,6 @@ class AcquireOp final : public Operation {
   [[nodiscard]] bool registers() const { return kind_.queued() && e_.options_.wake_ups; }
   void new_registration();
   void note_grant(int node, const net::Wake& w);
-  void note_ticket_grant(int node);  // our ticket round set the key to the registered token
-  void note_late_ticket_grant(int node, const net::Result& r);
   [[nodiscard]] bool granted_quorum() const;
   void take_handoff();  // a quorum handed us the lock: validity from the registration's sending
   void warn_fence_durability();
@@ -163,14 +161,10 @@ class AcquireOp final : public Operation {
   // each sent to every node): its serial, token and when it was sent (before its commands went
   // out, so a key a release set to the token under it expires no earlier than this plus the
   // ttl), and the nodes that handed us the lock under it (only those count: a key handed over
-  // under an older one was, or will be, taken by our attempt since as its own grant): a release
-  // (granted_by_release) or the ticket round that made the registration (granted_by_ticket).
+  // under an older one was, or will be, taken by our attempt since as its own grant).
   std::uint64_t reg_serial_ = 0;
-  std::uint64_t ticket_serial_ = 0;  // the registration the current ticket round made
   std::string reg_token_;
   BootClock::time_point reg_sent_{};
-  static constexpr char granted_by_release = 1;
-  static constexpr char granted_by_ticket = 2;
   std::vector<char> granted_;
   int granted_count_ = 0;
   bool won_by_handoff_ = false;

@@ -30,18 +30,7 @@ void AcquireOp::note_grant(int node, const net::Wake& w) {
                                 "); an attempt will confirm it");
     return;
   }
-  granted_[i] = granted_by_release;
-  ++granted_count_;
-}
-
-// The ticket round found the key free with nobody ahead (or still ours from the previous
-// registration) and set it to the token it registered: on the command connection, a vote the
-// round has already checked as any attempt's (restart guard, one vote per server). Replicated
-// votes are not counted: the round does not WAIT for replicas; an attempt takes the key instead.
-void AcquireOp::note_ticket_grant(int node) {
-  const auto i = static_cast<std::size_t>(node);
-  if (e_.options_.min_replicas > 0 || i >= granted_.size() || granted_[i] != 0) return;
-  granted_[i] = granted_by_ticket;
+  granted_[i] = 1;
   ++granted_count_;
 }
 
@@ -59,13 +48,8 @@ void AcquireOp::take_handoff() {
   t1_ = reg_sent_;
   attempt_.reset(&e_.names());
   for (int i = 0; i < n; ++i) {
-    const char by = granted_[static_cast<std::size_t>(i)];
-    if (by == 0) continue;
-    NodeOutcome o{
-        {},
-        NodeState::ok,
-        by == granted_by_ticket ? "taken by the ticket round" : "handed over by a release",
-        {}};
+    if (granted_[static_cast<std::size_t>(i)] == 0) continue;
+    NodeOutcome o{{}, NodeState::ok, "handed over by a release", {}};
     e_.count_node(i, o);
     attempt_.record(i, std::move(o));
   }

@@ -32,7 +32,6 @@ void AcquireOp::start_ticket() {
   // With wake-ups the ticket also registers a token (a release may hand us the lock with it
   // from here on): fresh, as an attempt's.
   if (registers()) new_registration();
-  ticket_serial_ = reg_serial_;
   start_round(Phase::ticket, counter_,
               detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl(),
                                   {reg_serial_, opts_.ttl, reg_token_}));
@@ -49,13 +48,6 @@ std::optional<Millis> AcquireOp::ticket_mark_ttl() const {
 // Fair locks, first round: a ticket from the quorum (the counter-and-write-back construction of
 // fencing), so every node orders the waiters the same way.
 void AcquireOp::ticket_decided(Decision d) {
-  // The round took the lock on some nodes, and those yet to answer could make that a quorum:
-  // their answers decide whether we hold it, so they are waited for (each within node_timeout).
-  // Decided now, an attempt would take back what the round took wherever it lost.
-  const int pending = counter_.tally().pending();
-  if (d == Decision::quorum && granted_count_ > 0 && !granted_quorum() && pending > 0 &&
-      granted_count_ + pending >= detail::quorum_of(e_.n()))
-    return;
   counter_.close();
   if (d == Decision::impossible) {
     fail_ticket("no quorum for a queue ticket");
@@ -66,12 +58,9 @@ void AcquireOp::ticket_decided(Decision d) {
   ticket_ = ticket_votes_.value();
   auto settle = detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_);
   // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
-  // same takers), the write-back round would change nothing: the attempt goes at once (or, where
-  // the round itself took the lock on a quorum, alone or with releases' handoffs, the lock), and
-  // only the nodes that gave another count are told the ticket, without waiting for them (those
-  // that have not answered yet, once they answer with another count: late_reply). Otherwise the
-  // write-back round goes first, also before a lock the round took is handed out: a later
-  // waiter's ticket must come after ours (ticket_agreed then hands it out).
+  // same takers), the write-back round would change nothing: the attempt goes at once, and only
+  // the nodes that gave another count are told the ticket, without waiting for them (those that
+  // have not answered yet, once they answer with another count: late_reply).
   if (ticket_votes_.on_quorum(e_.n())) {
     std::vector<bool> agreed(ticket_at_.size());
     owe_settle_.assign(ticket_at_.size(), 0);
@@ -98,10 +87,6 @@ void AcquireOp::ticket_writeback_decided(Decision d) {
 }
 
 void AcquireOp::ticket_agreed() {
-  if (granted_quorum()) {  // the ticket round took the lock (with releases' handoffs, perhaps)
-    take_handoff();
-    return;
-  }
   // Someone was ahead of us (or held the lock) on too many nodes for an attempt to win now: wait
   // for our turn (the release names us; polling is the fallback) instead of an attempt that
   // would lose, unless this is our last try (it then reports each node, as any attempt does).
@@ -131,7 +116,6 @@ void AcquireOp::fail_ticket(std::string message) {
 // command may still run), the word goes anyway.
 void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
   const auto i = static_cast<std::size_t>(node);
-  if (tag == ticket_round_) note_late_ticket_grant(node, r);
   const bool settle = tag == ticket_round_ && i < owe_settle_.size() && owe_settle_[i] != 0;
   const bool leave = !settle && tag == attempt_round_ && phase_ == Phase::done &&
                      i < owe_leave_.size() && owe_leave_[i] != 0;
@@ -150,18 +134,6 @@ void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
   // A node that granted took us out of its queue in the same script.
   if (replied && kind_.classify_acquire(*r.reply).state == NodeState::ok) return;
   if (auto c = kind_.finish_waiting(keys_, waiter_, true, token_)) tell(node, std::move(*c));
-}
-
-// A node that answered our ticket round after it was decided may have taken the lock for us
-// there: while that round's registration is our latest, it counts, as a release's handoff does.
-void AcquireOp::note_late_ticket_grant(int node, const net::Result& r) {
-  if (!registers() || phase_ == Phase::done || reg_serial_ != ticket_serial_ ||
-      failure(node, r).has_value())
-    return;
-  const auto v = detail::classify_ticket(*r.reply);
-  if (!v.granted || outcome(node, r, v, nullptr).state != NodeState::ok) return;
-  note_ticket_grant(node);
-  if (phase_ == Phase::sleeping && granted_quorum()) retry_timer_->start(0);  // takes it
 }
 
 void AcquireOp::tell(int node, detail::Command cmd) {

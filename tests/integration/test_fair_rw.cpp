@@ -229,15 +229,12 @@ TEST_CASE("fair lock: the ticket's write-back round runs only where the counters
     REQUIRE_MESSAGE(r, r.message);
     std::this_thread::sleep_for(100ms);  // a straggling round would have arrived
     CHECK(gets() == before);
-    // One script on each node: the ticket round, which took the free lock (and us out of the
-    // queue); no write-back, no attempt, no leaving the queue (4 before the write-back was
-    // skipped, 2 before the ticket round took a free lock).
-    for (std::size_t i = 0; i < 3; ++i) CHECK(calls_of(c[i], "evalsha") - scripts_before[i] == 1);
+    // Two scripts on each node: the ticket and the attempt (which took us out of the queue); no
+    // write-back, no leaving the queue (4 before).
+    for (std::size_t i = 0; i < 3; ++i) CHECK(calls_of(c[i], "evalsha") - scripts_before[i] == 2);
     for (std::size_t i = 0; i < 3; ++i) CHECK(c[i].get(ticket) == std::to_string(*r.lock.ticket()));
   }
-  SUBCASE("one node ahead: the others are raised to the ticket before the lock is handed out") {
-    // (The ticket round took the free lock on all three; a later waiter's ticket must still come
-    // after this one's.)
+  SUBCASE("one node ahead: the others are raised to the ticket before the attempt") {
     c[0].set(ticket, "100");
     auto r = client.try_acquire({"wb-fair"}, fair_opts(5s, 2s));
     REQUIRE_MESSAGE(r, r.message);
@@ -612,8 +609,7 @@ TEST_CASE("fair lock: a node that answers after the decision is told only what i
     REQUIRE_MESSAGE(r, r.message);
     CHECK(eventually([&] { return c[4].get("late-node") == r.lock.token(); }, 5000ms));
     std::this_thread::sleep_for(300ms);  // a word sent on its answers would have arrived
-    // The ticket round (it takes the free lock there, as on the others) and the leave that
-    // clears the registration it left; before, a write-back and a leave were sent to it at once.
+    // The ticket and the attempt; before, a write-back and a leave were sent to it at once.
     CHECK(calls_of(c[4], "evalsha") - before == 2);
     CHECK(c[4].command({"ZCARD", queue}).integer == 0);
     (void)client.try_release(r.lock);
