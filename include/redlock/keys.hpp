@@ -28,7 +28,8 @@ enum class KeyRole {
   fence,           // fencing counter (string integer; expires when idle, see fencing.hpp)
   readers,         // read-lock holders (sorted set token -> expiry, server ms)
   writer_waiting,  // a waiting writer's id (string, short expiry)
-  ticket,          // fair-lock ticket counter (string integer; lives as long as the queue)
+  ticket,          // fair-lock ticket counter (string integer; lives as long as the queue;
+                   // starts from the server clock in s x 10^6)
   queue,           // fair-lock waiters (sorted set waiter -> ticket)
   heartbeats,      // fair-lock waiters' heartbeats (sorted set waiter -> expiry, server ms)
   wake,            // not a key: the pub/sub channel releases publish on ("#<n>": n clients

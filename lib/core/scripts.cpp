@@ -258,8 +258,16 @@ return 1)",
     // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head,
     // and (KEYS[6] handoff; ARGV serial, lock ttl, token) registers the token that a release may
     // hand it the lock with.
-    R"(local n = redis.call("incr", KEYS[1])
-local t = redis.call("time")
+    // A counter that does not exist (no queue, or lost when the node restarted empty) starts
+    // from the server's clock in seconds x 1e6, as the fence counter does (in ms there): above
+    // every ticket given out before, so a waiter still queued with an old ticket stays ahead of
+    // those that come after a majority of the nodes lost their counters one after another.
+    // Seconds, so that nodes starting a queue together mostly agree and need no write-back.
+    R"(local t = redis.call("time")
+if redis.call("exists", KEYS[1]) == 0 then
+  redis.call("set", KEYS[1], string.format("%.0f", tonumber(t[1]) * 1000000))
+end
+local n = redis.call("incr", KEYS[1])
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
   redis.call("zrem", KEYS[2], d)
