@@ -7,6 +7,8 @@
 #   REDLOCK_FUZZ=0 scripts/test.sh         skip the short fuzzing run at the end (scripts/fuzz.sh)
 #   REDLOCK_OVERLAP=0 scripts/test.sh      build the sanitizer and fuzz trees after `meson test`
 #                                          instead of beside it (slower; see below)
+#   REDLOCK_TEST_PROCESSES=N scripts/test.sh   how many tests `meson test` runs at once where a
+#                                          test allows it (default 3; 1 runs them one by one)
 #   scripts/test.sh --stress     the same with a busy core and a disk writer beside it
 #                                (stress-ng --cpu 1 --hdd 1, installed when missing), as
 #                                testing.md's "Flakes are bugs" asks before timing changes land;
@@ -132,18 +134,17 @@ if [[ $sanitizers != 0 ]]; then
   phase_done "sanitizer builds"
   # The two runs side by side, each to its own log, shown when both are done: like the plain
   # integration runs they mostly wait on servers (105 s together here, 202 s one after the other).
-  san_pids=()
+  declare -A san_pid
   for san in asan tsan; do
     tests=("${sanitizer_tests[@]}")
     [[ $san == asan ]] && tests+=("${asan_tests[@]}")
     echo "== $san: ${tests[*]}"
     meson test -C "build-$san" --no-rebuild --print-errorlogs "${tests[@]}" >"build-$san/sanitizer-tests.log" 2>&1 &
-    san_pids+=($!)
+    san_pid[$san]=$!
   done
   san_failed=0
-  for i in 0 1; do
-    san=$([[ $i == 0 ]] && echo asan || echo tsan)
-    wait "${san_pids[$i]}" || san_failed=1
+  for san in asan tsan; do
+    wait "${san_pid[$san]}" || san_failed=1
     echo "== $san:"
     cat "build-$san/sanitizer-tests.log"
   done
