@@ -189,13 +189,19 @@ end
 redis.call("del", KEYS[1])
 if type(f) == "table" and f.err then return f end
 return redis.error_reply("fence counter " .. KEYS[2] .. " is not positive"))",
-    // fence_raise (KEYS counter, [queue]; ARGV value, expiry, [waiter]): the write-back round;
-    // with a fair queue, the waiter (where it is queued) takes the agreed ticket as its place;
-    // counters only ever grow, and their expiry is only ever lengthened
+    // fence_raise (KEYS counter, [queue, [handoff]]; ARGV value, expiry, [waiter]): the write-back
+    // round; with a fair queue, the waiter (where it is queued) takes the agreed ticket as its
+    // place, and the registration its ticket round left provisional (ticket_take) may be used
+    // from now on; counters only ever grow, and their expiry is only ever lengthened
     R"(local c = tonumber(redis.call("get", KEYS[1]) or "0")
 if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1], "KEEPTTL") end
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then redis.call("pexpire", KEYS[1], ARGV[2]) end
 if KEYS[2] then redis.call("zadd", KEYS[2], "XX", ARGV[1], ARGV[3]) end
+if KEYS[3] then
+  local reg = redis.call("hget", KEYS[3], ARGV[3])
+  local settled = reg and string.match(reg, "^(.*) %?$")
+  if settled then redis.call("hset", KEYS[3], ARGV[3], settled) end
+end
 return 1)",
     // acquire_read
     R"(local t = redis.call("time")
@@ -257,7 +263,12 @@ return 1)",
     // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
     // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head,
     // and (KEYS[6] handoff; ARGV serial, lock ttl, token) registers the token that a release may
-    // hand it the lock with.
+    // hand it the lock with, provisionally ("<serial> <ttl> <token> ?", which a release does not
+    // use): the place is this node's own count until the waiter's agreed ticket reaches the node
+    // (its settle, or an attempt, registers it for good). Before then a node whose counter
+    // lagged (it missed a taker while a client's connection to it was down) can have it ahead
+    // of a waiter with a lower ticket, and a release handing it the lock there would serve it
+    // out of turn.
     // A counter that does not exist (no queue, or lost when the node restarted empty) starts
     // from the server's clock in seconds x 1e6, as the fence counter does (in ms there): above
     // every ticket given out before, so a waiter still queued with an old ticket stays ahead of
@@ -278,7 +289,7 @@ redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local kept = {KEYS[1], KEYS[2], KEYS[3]}
 if KEYS[6] then
-  redis.call("hset", KEYS[6], ARGV[1], ARGV[4] .. " " .. ARGV[5] .. " " .. ARGV[6])
+  redis.call("hset", KEYS[6], ARGV[1], ARGV[4] .. " " .. ARGV[5] .. " " .. ARGV[6] .. " ?")
   table.insert(kept, KEYS[6])
 end
 local keep = 2 * tonumber(ARGV[2])

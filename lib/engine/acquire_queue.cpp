@@ -56,12 +56,19 @@ void AcquireOp::ticket_decided(Decision d) {
   refreshed_ = sent_;  // the ticket round set our heartbeat on a quorum
   if (auto ttl = ticket_mark_ttl()) marked_until_ = sent_ + *ttl;  // and our waiting mark
   ticket_ = ticket_votes_.value();
-  auto settle = detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_);
+  auto settle = settle_command();
   // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
   // same takers), the write-back round would change nothing: the attempt goes at once, and only
   // the nodes that gave another count are told the ticket, without waiting for them (those that
   // have not answered yet, once they answer with another count: late_reply).
-  if (ticket_votes_.on_quorum(e_.n())) {
+  // With wake-ups, a waiter that now waits in line is told everywhere: no attempt follows to
+  // register it for good, and until its ticket reaches a node no release there hands it the
+  // lock (ticket_take in core/scripts.cpp says why).
+  if (ticket_votes_.on_quorum(e_.n()) && registers() && waits_in_line()) {
+    owe_settle_.clear();
+    broadcast(e_, std::move(settle));
+    ticket_agreed();
+  } else if (ticket_votes_.on_quorum(e_.n())) {
     std::vector<bool> agreed(ticket_at_.size());
     owe_settle_.assign(ticket_at_.size(), 0);
     for (std::size_t i = 0; i < agreed.size(); ++i) {
@@ -86,12 +93,20 @@ void AcquireOp::ticket_writeback_decided(Decision d) {
   ticket_agreed();
 }
 
-void AcquireOp::ticket_agreed() {
-  // Someone was ahead of us (or held the lock) on too many nodes for an attempt to win now: wait
-  // for our turn (the release names us; polling is the fallback) instead of an attempt that
-  // would lose, unless this is our last try (it then reports each node, as any attempt does).
+detail::Command AcquireOp::settle_command() const {
+  return detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_, registers());
+}
+
+// Someone was ahead of us (or held the lock) on too many nodes for an attempt to win now: we wait
+// for our turn (the release names us; polling is the fallback) instead of an attempt that would
+// lose, unless this is our last try (it then reports each node, as any attempt does).
+bool AcquireOp::waits_in_line() const {
   const bool more_tries = wait_until_ ? BootClock::now() < *wait_until_ : retries_left_ > 0;
-  if (behind_ > e_.n() - detail::quorum_of(e_.n()) && more_tries) {
+  return behind_ > e_.n() - detail::quorum_of(e_.n()) && more_tries;
+}
+
+void AcquireOp::ticket_agreed() {
+  if (waits_in_line()) {
     saw_contention_ = true;
     fail_attempt(Errc::contended, "waiting in line: someone is ahead on " +
                                       std::to_string(behind_) + " of " + std::to_string(e_.n()) +
@@ -128,7 +143,7 @@ void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
       const auto v = detail::classify_ticket(*r.reply);
       if (v.state == NodeState::ok && v.value == ticket_) return;
     }
-    tell(node, detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_));
+    tell(node, settle_command());
     return;
   }
   // A node that granted took us out of its queue in the same script.

@@ -282,7 +282,7 @@ TEST_CASE("handoff: a ticket registers a token; an attempt's rollback leaves a h
                                  ticket_counter, queue, heartbeats, lock, mark, handoff, waiter,
                                  "60000", "5000", "1", "20000", registered});
   REQUIRE_MESSAGE(ticket.type == Reply::Type::array, ticket.to_string());
-  CHECK(s.command({"HGET", handoff, waiter}).str == "1 20000 " + registered);
+  CHECK(s.command({"HGET", handoff, waiter}).str == "1 20000 " + registered + " ?");
   CHECK(s.pttl(handoff) > 60'000);  // as long as the queue
   auto rollback = [&] {
     return s
@@ -299,6 +299,44 @@ TEST_CASE("handoff: a ticket registers a token; an attempt's rollback leaves a h
     s.set(lock, registered);
     CHECK(rollback() == 0);
     CHECK(s.get(lock) == registered);
+  }
+}
+
+TEST_CASE("handoff: a place that the waiter's agreed ticket has not reached is not handed over") {
+  if (!redis_server_available()) return;
+  RedisServer s;
+  const long long later = server_ms(s) + 60'000;
+  // The race of a node whose counter lags (it missed a taker while a client could not reach
+  // it): the newcomer's ticket round runs here first and is placed by this node's count, 222,
+  // ahead of a waiter queued at its agreed ticket 223; the newcomer's ticket, from the other
+  // nodes, is 224. Until that reaches this node, a release here must not hand it the lock.
+  s.set(lock, holder);
+  (void)s.command({"SET", ticket_counter, "221"});
+  queue_up(s, "x@chan-x", 223, later);
+  (void)s.command({"HSET", handoff, "x@chan-x", "5 10000 " + token});
+  const auto taken = s.command({"EVAL", std::string(script_body(ScriptId::ticket_take)), "6",
+                                ticket_counter, queue, heartbeats, lock, mark, handoff, waiter,
+                                "60000", "5000", "1", "20000", registered});
+  REQUIRE_MESSAGE(taken.type == Reply::Type::array, taken.to_string());
+  REQUIRE(taken.elements.at(0).integer == 222);
+  Listener w(s, "chan-w");
+  Listener x(s, "chan-x");
+  SUBCASE("before: the release names the newcomer (it attempts, placed at 224) and hands nothing") {
+    CHECK(release(s, holder) == 1);
+    CHECK_FALSE(s.exists(lock));
+    CHECK(score(s, queue, waiter) == "222");
+    CHECK(w.next() == waiter + "/" + sha1(s, holder));
+    CHECK(x.next().empty());
+  }
+  SUBCASE("after its settle: placed at 224, the waiter at 223 is handed the lock") {
+    const auto settle = s.command({"EVAL", std::string(script_body(ScriptId::fence_raise)), "3",
+                                   ticket_counter, queue, handoff, "224", "60000", waiter});
+    REQUIRE_MESSAGE(settle.integer == 1, settle.to_string());
+    CHECK(s.command({"HGET", handoff, waiter}).str == "1 20000 " + registered);
+    CHECK(release(s, holder) == 1);
+    CHECK(s.get(lock) == token);
+    CHECK(x.next() == "x@chan-x/" + sha1(s, holder) + "/5");
+    CHECK(score(s, queue, waiter) == "224");
   }
 }
 
