@@ -278,10 +278,8 @@ Command raise_counter(std::string counter_key, std::uint64_t value, Millis expir
 }
 
 Command settle_ticket(std::string_view key, std::uint64_t ticket, Millis expiry,
-                      std::string_view waiter, bool registered) {
-  std::vector<std::string> k{keys::ticket(key), keys::queue(key)};
-  if (registered) k.push_back(keys::handoff(key));
-  return Command::call(ScriptId::fence_raise, std::move(k))
+                      std::string_view waiter) {
+  return Command::call(ScriptId::fence_raise, {keys::ticket(key), keys::queue(key)})
       .arg(static_cast<long long>(ticket))
       .arg(ms(expiry))
       .arg(waiter);

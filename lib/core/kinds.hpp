@@ -143,11 +143,9 @@ inline constexpr Millis short_hold{10};
 // A fair ticket's write-back: raise_counter on the resource's ticket counter, and the waiter's
 // place in the queue set to the agreed `ticket` where it is queued (a node that counted concurrent
 // takers in another order placed it by its own count: until re-placed, that node's release would
-// name another head than the rest, and no waiter would hear its name from a quorum). With
-// `registered` (wake-ups), the registration its ticket round left provisional becomes usable: a
-// release hands the lock over only to a waiter placed at its agreed ticket.
+// name another head than the rest, and no waiter would hear its name from a quorum).
 [[nodiscard]] Command settle_ticket(std::string_view key, std::uint64_t ticket, Millis expiry,
-                                    std::string_view waiter, bool registered);
+                                    std::string_view waiter);
 [[nodiscard]] Verdict classify_raise(const Reply& r);  // 1 once the counter is >= value
 
 // `status`: what a node stores for a lock key and its derived keys, whatever their types; lists

@@ -189,19 +189,13 @@ end
 redis.call("del", KEYS[1])
 if type(f) == "table" and f.err then return f end
 return redis.error_reply("fence counter " .. KEYS[2] .. " is not positive"))",
-    // fence_raise (KEYS counter, [queue, [handoff]]; ARGV value, expiry, [waiter]): the write-back
-    // round; with a fair queue, the waiter (where it is queued) takes the agreed ticket as its
-    // place, and the registration its ticket round left provisional (ticket_take) may be used
-    // from now on; counters only ever grow, and their expiry is only ever lengthened
+    // fence_raise (KEYS counter, [queue]; ARGV value, expiry, [waiter]): the write-back round;
+    // with a fair queue, the waiter (where it is queued) takes the agreed ticket as its place;
+    // counters only ever grow, and their expiry is only ever lengthened
     R"(local c = tonumber(redis.call("get", KEYS[1]) or "0")
 if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1], "KEEPTTL") end
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then redis.call("pexpire", KEYS[1], ARGV[2]) end
 if KEYS[2] then redis.call("zadd", KEYS[2], "XX", ARGV[1], ARGV[3]) end
-if KEYS[3] then
-  local reg = redis.call("hget", KEYS[3], ARGV[3])
-  local settled = reg and string.match(reg, "^(.*) %?$")
-  if settled then redis.call("hset", KEYS[3], ARGV[3], settled) end
-end
 return 1)",
     // acquire_read
     R"(local t = redis.call("time")
@@ -263,12 +257,11 @@ return 1)",
     // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
     // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head,
     // and (KEYS[6] handoff; ARGV serial, lock ttl, token) registers the token that a release may
-    // hand it the lock with, provisionally ("<serial> <ttl> <token> ?", which a release does not
-    // use): the place is this node's own count until the waiter's agreed ticket reaches the node
-    // (its settle, or an attempt, registers it for good). Before then a node whose counter
-    // lagged (it missed a taker while a client's connection to it was down) can have it ahead
-    // of a waiter with a lower ticket, and a release handing it the lock there would serve it
-    // out of turn.
+    // hand it the lock with. The place is this node's own count: where that is not the waiter's
+    // agreed ticket (the node counted concurrent takers in another order, or its counter lagged:
+    // it missed a taker while a client's connection to it was down), it may be ahead of a waiter
+    // with a lower ticket. Its client counts a key handed over here only where the count was its
+    // agreed ticket, and its next attempt gives such a key back (acquire_fair).
     // A counter that does not exist (no queue, or lost when the node restarted empty) starts
     // from the server's clock in seconds x 1e6, as the fence counter does (in ms there): above
     // every ticket given out before, so a waiter still queued with an old ticket stays ahead of
@@ -289,7 +282,7 @@ redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local kept = {KEYS[1], KEYS[2], KEYS[3]}
 if KEYS[6] then
-  redis.call("hset", KEYS[6], ARGV[1], ARGV[4] .. " " .. ARGV[5] .. " " .. ARGV[6] .. " ?")
+  redis.call("hset", KEYS[6], ARGV[1], ARGV[4] .. " " .. ARGV[5] .. " " .. ARGV[6])
   table.insert(kept, KEYS[6])
 end
 local keep = 2 * tonumber(ARGV[2])
@@ -316,7 +309,9 @@ return {n, behind})",
     // is first. With a handoff key, the attempt also registers the waiter again (a token of its
     // own, so that a rollback of the attempt never takes back what a release handed over; this
     // ttl; the serial), and a key that a release handed it under an earlier registration is
-    // taken as granted: set to this attempt's token for this ttl, as a grant now would be.
+    // taken as granted: set to this attempt's token for this ttl, as a grant now would be;
+    // unless a live waiter is queued here below our ticket (handed over at a place that was
+    // this node's count, not our ticket: ticket_take), when it is given back.
     R"(local function won()
   redis.call("zrem", KEYS[2], ARGV[5])
   redis.call("zrem", KEYS[3], ARGV[5])
@@ -328,20 +323,23 @@ if first[1] == ARGV[5] and tonumber(first[2]) == tonumber(ARGV[3]) and
     redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   return won()
 end
-if KEYS[5] then
-  local reg = redis.call("hget", KEYS[5], ARGV[5])
-  local mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
-  if mine and redis.call("get", KEYS[1]) == mine then
-    redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
-    return won()
-  end
-end
+local reg = KEYS[5] and redis.call("hget", KEYS[5], ARGV[5])
+local mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
+if mine and redis.call("get", KEYS[1]) ~= mine then mine = nil end
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
   redis.call("zrem", KEYS[2], d)
   redis.call("zrem", KEYS[3], d)
   if KEYS[5] then redis.call("hdel", KEYS[5], d) end
+end
+if mine then
+  local ahead = redis.call("zrangebyscore", KEYS[2], "-inf", "(" .. ARGV[3], "limit", 0, 2)
+  if #ahead == 0 or (#ahead == 1 and ahead[1] == ARGV[5]) then
+    redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
+    return won()
+  end
+  redis.call("del", KEYS[1])
 end
 redis.call("zadd", KEYS[2], ARGV[3], ARGV[5])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[5])

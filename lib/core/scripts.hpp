@@ -20,8 +20,7 @@ enum class ScriptId {
   extend_multi,    // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
   status,          // KEYS[1] -> {type, value or nil, pttl}
   acquire_fenced,  // KEYS[1]=lock, KEYS[2]=fence counter; ARGV token, ttl -> new fence / 0 held
-  fence_raise,     // KEYS counter, [queue, [handoff]]; ARGV f, expiry, [waiter] -> 1 once the
-                   // counter is >= f
+  fence_raise,     // KEYS counter, [queue]; ARGV f, expiry, [waiter] -> 1 once the counter is >= f
   // Read-write locks. KEYS[1]=lock key (the writer), KEYS[2]=readers (zset token -> expiry,
   // server ms), KEYS[3]=writer (a waiting writer's mark, with its own expiry). Key names:
   // redlock/keys.hpp.

@@ -75,6 +75,9 @@ class AcquireOp final : public Operation {
   [[nodiscard]] bool registers() const { return kind_.queued() && e_.options_.wake_ups; }
   void new_registration();
   void note_grant(int node, const net::Wake& w);
+  void judge_grant(std::size_t node);  // count a grant, or not, once we know where we were placed
+  void judge_grants();
+  void note_late_ticket(std::size_t node, const net::Result& r);
   [[nodiscard]] bool granted_quorum() const;
   void take_handoff();  // a quorum handed us the lock: validity from the registration's sending
   void warn_fence_durability();
@@ -167,7 +170,11 @@ class AcquireOp final : public Operation {
   std::uint64_t reg_serial_ = 0;
   std::string reg_token_;
   BootClock::time_point reg_sent_{};
-  std::vector<char> granted_;
+  // ticket_serial_: the ticket round's registration (a release hands the lock over at the node's
+  // own count under it: judge_grant).
+  enum class Grant : char { none, unjudged, counted, not_counted };
+  std::uint64_t ticket_serial_ = 0;
+  std::vector<Grant> granted_;
   int granted_count_ = 0;
   bool won_by_handoff_ = false;
   AcquireResult result_;  // what deliver() hands over

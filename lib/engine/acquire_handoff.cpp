@@ -16,22 +16,65 @@ void AcquireOp::new_registration() {
   ++reg_serial_;
   reg_token_ = detail::token_for(detail::make_token(), keys_.size());
   reg_sent_ = BootClock::now();
-  granted_.assign(static_cast<std::size_t>(e_.n()), 0);
+  granted_.assign(static_cast<std::size_t>(e_.n()), Grant::none);
   granted_count_ = 0;
 }
 
 // A release handed us the lock on `node` under registration `w.granted`: it counts if that is our
-// latest registration and the node's vote may count (restart guard, same server).
+// latest registration and the node's vote may count (restart guard, same server), and, under the
+// ticket round's registration, once we know it was handed over at our agreed ticket
+// (judge_grant).
 void AcquireOp::note_grant(int node, const net::Wake& w) {
   const auto i = static_cast<std::size_t>(node);
-  if (w.granted != reg_serial_ || i >= granted_.size() || granted_[i] != 0) return;
+  if (w.granted != reg_serial_ || i >= granted_.size() || granted_[i] != Grant::none) return;
   if (auto why = e_.grant_exclusion(node, w.server, BootClock::now(), nullptr)) {
     e_.log(LogLevel::debug, e_.names()[i] + ": a handoff that does not count (" + *why +
                                 "); an attempt will confirm it");
     return;
   }
-  granted_[i] = 1;
+  granted_[i] = Grant::unjudged;
+  judge_grant(i);
+}
+
+// The ticket round places us at each node's own count, and a release hands the lock to the first
+// in line. Where that count is our agreed ticket, every waiter with a lower ticket whose ticket
+// round reached the node first is ahead of us there; where it is not (the node counted concurrent
+// takers in another order, or missed one while a client could not reach it), a waiter with a
+// lower ticket may be behind us or not there yet, and counting that node could give us a quorum
+// out of turn (any quorum of ours where our count was the agreed ticket meets the quorum that
+// gave the other waiter its lower ticket on a node where it is ahead of us). Such a key is not
+// counted; our next attempt takes it, or gives it back if a waiter is queued below our ticket
+// (acquire_fair). An attempt's registration places us at our agreed ticket: always counted.
+void AcquireOp::judge_grant(std::size_t i) {
+  if (granted_[i] != Grant::unjudged) return;
+  if (reg_serial_ == ticket_serial_) {
+    if (ticket_ == 0 || ticket_at_[i] == 0) return;  // not known yet: judged when it is
+    if (ticket_at_[i] != ticket_) {
+      granted_[i] = Grant::not_counted;
+      e_.log(LogLevel::debug, e_.names()[i] + ": handed over at its own count " +
+                                  std::to_string(ticket_at_[i]) + ", not our ticket " +
+                                  std::to_string(ticket_) + ": not counted");
+      return;
+    }
+  }
+  granted_[i] = Grant::counted;
   ++granted_count_;
+}
+
+void AcquireOp::judge_grants() {
+  for (std::size_t i = 0; i < granted_.size(); ++i) judge_grant(i);
+}
+
+// A node's answer to our ticket round after it was decided: its count, for judging a key it
+// handed us (the settle it may be owed is late_reply's).
+void AcquireOp::note_late_ticket(std::size_t i, const net::Result& r) {
+  if (i >= ticket_at_.size() || ticket_at_[i] != 0 || failure(static_cast<int>(i), r)) return;
+  const auto v = detail::classify_ticket(*r.reply);
+  if (v.state != NodeState::ok) return;
+  ticket_at_[i] = v.value;
+  if (i >= granted_.size() || granted_[i] != Grant::unjudged) return;
+  judge_grant(i);
+  if (phase_ == Phase::sleeping && granted_quorum()) retry_timer_->start(0);
 }
 
 bool AcquireOp::granted_quorum() const {
@@ -48,7 +91,7 @@ void AcquireOp::take_handoff() {
   t1_ = reg_sent_;
   attempt_.reset(&e_.names());
   for (int i = 0; i < n; ++i) {
-    if (granted_[static_cast<std::size_t>(i)] == 0) continue;
+    if (granted_[static_cast<std::size_t>(i)] != Grant::counted) continue;
     NodeOutcome o{{}, NodeState::ok, "handed over by a release", {}};
     e_.count_node(i, o);
     attempt_.record(i, std::move(o));
@@ -71,7 +114,8 @@ void AcquireOp::take_handoff() {
   if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
   waiter_ = new_waiter_id();
   need_ticket_ = true;
-  granted_.assign(granted_.size(), 0);  // given back: not to be taken again at the next wake
+  // Given back: not to be taken again at the next wake.
+  granted_.assign(granted_.size(), Grant::none);
   granted_count_ = 0;
   fail_attempt(
       Errc::expired,

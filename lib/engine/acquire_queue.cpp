@@ -31,7 +31,11 @@ void AcquireOp::start_ticket() {
   ticket_at_.assign(static_cast<std::size_t>(e_.n()), 0);
   // With wake-ups the ticket also registers a token (a release may hand us the lock with it
   // from here on): fresh, as an attempt's.
-  if (registers()) new_registration();
+  ticket_ = 0;  // until this round decides (judge_grant)
+  if (registers()) {
+    new_registration();
+    ticket_serial_ = reg_serial_;
+  }
   start_round(Phase::ticket, counter_,
               detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl(),
                                   {reg_serial_, opts_.ttl, reg_token_}));
@@ -61,14 +65,8 @@ void AcquireOp::ticket_decided(Decision d) {
   // same takers), the write-back round would change nothing: the attempt goes at once, and only
   // the nodes that gave another count are told the ticket, without waiting for them (those that
   // have not answered yet, once they answer with another count: late_reply).
-  // With wake-ups, a waiter that now waits in line is told everywhere: no attempt follows to
-  // register it for good, and until its ticket reaches a node no release there hands it the
-  // lock (ticket_take in core/scripts.cpp says why).
-  if (ticket_votes_.on_quorum(e_.n()) && registers() && waits_in_line()) {
-    owe_settle_.clear();
-    broadcast(e_, std::move(settle));
-    ticket_agreed();
-  } else if (ticket_votes_.on_quorum(e_.n())) {
+  judge_grants();
+  if (ticket_votes_.on_quorum(e_.n())) {
     std::vector<bool> agreed(ticket_at_.size());
     owe_settle_.assign(ticket_at_.size(), 0);
     for (std::size_t i = 0; i < agreed.size(); ++i) {
@@ -94,7 +92,7 @@ void AcquireOp::ticket_writeback_decided(Decision d) {
 }
 
 detail::Command AcquireOp::settle_command() const {
-  return detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_, registers());
+  return detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_);
 }
 
 // Someone was ahead of us (or held the lock) on too many nodes for an attempt to win now: we wait
@@ -131,6 +129,7 @@ void AcquireOp::fail_ticket(std::string message) {
 // command may still run), the word goes anyway.
 void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
   const auto i = static_cast<std::size_t>(node);
+  if (tag == ticket_round_) note_late_ticket(i, r);
   const bool settle = tag == ticket_round_ && i < owe_settle_.size() && owe_settle_[i] != 0;
   const bool leave = !settle && tag == attempt_round_ && phase_ == Phase::done &&
                      i < owe_leave_.size() && owe_leave_[i] != 0;
