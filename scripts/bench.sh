@@ -80,9 +80,20 @@ cleanup() {
   "$cli" -q cluster down --dir "$cluster_dir" >/dev/null 2>&1 || true
   "$cli" -q cluster down --dir "$tls_dir" >/dev/null 2>&1 || true
   # The Redis Cluster nodes: only the daemons this script started (their pid files).
-  local pidfile
+  # They log their shutdown after SIGTERM: wait for them (up to 10 s), or the rm below can race a
+  # log line into a directory it is removing ("Directory not empty", seen on 2026-11-27).
+  local pidfile pid rc_pids=()
   for pidfile in "$work"/rc*/*/redis.pid; do
-    [[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    [[ -f $pidfile ]] || continue
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null && rc_pids+=("$pid")
+  done
+  local tries
+  for pid in "${rc_pids[@]}"; do
+    for ((tries = 0; tries < 100; tries++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
   done
   rm -rf "$work"
   exit "$rc"
