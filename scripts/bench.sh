@@ -618,7 +618,7 @@ L.append("Each client is one `redlock::Client` (its own connections, as a separa
          "empty critical section, %s s per row in %d slices (the five rows of one waiter count take "
          "their slices in turn, so a change of the machine's load falls on all five); round trip to "
          "node 1 (PING) p50 %d us and one round of the algorithm without the library (a SET to "
-         "every node until a quorum answered) p50 %d us, measured in the same run. gap: from the holder starting its "
+         "every node until a quorum answered) p50 %d us, sampled after every slice of the rows. gap: from the holder starting its "
          "release to the next acquisition; other: only where another client took it; to other: "
          "the share of handoffs that went to another client (the rest: the client that released "
          "took it back at once); signalled: "

@@ -200,20 +200,20 @@ Slice measure_signalled(const Options& base, const std::string& resource, int wa
   return h;
 }
 
-// The floor: PING round trips to the first node over a raw connection (median of 200).
-double rtt_us(const Options& o) {
+// The floor: `samples` PING round trips to the first node over a raw connection.
+std::vector<double> rtt_us(const Options& o, int samples) {
   const auto& a = o.nodes.front();
   const auto endpoint = a.transport == NodeAddress::Transport::unix_socket
                             ? nodes::Endpoint::unix_socket(a.path)
                             : nodes::Endpoint::tcp(a.host, a.port);
   nodes::SyncClient conn(endpoint, {.user = a.user, .password = a.password, .db = a.db});
   std::vector<double> us;
-  for (int i = 0; i < 200 && conn.ok(); ++i) {
+  for (int i = 0; i < samples && conn.ok(); ++i) {
     const auto t0 = Clock::now();
     if (!conn.command({"PING"})) break;
     us.push_back(us_between(t0, Clock::now()));
   }
-  return stats_of(std::move(us)).p50;
+  return us;
 }
 
 // The share of handoffs (in %) where the lock went to another client; the rest were taken back
@@ -240,6 +240,16 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
   const int slices = std::clamp(static_cast<int>(std::lround(seconds)), 1, 5);
   const double slice_seconds = seconds / slices;
   std::vector<Handoff> rows;
+  // The units a gap is counted in, a PING and one round of the algorithm without the library (a
+  // SET to every node, decided at a quorum: what an acquisition costs at the least), sampled after
+  // every slice: measured once, apart from the rows, they caught whatever the machine did at that
+  // moment (2026-11-27: a PING p50 of 297 us, 15 times the usual, made the gaps look 3 rtt long).
+  std::vector<double> rtt_samples;
+  std::vector<double> round_samples;
+  const auto sample_units = [&] {
+    for (double us : rtt_us(base, 25)) rtt_samples.push_back(us);
+    for (double us : fanout_quorum_us(base, prefix + "round", 25)) round_samples.push_back(us);
+  };
   for (int w : waiters) {
     std::vector<Handoff> group;
     std::vector<Slice> sums;
@@ -269,6 +279,7 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
         if (sum.errors == 0 && one.errors > 0) sum.first_error = one.first_error;
         sum.errors += one.errors;
       }
+      sample_units();
     }
     for (std::size_t i = 0; i < group.size(); ++i) {
       Handoff& h = group[i];
@@ -281,10 +292,8 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
       rows.push_back(std::move(h));
     }
   }
-  const double rtt = rtt_us(base);
-  // One round of the algorithm (a SET to every node, decided at a quorum): what an acquisition
-  // costs at the least, the unit a handoff is counted in beside the PING.
-  const double round = fanout_quorum_us_p50(base, prefix + "round", 200);
+  const double rtt = stats_of(std::move(rtt_samples)).p50;
+  const double round = stats_of(std::move(round_samples)).p50;
   // What the runs leave (waiting marks and fair queues expire by themselves within seconds) goes
   // now; counted, not a failure.
   const Sweep swept = sweep(base.nodes, base.tls, prefix);

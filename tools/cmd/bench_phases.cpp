@@ -659,13 +659,13 @@ CycleRun measure_cycles(Options options, const std::string& prefix, const Acquir
   return run;
 }
 
-double fanout_quorum_us_p50(const Options& options, const std::string& key, int samples) {
+std::vector<double> fanout_quorum_us(const Options& options, const std::string& key, int samples) {
   FanoutProbe fanout(options.nodes, options.tls, key, Millis{10'000}, options.node_timeout * 2);
   for (int i = 0; i < 10; ++i) fanout.sample();  // connections and the key warmed first
   fanout.clear();
   for (int i = 0; i < samples && fanout.sample(); ++i) {
   }
-  return stats_of(fanout.quorum_samples()).p50;
+  return fanout.quorum_samples();
 }
 
 Sweep sweep(const std::vector<NodeAddress>& nodes, const TlsOptions& tls,

@@ -74,9 +74,9 @@ struct CycleRun {
 };
 
 // One round of the algorithm without the library: a plain SET sent to every node at once over raw
-// connections, timed until a quorum has answered (p50 of `samples`; 0 if no quorum answered).
-[[nodiscard]] double fanout_quorum_us_p50(const Options& options, const std::string& key,
-                                          int samples);
+// connections, timed until a quorum has answered, `samples` times (fewer if no quorum answered).
+[[nodiscard]] std::vector<double> fanout_quorum_us(const Options& options, const std::string& key,
+                                                   int samples);
 
 // Runs every phase of the cycle benchmark against `options.nodes`, each for `seconds`: the probes
 // paired with sequential cycles, then `levels` locks in flight. Keys start with `prefix`.
