@@ -40,6 +40,15 @@ bool listening_everywhere(const RedisCluster& c, const std::string& key) {
   return true;
 }
 
+// Every node lists `waiters` fair waiters registered for a handoff on `key` (their ticket rounds
+// ran there), and one client listens on its own channel everywhere.
+bool registered_everywhere(const RedisCluster& c, const std::string& key, long long waiters) {
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (c[i].command({"HLEN", derived_key(key, KeyRole::handoff)}).integer != waiters) return false;
+  }
+  return clients_listening_everywhere(c, 1);
+}
+
 // Every node holds `key`. An acquisition is decided at a quorum: a node still in its handshake may
 // not have the SET yet, and a waiter's first attempt could take that node first and roll back there
 // (before 2026-11-25 that rollback also took the waiter off that node's mark; seen under --stress
@@ -451,12 +460,7 @@ FairHandoff fair_handoff(const RedisCluster& c, Client& holder, Client& waiter,
     return Waited{std::move(r), Clock::now()};
   });
   // Registered (its ticket round did it) and listening everywhere.
-  REQUIRE(eventually([&] {
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].command({"HLEN", derived_key(key, KeyRole::handoff)}).integer != 1) return false;
-    }
-    return clients_listening_everywhere(c, 1);
-  }));
+  REQUIRE(eventually([&] { return registered_everywhere(c, key, 1); }));
   FairHandoff h;
   h.registered_by = Clock::now();
   std::this_thread::sleep_for(hold);
@@ -523,12 +527,7 @@ TEST_CASE("wake-ups: a handoff whose validity is used up is given back, and the 
     auto r = waiter.try_acquire({"stale"}, fair);
     return Waited{std::move(r), Clock::now()};
   });
-  REQUIRE(eventually([&] {
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].command({"HLEN", derived_key("stale", KeyRole::handoff)}).integer != 1) return false;
-    }
-    return clients_listening_everywhere(c, 1);
-  }));
+  REQUIRE(eventually([&] { return registered_everywhere(c, "stale", 1); }));
   std::this_thread::sleep_for(600ms);
   REQUIRE(holder.try_release(held.lock));
   auto got = w.get();
@@ -765,6 +764,7 @@ TEST_CASE(
   }
   Options o = slow_polling(c);
   o.node_timeout = 2s;  // node 2's answer comes late (paused), and still counts as its count
+  o.retry_delay = 20s;  // no poll of its own (an attempt: a new registration) inside the steps
   Client newcomer(o);
   AcquireOptions fair = ttl_opts(30s, 20s);
   fair.fair = true;
@@ -786,12 +786,7 @@ TEST_CASE(
     return Waited{std::move(r), Clock::now()};
   });
   // Its ticket round ran everywhere (x and it registered) and its client listens everywhere.
-  REQUIRE(eventually([&] {
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].command({"HLEN", derived_key(key, KeyRole::handoff)}).integer != 2) return false;
-    }
-    return clients_listening_everywhere(c, 1);
-  }));
+  REQUIRE(eventually([&] { return registered_everywhere(c, key, 2); }));
   std::string id;
   for (const auto& f : c[0].command({"HKEYS", derived_key(key, KeyRole::handoff)}).elements) {
     if (f.str != x) id = f.str;
