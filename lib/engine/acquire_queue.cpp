@@ -60,12 +60,12 @@ void AcquireOp::ticket_decided(Decision d) {
   refreshed_ = sent_;  // the ticket round set our heartbeat on a quorum
   if (auto ttl = ticket_mark_ttl()) marked_until_ = sent_ + *ttl;  // and our waiting mark
   ticket_ = ticket_votes_.value();
+  judge_grants();  // handoffs heard during the round: counted where the node's count is ticket_
   auto settle = settle_command();
   // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
   // same takers), the write-back round would change nothing: the attempt goes at once, and only
   // the nodes that gave another count are told the ticket, without waiting for them (those that
   // have not answered yet, once they answer with another count: late_reply).
-  judge_grants();
   if (ticket_votes_.on_quorum(e_.n())) {
     std::vector<bool> agreed(ticket_at_.size());
     owe_settle_.assign(ticket_at_.size(), 0);
