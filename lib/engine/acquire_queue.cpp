@@ -136,15 +136,13 @@ void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
   if (!settle && !leave) return;  // the usual late answer: nothing is owed for it
   (settle ? owe_settle_ : owe_leave_)[i] = 0;
   if (e_.closing_) return;
-  const bool replied = !failure(node, r).has_value();
   if (settle) {
-    if (replied) {
-      const auto v = detail::classify_ticket(*r.reply);
-      if (v.state == NodeState::ok && v.value == ticket_) return;
-    }
+    // Its count, as note_late_ticket recorded it (0 for a failure): the agreed ticket already.
+    if (ticket_at_[i] == ticket_) return;
     tell(node, settle_command());
     return;
   }
+  const bool replied = !failure(node, r).has_value();
   // A node that granted took us out of its queue in the same script.
   if (replied && kind_.classify_acquire(*r.reply).state == NodeState::ok) return;
   if (auto c = kind_.finish_waiting(keys_, waiter_, true, token_)) tell(node, std::move(*c));
