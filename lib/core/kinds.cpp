@@ -246,7 +246,7 @@ const LockKind& kind_for_lock(LockMode mode, std::size_t resources) {
 }
 
 Command take_ticket(std::string_view key, std::string_view waiter, Millis heartbeat_ttl,
-                    std::optional<Millis> mark_ttl, const Registration& reg) {
+                    std::optional<Millis> mark_ttl, const Registration& reg, bool grant_if_free) {
   std::vector<std::string> k{keys::ticket(key), keys::queue(key), keys::heartbeats(key),
                              std::string(key)};
   if (mark_ttl) {
@@ -256,6 +256,7 @@ Command take_ticket(std::string_view key, std::string_view waiter, Millis heartb
   auto c = Command::call(ScriptId::ticket_take, std::move(k)).arg(waiter).arg(ms(heartbeat_ttl));
   if (mark_ttl) {
     c.arg(ms(*mark_ttl)).arg(static_cast<long long>(reg.serial)).arg(ms(reg.ttl)).arg(reg.token);
+    if (grant_if_free) c.arg("grant");
   }
   return c;
 }
@@ -263,9 +264,11 @@ Command take_ticket(std::string_view key, std::string_view waiter, Millis heartb
 Verdict classify_ticket(const Reply& r) {
   if (r.type == Reply::Type::array && r.elements.size() == 2 &&
       r.elements[0].type == Reply::Type::integer && r.elements[0].integer > 0 &&
-      (r.elements[1].is_integer(0) || r.elements[1].is_integer(1))) {
+      r.elements[1].type == Reply::Type::integer && r.elements[1].integer >= 0 &&
+      r.elements[1].integer <= 2) {
     Verdict v = yes(static_cast<std::uint64_t>(r.elements[0].integer));
     v.behind = r.elements[1].is_integer(1);
+    v.granted = r.elements[1].is_integer(2);
     return v;
   }
   return unexpected(r);

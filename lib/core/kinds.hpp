@@ -34,7 +34,8 @@ struct Verdict {
   NodeState state = NodeState::error;  // ok, held_by_other, not_held or error
   std::string detail;                  // an error reply's text, or what was unexpected
   std::uint64_t value = 0;             // fenced acquire: the fence; ticket round: the ticket
-  bool behind = false;  // ticket round: the lock is held or a live waiter is ahead on this node
+  bool behind = false;   // ticket round: the lock is held or a live waiter is ahead on this node
+  bool granted = false;  // ticket round: the key was free and the waiter first: it was granted
 };
 
 // What one acquisition attempt puts in its command.
@@ -131,11 +132,13 @@ inline constexpr Millis short_hold{10};
 // A named waiter that is done (acquired or not) takes its id off the mark.
 [[nodiscard]] Command unmark_waiting(std::string_view key, std::string_view waiter);
 // With `mark_ttl` (wake-ups), the waiter is marked waiting on the node in the same script, and
-// registers `reg` (given with it).
+// registers `reg` (given with it); with `grant_if_free` too, a node where the key is free and the
+// waiter first in line sets the key to the registered token (a grant, as a handoff's).
 [[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
                                   Millis heartbeat_ttl, std::optional<Millis> mark_ttl = {},
-                                  const Registration& reg = {});
-// The new counter (> 0) as the value, and whether someone is ahead of the waiter there.
+                                  const Registration& reg = {}, bool grant_if_free = false);
+// The new counter (> 0) as the value, whether someone is ahead of the waiter there, and whether
+// the node granted the lock to the registered token.
 [[nodiscard]] Verdict classify_ticket(const Reply& r);
 // Write-back: raises `counter_key` to at least `value` (counters never shrink), and its expiry to
 // at least `expiry`.

@@ -262,6 +262,12 @@ return 1)",
     // it missed a taker while a client's connection to it was down), it may be ahead of a waiter
     // with a lower ticket. Its client counts a key handed over here only where the count was its
     // agreed ticket, and its next attempt gives such a key back (acquire_fair).
+    // ARGV[7] (wake-ups, votes without replicas): where the lock key is free and the waiter is
+    // first in line here, the ticket round also grants it, as a release would hand it over: the
+    // key is set to the registered token for its ttl and the waiter leaves the queue (its
+    // heartbeat and registration stay, as after a handoff); the second element is then 2. Its
+    // client counts it as it counts a handoff under this registration (judge_grant), so an
+    // uncontended fair acquisition takes one round, not a ticket round and an attempt.
     // A counter that does not exist (no queue, or lost when the node restarted empty) starts
     // from the server's clock in seconds x 1e6, as the fence counter does (in ms there): above
     // every ticket given out before, so a waiter still queued with an old ticket stays ahead of
@@ -297,6 +303,10 @@ end
 local behind = 0
 if redis.call("exists", KEYS[4]) == 1 or redis.call("zrank", KEYS[2], ARGV[1]) > 0 then
   behind = 1
+elseif ARGV[7] then
+  redis.call("set", KEYS[4], ARGV[6], "PX", ARGV[5])
+  redis.call("zrem", KEYS[2], ARGV[1])
+  behind = 2
 end
 return {n, behind})",
     // acquire_fair (KEYS lock, queue, heartbeats, ticket, [handoff]; ARGV token, ttl, ticket,

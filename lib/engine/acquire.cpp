@@ -199,6 +199,7 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
           ticket_votes_.add(v.value);
           ticket_at_[static_cast<std::size_t>(node)] = v.value;
           behind_ += v.behind ? 1 : 0;
+          if (v.granted) note_ticket_grant(static_cast<std::size_t>(node));
         }
       }
       counter_.record(node, std::move(o));

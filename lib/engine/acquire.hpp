@@ -75,6 +75,8 @@ class AcquireOp final : public Operation {
   [[nodiscard]] bool registers() const { return kind_.queued() && e_.options_.wake_ups; }
   void new_registration();
   void note_grant(int node, const net::Wake& w);
+  void note_ticket_grant(std::size_t node);  // the ticket round's reply said it granted
+  [[nodiscard]] bool holds_grants() const;   // a grant under our registration, counted or not
   void judge_grant(std::size_t node);  // count a grant, or not, once we know where we were placed
   void judge_grants();
   void note_late_ticket(std::size_t node, const net::Result& r);
@@ -175,6 +177,7 @@ class AcquireOp final : public Operation {
   enum class Grant : char { none, unjudged, counted, not_counted };
   std::uint64_t ticket_serial_ = 0;
   std::vector<Grant> granted_;
+  std::vector<char> granted_by_ticket_;  // per node: the ticket round granted it, not a release
   int granted_count_ = 0;
   bool won_by_handoff_ = false;
   AcquireResult result_;  // what deliver() hands over

@@ -1,7 +1,10 @@
 // A fair waiter's direct handoff (wake-ups): the token it registers with every node (its ticket
-// round and each attempt), and the lock taken when a quorum of releases handed it over with that
-// token. What the scripts do is in core/scripts.cpp (release, ticket_take, acquire_fair,
-// fair_leave); the README's "Wake-ups" says why a grant is safe to count.
+// round and each attempt), and the lock taken when a quorum of nodes granted it with that token
+// (releases that handed it over, or the ticket round itself where the key was free). What the
+// scripts do is in core/scripts.cpp (release, ticket_take, acquire_fair, fair_leave); the README's
+// "Wake-ups" says why a grant is safe to count.
+#include <algorithm>
+
 #include "core/quorum.hpp"
 #include "core/token.hpp"
 #include "engine/acquire.hpp"
@@ -17,6 +20,7 @@ void AcquireOp::new_registration() {
   reg_token_ = detail::token_for(detail::make_token(), keys_.size());
   reg_sent_ = BootClock::now();
   granted_.assign(static_cast<std::size_t>(e_.n()), Grant::none);
+  granted_by_ticket_.assign(granted_.size(), 0);
   granted_count_ = 0;
 }
 
@@ -34,6 +38,19 @@ void AcquireOp::note_grant(int node, const net::Wake& w) {
   }
   granted_[i] = Grant::unjudged;
   judge_grant(i);
+}
+
+// The ticket round itself granted us the lock on `node` (ticket_take: the key was free and we
+// were first in line there), under its registration: judged as a release's handoff is.
+void AcquireOp::note_ticket_grant(std::size_t i) {
+  if (reg_serial_ != ticket_serial_ || i >= granted_.size() || granted_[i] != Grant::none) return;
+  granted_[i] = Grant::unjudged;
+  granted_by_ticket_[i] = 1;
+  judge_grant(i);
+}
+
+bool AcquireOp::holds_grants() const {
+  return std::any_of(granted_.begin(), granted_.end(), [](Grant g) { return g != Grant::none; });
 }
 
 // The ticket round places us at each node's own count, and a release hands the lock to the first
@@ -72,6 +89,8 @@ void AcquireOp::note_late_ticket(std::size_t i, const net::Result& r) {
   const auto v = detail::classify_ticket(*r.reply);
   if (v.state != NodeState::ok) return;
   ticket_at_[i] = v.value;
+  if (v.granted && outcome(static_cast<int>(i), r, v, nullptr).state == NodeState::ok)
+    note_ticket_grant(i);
   if (i >= granted_.size() || granted_[i] != Grant::unjudged) return;
   judge_grant(i);
   if (phase_ == Phase::sleeping && granted_quorum()) retry_timer_->start(0);
@@ -92,7 +111,11 @@ void AcquireOp::take_handoff() {
   attempt_.reset(&e_.names());
   for (int i = 0; i < n; ++i) {
     if (granted_[static_cast<std::size_t>(i)] != Grant::counted) continue;
-    NodeOutcome o{{}, NodeState::ok, "handed over by a release", {}};
+    NodeOutcome o{{},
+                  NodeState::ok,
+                  granted_by_ticket_[static_cast<std::size_t>(i)] != 0 ? "granted with its ticket"
+                                                                       : "handed over by a release",
+                  {}};
     e_.count_node(i, o);
     attempt_.record(i, std::move(o));
   }

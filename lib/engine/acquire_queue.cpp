@@ -36,9 +36,12 @@ void AcquireOp::start_ticket() {
     new_registration();
     ticket_serial_ = reg_serial_;
   }
+  // Where the key is free and we are first in line, the round also grants it (judged as a
+  // handoff is); not with replicated votes, whose grants count only by an attempt.
+  const bool grant_if_free = registers() && e_.options_.min_replicas == 0;
   start_round(Phase::ticket, counter_,
               detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl(),
-                                  {reg_serial_, opts_.ttl, reg_token_}));
+                                  {reg_serial_, opts_.ttl, reg_token_}, grant_if_free));
 }
 
 // With wake-ups, the ticket round marks a fair waiter waiting (it is named from there on, also
@@ -104,7 +107,15 @@ bool AcquireOp::waits_in_line() const {
 }
 
 void AcquireOp::ticket_agreed() {
-  if (waits_in_line()) {
+  // The nodes granted us the lock with the ticket round itself (the key free and we first in
+  // line there) on a quorum, at our agreed ticket: taken as a handoff is.
+  if (granted_quorum()) {
+    take_handoff();
+    return;
+  }
+  // A node that granted it (or handed it over) but too few: the attempt takes those keys, or
+  // gives them back (acquire_fair), rather than leaving them held while we wait.
+  if (waits_in_line() && !holds_grants()) {
     saw_contention_ = true;
     fail_attempt(Errc::contended, "waiting in line: someone is ahead on " +
                                       std::to_string(behind_) + " of " + std::to_string(e_.n()) +
@@ -115,11 +126,18 @@ void AcquireOp::ticket_agreed() {
   start_attempt();
 }
 
-// A fair waiter whose ticket round (or its write-back) found no quorum has set no lock key, so
-// there is nothing to roll back; like any attempt that found no quorum it tries again (for a
-// ticket) while its wait allows, rather than giving up at once on a node that is briefly gone.
+// A fair waiter whose ticket round (or its write-back) found no quorum tries again (for a
+// ticket) while its wait allows, as any attempt that found no quorum does, rather than giving up
+// at once on a node that is briefly gone. With a registration, a node may have granted it the
+// lock (the round, or a release, even where its answer was lost): the next ticket round
+// registers again, and no attempt would know that key for ours. It leaves the queue, which gives
+// such a key back, and waits on as a new waiter (its ticket was never agreed: no place is lost).
 void AcquireOp::fail_ticket(std::string message) {
   need_ticket_ = true;
+  if (registers()) {
+    if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
+    waiter_ = new_waiter_id();
+  }
   fail_attempt(Errc::no_quorum, std::move(message));
 }
 

@@ -317,6 +317,60 @@ TEST_CASE("handoff: a ticket registers a token; an attempt's rollback leaves a h
   }
 }
 
+TEST_CASE("handoff: a ticket round asked to grant takes a free lock when first in line") {
+  if (!redis_server_available()) return;
+  RedisServer s;
+  const long long later = server_ms(s) + 60'000;
+  // ticket_take for the waiter, registering `registered` for 20 s; `grant`: the client asks for
+  // the lock too (wake-ups). Returns {count, 0 first / 1 behind / 2 granted}.
+  auto take = [&](bool grant) {
+    std::vector<std::string> cmd{"EVAL", std::string(script_body(ScriptId::ticket_take)), "6"};
+    cmd.insert(cmd.end(), {ticket_counter, queue, heartbeats, lock, mark, handoff});
+    cmd.insert(cmd.end(), {waiter, "60000", "5000", "1", "20000", registered});
+    if (grant) cmd.push_back("grant");
+    const auto r = s.command(cmd);
+    REQUIRE_MESSAGE(r.type == Reply::Type::array, r.to_string());
+    REQUIRE(r.elements.size() == 2);
+    return r.elements[1].integer;
+  };
+  SUBCASE(
+      "free and first: granted, as a release hands it over (out of the queue, its heartbeat "
+      "and registration kept)") {
+    CHECK(take(true) == 2);
+    CHECK(s.get(lock) == registered);
+    CHECK(s.pttl(lock) > 19'000);
+    CHECK(s.pttl(lock) <= 20'000);
+    CHECK(score(s, queue, waiter) == "nil");
+    CHECK(score(s, heartbeats, waiter) != "nil");
+    CHECK(s.command({"HGET", handoff, waiter}).str == "1 20000 " + registered);
+  }
+  SUBCASE("not asked: queued, the key left free") {
+    CHECK(take(false) == 0);
+    CHECK_FALSE(s.exists(lock));
+    CHECK(score(s, queue, waiter) != "nil");
+  }
+  SUBCASE("the lock held: behind, nothing set") {
+    s.set(lock, holder);
+    CHECK(take(true) == 1);
+    CHECK(s.get(lock) == holder);
+    CHECK(score(s, queue, waiter) != "nil");
+  }
+  SUBCASE("a live waiter ahead: behind, the key left free for it") {
+    (void)s.command({"SET", ticket_counter, "10"});
+    queue_up(s, "x@chan-x", 9, later);
+    CHECK(take(true) == 1);
+    CHECK_FALSE(s.exists(lock));
+    CHECK(score(s, queue, waiter) == "11");
+  }
+  SUBCASE("a waiter ahead whose heartbeat lapsed: dropped, and granted") {
+    (void)s.command({"SET", ticket_counter, "10"});
+    queue_up(s, "dead@chan-d", 9, 1);
+    CHECK(take(true) == 2);
+    CHECK(s.get(lock) == registered);
+    CHECK(score(s, queue, "dead@chan-d") == "nil");
+  }
+}
+
 TEST_CASE(
     "handoff: a key handed over at a place below the agreed ticket goes back at the attempt") {
   if (!redis_server_available()) return;

@@ -40,11 +40,17 @@ bool listening_everywhere(const RedisCluster& c, const std::string& key) {
   return true;
 }
 
-// Every node lists `waiters` fair waiters registered for a handoff on `key` (their ticket rounds
-// ran there), and one client listens on its own channel everywhere.
-bool registered_everywhere(const RedisCluster& c, const std::string& key, long long waiters) {
+// Every node queues `waiters` fair waiters on `key`, each registered for a handoff (their ticket
+// rounds ran there), and one client listens on its own channel everywhere. (A holder whose lock
+// was granted or handed over keeps its registration until it releases, out of the queue.)
+bool registered_everywhere(const RedisCluster& c, const std::string& key, std::size_t waiters) {
   for (std::size_t i = 0; i < c.size(); ++i) {
-    if (c[i].command({"HLEN", derived_key(key, KeyRole::handoff)}).integer != waiters) return false;
+    const auto queued = c[i].command({"ZRANGE", derived_key(key, KeyRole::queue), "0", "-1"});
+    if (queued.elements.size() != waiters) return false;
+    for (const auto& w : queued.elements) {
+      if (c[i].command({"HEXISTS", derived_key(key, KeyRole::handoff), w.str}).integer != 1)
+        return false;
+    }
   }
   return clients_listening_everywhere(c, 1);
 }
@@ -535,6 +541,21 @@ TEST_CASE("wake-ups: a handoff whose validity is used up is given back, and the 
   CHECK(got.result.lock.validity() > 2700ms);
   for (const auto& n : got.result.lock.nodes()) CHECK(n.detail != "handed over by a release");
   CHECK(waiter.try_release(got.result.lock));
+}
+
+TEST_CASE("wake-ups: a ticket round without a quorum gives back the keys it was granted") {
+  // Three of five nodes down: no ticket round finds a quorum, but the two nodes up find the key
+  // free and the waiter first, and grant it. Every new ticket round registers a new token, so
+  // neither a later round nor the waiter's leaving at the end would know a key granted under an
+  // older one (it would stay for its ttl, 30 s): the waiter gives it back when its round fails.
+  RedisCluster c(5);
+  for (std::size_t i = 2; i < c.size(); ++i) c[i].kill();
+  Client waiter(options_for(c));
+  AcquireOptions fair = ttl_opts(30s, 1s);
+  fair.fair = true;
+  const auto r = waiter.try_acquire({"short"}, fair);
+  CHECK_MESSAGE(r.error == Errc::no_quorum, r.message);
+  CHECK(eventually([&] { return !c[0].exists("short") && !c[1].exists("short"); }, 5s));
 }
 
 TEST_CASE("wake-ups: a handoff that cannot be counted is taken by the waiter's attempt") {

@@ -159,7 +159,11 @@ TEST_CASE("classify: extend, release, ticket and write-back rounds") {
   CHECK_FALSE(classify_ticket(array({integer(9), integer(0)})).behind);
   CHECK(classify_ticket(array({integer(9), integer(1)})).behind);
   CHECK(classify_ticket(array({integer(0), integer(0)})).vote == Vote::failed);
-  CHECK(classify_ticket(array({integer(9), integer(2)})).vote == Vote::failed);
+  CHECK_FALSE(classify_ticket(array({integer(9), integer(1)})).granted);
+  CHECK(classify_ticket(array({integer(9), integer(2)})).granted);
+  CHECK_FALSE(classify_ticket(array({integer(9), integer(2)})).behind);
+  CHECK(classify_ticket(array({integer(9), integer(3)})).vote == Vote::failed);
+  CHECK(classify_ticket(array({integer(9), integer(-1)})).vote == Vote::failed);
   CHECK(classify_ticket(integer(9)).vote == Vote::failed);
   CHECK(classify_raise(integer(1)).vote == Vote::yes);
   CHECK(classify_raise(integer(0)).vote == Vote::failed);
