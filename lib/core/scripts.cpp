@@ -261,19 +261,30 @@ return 1)",
     // agreed ticket (the node counted concurrent takers in another order, or its counter lagged:
     // it missed a taker while a client's connection to it was down), it may be ahead of a waiter
     // with a lower ticket. Its client counts a key handed over here only where the count was its
-    // agreed ticket, and its next attempt gives such a key back (acquire_fair).
+    // agreed ticket, and its next attempt gives such a key back (acquire_fair). That rule needs
+    // the place to be the count of this round: a waiter taking a ticket again (its last round
+    // found no quorum; it never had an agreed ticket) is placed anew, not left at the place its
+    // earlier round gave it, which could be ahead of waiters that took lower tickets since.
     // ARGV[7] (wake-ups, votes without replicas): where the lock key is free and the waiter is
     // first in line here, the ticket round also grants it, as a release would hand it over: the
     // key is set to the registered token for its ttl and the waiter leaves the queue (its
     // heartbeat and registration stay, as after a handoff); the second element is then 2. Its
     // client counts it as it counts a handoff under this registration (judge_grant), so an
     // uncontended fair acquisition takes one round, not a ticket round and an attempt.
+    // A key that this node granted (or a release here handed over) under the waiter's previous
+    // registration is its own (a ticket round that found no quorum, whose grants its client
+    // never counted, is followed by this one): granted again under this registration if it
+    // is first here and asks, otherwise given back, so no key of a registration its client has
+    // left behind stays held until its ttl.
     // A counter that does not exist (no queue, or lost when the node restarted empty) starts
     // from the server's clock in seconds x 1e6, as the fence counter does (in ms there): above
     // every ticket given out before, so a waiter still queued with an old ticket stays ahead of
     // those that come after a majority of the nodes lost their counters one after another.
     // Seconds, so that nodes starting a queue together mostly agree and need no write-back.
     R"(local t = redis.call("time")
+local reg = KEYS[6] and redis.call("hget", KEYS[6], ARGV[1])
+local mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
+if mine and redis.call("get", KEYS[4]) ~= mine then mine = nil end
 if redis.call("exists", KEYS[1]) == 0 then
   redis.call("set", KEYS[1], string.format("%.0f", tonumber(t[1]) * 1000000))
 end
@@ -284,7 +295,7 @@ for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
   redis.call("zrem", KEYS[3], d)
   if KEYS[6] then redis.call("hdel", KEYS[6], d) end
 end
-redis.call("zadd", KEYS[2], "NX", n, ARGV[1])
+redis.call("zadd", KEYS[2], n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local kept = {KEYS[1], KEYS[2], KEYS[3]}
 if KEYS[6] then
@@ -301,12 +312,16 @@ if KEYS[5] then
   if redis.call("pttl", KEYS[5]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[5], ARGV[3]) end
 end
 local behind = 0
-if redis.call("exists", KEYS[4]) == 1 or redis.call("zrank", KEYS[2], ARGV[1]) > 0 then
+if (not mine and redis.call("exists", KEYS[4]) == 1) or
+    redis.call("zrank", KEYS[2], ARGV[1]) > 0 then
   behind = 1
+  if mine then redis.call("del", KEYS[4]) end
 elseif ARGV[7] then
   redis.call("set", KEYS[4], ARGV[6], "PX", ARGV[5])
   redis.call("zrem", KEYS[2], ARGV[1])
   behind = 2
+elseif mine then
+  redis.call("del", KEYS[4])
 end
 return {n, behind})",
     // acquire_fair (KEYS lock, queue, heartbeats, ticket, [handoff]; ARGV token, ttl, ticket,

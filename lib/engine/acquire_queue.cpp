@@ -113,10 +113,16 @@ void AcquireOp::ticket_agreed() {
     take_handoff();
     return;
   }
-  // A node that granted it (or handed it over) but too few: the attempt takes those keys, or
-  // gives them back (acquire_fair), rather than leaving them held while we wait.
-  if (waits_in_line() && !holds_grants()) {
+  if (waits_in_line()) {
     saw_contention_ = true;
+    // Granted (or handed it) by a node or two, behind on too many: the attempt takes those keys,
+    // or gives them back (acquire_fair), rather than leaving them held while we wait; it is not
+    // made as the first in line (one that loses waits to be named, it does not poll quickly).
+    if (holds_grants()) {
+      first_in_line_ = false;
+      start_attempt();
+      return;
+    }
     fail_attempt(Errc::contended, "waiting in line: someone is ahead on " +
                                       std::to_string(behind_) + " of " + std::to_string(e_.n()) +
                                       " nodes");
@@ -126,18 +132,13 @@ void AcquireOp::ticket_agreed() {
   start_attempt();
 }
 
-// A fair waiter whose ticket round (or its write-back) found no quorum tries again (for a
-// ticket) while its wait allows, as any attempt that found no quorum does, rather than giving up
-// at once on a node that is briefly gone. With a registration, a node may have granted it the
-// lock (the round, or a release, even where its answer was lost): the next ticket round
-// registers again, and no attempt would know that key for ours. It leaves the queue, which gives
-// such a key back, and waits on as a new waiter (its ticket was never agreed: no place is lost).
+// A fair waiter whose ticket round (or its write-back) found no quorum has set no lock key that
+// its next round does not deal with (a key granted under this round's registration is granted
+// again or given back by the next ticket round: ticket_take), so there is nothing to roll back;
+// like any attempt that found no quorum it tries again (for a ticket) while its wait allows,
+// rather than giving up at once on a node that is briefly gone.
 void AcquireOp::fail_ticket(std::string message) {
   need_ticket_ = true;
-  if (registers()) {
-    if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
-    waiter_ = new_waiter_id();
-  }
   fail_attempt(Errc::no_quorum, std::move(message));
 }
 

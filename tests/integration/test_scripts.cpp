@@ -369,6 +369,47 @@ TEST_CASE("handoff: a ticket round asked to grant takes a free lock when first i
     CHECK(s.get(lock) == registered);
     CHECK(score(s, queue, "dead@chan-d") == "nil");
   }
+  SUBCASE("taken again (the last round found no quorum): placed at the new count, not the old") {
+    (void)s.command({"SET", ticket_counter, "10"});
+    queue_up(s, waiter, 3, later);  // its earlier round's place
+    queue_up(s, "x@chan-x", 9, later);
+    CHECK(take(true) == 1);
+    CHECK(score(s, queue, waiter) == "11");
+  }
+  // A key granted (or handed over) under the waiter's previous registration, whose round its
+  // client never counted: as such a grant leaves it, the key the old token, the waiter out of
+  // the queue.
+  const std::string previous = "cccccccccccccccccccccccccccccccccccccccc";
+  auto granted_before = [&] {
+    s.set(lock, previous);
+    (void)s.command({"ZADD", heartbeats, std::to_string(later), waiter});
+    (void)s.command({"HSET", handoff, waiter, "7 20000 " + previous});
+  };
+  SUBCASE("its own key from an earlier registration, first: granted again under this one") {
+    granted_before();
+    CHECK(take(true) == 2);
+    CHECK(s.get(lock) == registered);
+    CHECK(score(s, queue, waiter) == "nil");
+  }
+  SUBCASE("its own key from an earlier registration, a live waiter ahead: given back") {
+    (void)s.command({"SET", ticket_counter, "10"});
+    granted_before();
+    queue_up(s, "x@chan-x", 9, later);
+    CHECK(take(true) == 1);
+    CHECK_FALSE(s.exists(lock));
+    CHECK(score(s, queue, waiter) == "11");
+  }
+  SUBCASE("its own key from an earlier registration, not asked to grant: given back") {
+    granted_before();
+    CHECK(take(false) == 0);
+    CHECK_FALSE(s.exists(lock));
+  }
+  SUBCASE("someone else's key: untouched") {
+    s.set(lock, holder);
+    (void)s.command({"HSET", handoff, waiter, "7 20000 " + previous});
+    CHECK(take(true) == 1);
+    CHECK(s.get(lock) == holder);
+  }
 }
 
 TEST_CASE(

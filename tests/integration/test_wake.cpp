@@ -545,9 +545,9 @@ TEST_CASE("wake-ups: a handoff whose validity is used up is given back, and the 
 
 TEST_CASE("wake-ups: a ticket round without a quorum gives back the keys it was granted") {
   // Three of five nodes down: no ticket round finds a quorum, but the two nodes up find the key
-  // free and the waiter first, and grant it. Every new ticket round registers a new token, so
-  // neither a later round nor the waiter's leaving at the end would know a key granted under an
-  // older one (it would stay for its ttl, 30 s): the waiter gives it back when its round fails.
+  // free and the waiter first, and grant it. Every new ticket round registers a new token, and
+  // the waiter's leaving at the end knows only its latest: each round takes a key granted under
+  // the one before as its own (granted again, or given back), or it would stay for its ttl, 30 s.
   RedisCluster c(5);
   for (std::size_t i = 2; i < c.size(); ++i) c[i].kill();
   Client waiter(options_for(c));
