@@ -100,15 +100,17 @@ void classify_everything(const Reply& r) {
   if (positive) FUZZ_CHECK(f.value == static_cast<std::uint64_t>(r.integer), "fence value");
   check_verdict(LockKind::classify_extend(r), r, one, zero, "extend");
   check_verdict(LockKind::classify_release(r), r, positive, zero, "release");
-  // A ticket: {counter > 0, 0 or 1 (someone ahead)}.
-  const bool ticket = r.type == T::array && r.elements.size() == 2 &&
-                      r.elements[0].type == T::integer && r.elements[0].integer > 0 &&
-                      (r.elements[1].is_integer(0) || r.elements[1].is_integer(1));
+  // A ticket: {counter > 0, 0 (first), 1 (someone ahead) or 2 (granted)}.
+  const bool ticket =
+      r.type == T::array && r.elements.size() == 2 && r.elements[0].type == T::integer &&
+      r.elements[0].integer > 0 &&
+      (r.elements[1].is_integer(0) || r.elements[1].is_integer(1) || r.elements[1].is_integer(2));
   const auto t = classify_ticket(r);
   check_verdict(t, r, ticket, false, "ticket");
   if (ticket) {
     FUZZ_CHECK(t.value == static_cast<std::uint64_t>(r.elements[0].integer) &&
-                   t.behind == r.elements[1].is_integer(1),
+                   t.behind == r.elements[1].is_integer(1) &&
+                   t.granted == r.elements[1].is_integer(2),
                "ticket value");
   }
   check_verdict(classify_raise(r), r, one, false, "write-back");
