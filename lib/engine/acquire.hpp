@@ -76,7 +76,6 @@ class AcquireOp final : public Operation {
   void new_registration();
   void note_grant(int node, const net::Wake& w);
   void note_ticket_grant(std::size_t node);  // the ticket round's reply said it granted
-  [[nodiscard]] bool holds_grants() const;   // a grant under our registration, counted or not
   void judge_grant(std::size_t node);  // count a grant, or not, once we know where we were placed
   void judge_grants();
   void note_late_ticket(std::size_t node, const net::Result& r);

@@ -3,8 +3,6 @@
 // (releases that handed it over, or the ticket round itself where the key was free). What the
 // scripts do is in core/scripts.cpp (release, ticket_take, acquire_fair, fair_leave); the README's
 // "Wake-ups" says why a grant is safe to count.
-#include <algorithm>
-
 #include "core/quorum.hpp"
 #include "core/token.hpp"
 #include "engine/acquire.hpp"
@@ -47,10 +45,6 @@ void AcquireOp::note_ticket_grant(std::size_t i) {
   granted_[i] = Grant::unjudged;
   granted_by_ticket_[i] = 1;
   judge_grant(i);
-}
-
-bool AcquireOp::holds_grants() const {
-  return std::any_of(granted_.begin(), granted_.end(), [](Grant g) { return g != Grant::none; });
 }
 
 // The ticket round places us at each node's own count, and a release hands the lock to the first

@@ -115,14 +115,6 @@ void AcquireOp::ticket_agreed() {
   }
   if (waits_in_line()) {
     saw_contention_ = true;
-    // Granted (or handed it) by a node or two, behind on too many: the attempt takes those keys,
-    // or gives them back (acquire_fair), rather than leaving them held while we wait; it is not
-    // made as the first in line (one that loses waits to be named, it does not poll quickly).
-    if (holds_grants()) {
-      first_in_line_ = false;
-      start_attempt();
-      return;
-    }
     fail_attempt(Errc::contended, "waiting in line: someone is ahead on " +
                                       std::to_string(behind_) + " of " + std::to_string(e_.n()) +
                                       " nodes");

@@ -558,6 +558,47 @@ TEST_CASE("wake-ups: a ticket round without a quorum gives back the keys it was 
   CHECK(eventually([&] { return !c[0].exists("short") && !c[1].exists("short"); }, 5s));
 }
 
+TEST_CASE(
+    "wake-ups: a waiter granted on too few nodes by its ticket round gives the keys back at once") {
+  // Someone else holds the key on three of five nodes (set by hand; it expires silently in 2 s):
+  // the waiter's ticket round is granted the two free nodes, where it is first. Node 2 answers
+  // 150 ms late (CLIENT PAUSE), so the round is decided with two nodes behind, not three, and its
+  // attempt goes at once; it takes the two keys as its own (acquire_fair), loses, and gives them
+  // back (fair_rollback), and then waits for its poll (6 s, cut to the end of its 4 s wait)
+  // holding nothing. Were the keys kept, nobody could have those two nodes until then.
+  RedisCluster c(5);
+  Options o = options_for(c);
+  o.node_timeout = 1s;  // node 2's late answers are answers
+  o.retry_delay = 6s;
+  o.retry_jitter = Millis{0};
+  Client waiter(o);
+  AcquireOptions fair = ttl_opts(30s, 300ms);
+  fair.fair = true;
+  fair.heartbeat_ttl = 40s;
+  // Its client listens already (a first wait's subscription would make it try once at once).
+  for (std::size_t i = 0; i < c.size(); ++i) REQUIRE(c[i].command({"SET", "warm", "x"}).is_ok());
+  CHECK(waiter.try_acquire({"warm"}, fair).error == Errc::contended);
+  REQUIRE(eventually([&] { return clients_listening_everywhere(c, 1); }));
+  for (std::size_t i = 0; i < 3; ++i)
+    REQUIRE(c[i].command({"SET", "few", "someone", "PX", "2000"}).is_ok());
+  fair.wait = 4s;
+  REQUIRE(c[2].command({"CLIENT", "PAUSE", "150"}).is_ok());
+  auto w = std::async(std::launch::async, [&] { return waiter.try_acquire({"few"}, fair); });
+  // Queued again on the two free nodes (the rollback put it back), their keys free.
+  auto given_back = [&] {
+    for (std::size_t i = 3; i < 5; ++i) {
+      if (c[i].exists("few") ||
+          c[i].command({"ZCARD", derived_key("few", KeyRole::queue)}).integer != 1)
+        return false;
+    }
+    return true;
+  };
+  CHECK(eventually(given_back, 3s));
+  auto r = w.get();
+  REQUIRE_MESSAGE(r, r.message);  // its last attempt, at the end of its wait, finds the key free
+  CHECK(waiter.try_release(r.lock));
+}
+
 TEST_CASE("wake-ups: a handoff that cannot be counted is taken by the waiter's attempt") {
   // A user without INFO: no connection learns which server it reached, so a handoff heard on the
   // wake-up connection is not counted (the restart guard could not vouch for it). The release's
