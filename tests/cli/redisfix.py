@@ -51,23 +51,39 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _bindable(port):
+    with socket.socket() as s:  # no SO_REUSEADDR: leftovers in TIME_WAIT count as taken
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def free_cluster_base(count):
     """A base port B with B..B+count-1 free and their cluster bus twins (+10000) free too, all
     below Linux's default ephemeral range (32768-60999), so that an outgoing connection cannot
     take one meanwhile: for `redlock-cli cluster up --topology cluster --base-port B`."""
-    def free(port):
-        with socket.socket() as s:  # no SO_REUSEADDR: leftovers in TIME_WAIT count as taken
-            try:
-                s.bind(("127.0.0.1", port))
-                return True
-            except OSError:
-                return False
     rng = random.Random()
     for _ in range(500):
         base = rng.randrange(20000, 22768 - count)
-        if all(free(base + i) and free(base + i + 10000) for i in range(count)):
+        if all(_bindable(base + i) and _bindable(base + i + 10000) for i in range(count)):
             return base
     raise RuntimeError("no %d consecutive free ports with free +10000 twins found" % count)
+
+
+def free_base(count):
+    """A base port B with B..B+count-1 free, for `redlock-cli cluster up` and `demo`: between
+    free_cluster_base's bases (20000-22767) and their bus twins (30000-32767), so also below the
+    ephemeral range. Picked from 20000-60000 before, a port could be taken by an outgoing
+    connection between this check and the server's bind (a demo's node failed with "Address
+    already in use" on port 59356 in a run of scripts/stress-runs.sh)."""
+    rng = random.Random()
+    for _ in range(500):
+        base = rng.randrange(22768, 30000 - count)
+        if all(_bindable(base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no %d consecutive free ports found" % count)
 
 
 def resp(*args):

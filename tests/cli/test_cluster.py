@@ -7,7 +7,6 @@ The binary comes from $REDLOCK_CLI. Every test uses its own temporary --dir and 
 
 import json
 import os
-import random
 import re
 import shutil
 import socket
@@ -18,32 +17,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redisfix import check_server, server_name, wait_until, with_test_deadline  # noqa: E402
+from redisfix import check_server, free_base, server_name, wait_until, with_test_deadline  # noqa: E402
 
 CLI = os.path.abspath(os.environ.get("REDLOCK_CLI", "redlock-cli"))
 COUNT = 3
-
-
-def port_free(port):
-    # No SO_REUSEADDR: a port with leftovers (TIME_WAIT) counts as taken, which only makes the
-    # choice more conservative.
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def free_base(count):
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 60000 - count)
-        if all(port_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no %d consecutive free ports found" % count)
 
 
 def alive(pid):

@@ -8,37 +8,18 @@ itself are stopped with `cluster down` in tearDown.
 import json
 import os
 import pty
-import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redisfix import free_base  # noqa: E402
+
 CLI = os.path.abspath(os.environ.get("REDLOCK_CLI", "redlock-cli"))
 ANSI = b"\x1b["
-
-
-def port_free(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def free_base(count):
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 60000 - count)
-        if all(port_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no %d consecutive free ports found" % count)
 
 
 def clean_env(**extra):
