@@ -226,6 +226,41 @@ class LockCommands(unittest.TestCase):
         finally:
             echoing.close()
 
+    def test_wait_is_woken_by_a_release_in_another_process(self):
+        # Waiters retry only every 20 s here: a plain one that gets the lock well before that (the
+        # bound is generous, 10 s) was woken by the release, whose process is another
+        # redlock-cli. A fair one polls its place faster (at most every 100 ms) either way; its
+        # per-node record shows that the release handed it the lock.
+        for kind in ([], ["--fair"]):
+            with self.subTest(kind=kind):
+                res = "t-woken" + ("-fair" if kind else "")
+                tok = self.cli("acquire", res, "--ttl", "60s", *kind).stdout.decode().strip()
+                self.assertRegex(tok, r"^[0-9a-f]{40}$")
+                e = dict(os.environ)
+                e.pop("REDLOCK_NODES", None)
+                cmd = with_test_deadline([CLI, "-n", self.c.nodes, "--json", "--retry-delay",
+                                          "20s", "acquire", res, "--wait", "30s", *kind])
+                waiter = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+                try:
+                    time.sleep(1.0)  # it took its first attempt (and, fair, its ticket) and waits
+                    self.assertIsNone(waiter.poll(), "the waiter did not wait")
+                    released = time.monotonic()
+                    self.assertEqual(self.cli("release", res, tok).returncode, 0)
+                    out, err = waiter.communicate(timeout=25)
+                    took = time.monotonic() - released
+                finally:
+                    if waiter.poll() is None:
+                        waiter.kill()
+                        waiter.wait()
+                self.assertEqual(waiter.returncode, 0, err)
+                self.assertLess(took, 10.0, "took %.1f s: it waited for its retry" % took)
+                obj = json.loads(out)
+                self.assertNotEqual(obj["token"], tok)
+                if kind:
+                    handed = [n for n in obj["per_node"] if n.get("detail") == "handed over by a release"]
+                    self.assertGreaterEqual(len(handed), 3, obj["per_node"])
+                self.assertEqual(self.cli("release", res, obj["token"]).returncode, 0)
+
     def test_nodes_from_environment(self):
         r = run("acquire", "t-env", env={"REDLOCK_NODES": self.c.nodes})
         self.assertEqual(r.returncode, 0, r.stderr)
