@@ -108,6 +108,35 @@ def command(port, *args, timeout=2.0):
         return data
 
 
+def query(port, *args, timeout=2.0):
+    """Sends one command and returns its whole reply parsed: bytes, int, None, a list, or an
+    Exception for an error reply (returned, not raised)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(resp(*args))
+        buf = s.makefile("rb")
+
+        def read():
+            line = buf.readline()
+            if not line.endswith(b"\r\n"):
+                raise ConnectionError("connection closed inside a reply")
+            kind, body = line[:1], line[1:-2]
+            if kind == b"+":
+                return body
+            if kind == b"-":
+                return Exception(body.decode("latin-1"))
+            if kind == b":":
+                return int(body)
+            if kind == b"$":
+                n = int(body)
+                return None if n < 0 else buf.read(n + 2)[:n]
+            if kind == b"*":
+                n = int(body)
+                return None if n < 0 else [read() for _ in range(n)]
+            raise ValueError("unexpected reply line %r" % line)
+
+        return read()
+
+
 def get(port, key):
     r = command(port, "GET", key)
     if r.startswith(b"$-1"):

@@ -7,7 +7,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from redisfix import Cluster, Server, command, free_port, get, with_test_deadline  # noqa: E402
+from redisfix import Cluster, Server, command, free_port, get, query, wait_until, with_test_deadline  # noqa: E402
 
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
@@ -226,6 +226,26 @@ class LockCommands(unittest.TestCase):
         finally:
             echoing.close()
 
+    def waiting_and_listening(self, resource, fair):
+        """True when every node has what its release needs to wake the waiter (README, "Key
+        layout"): the waiting mark; the waiter first in the fair queue with a registration, or
+        (plain) named on the mark; and its client's channel (after the "@" of its id)
+        subscribed."""
+        def key(role):
+            return "{%s}:redlock:%s:%s" % (resource, role, resource)
+        for s in self.c.servers:
+            if query(s.port, "EXISTS", key("waiting")) != 1:
+                return False
+            first = query(s.port, "ZRANGE", key("queue" if fair else "waiting"), "0", "0")
+            if not first or b"@" not in first[0]:
+                return False
+            if fair and query(s.port, "HEXISTS", key("handoff"), first[0]) != 1:
+                return False
+            listeners = query(s.port, "PUBSUB", "NUMSUB", first[0].split(b"@", 1)[1])
+            if not isinstance(listeners, list) or listeners[1] < 1:
+                return False
+        return True
+
     def test_wait_is_woken_by_a_release_in_another_process(self):
         # Waiters retry only every 20 s here: a plain one that gets the lock well before that (the
         # bound is generous, 10 s) was woken by the release, whose process is another
@@ -242,7 +262,10 @@ class LockCommands(unittest.TestCase):
                                           "20s", "acquire", res, "--wait", "30s", *kind])
                 waiter = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
                 try:
-                    time.sleep(1.0)  # it took its first attempt (and, fair, its ticket) and waits
+                    # A fixed sleep is not enough on a loaded machine (CI once released before the
+                    # fair waiter's subscription was up: no handoff, it then won by an attempt).
+                    self.assertTrue(wait_until(lambda: self.waiting_and_listening(res, bool(kind)), 15),
+                                    "the waiter did not come to wait on every node")
                     self.assertIsNone(waiter.poll(), "the waiter did not wait")
                     released = time.monotonic()
                     self.assertEqual(self.cli("release", res, tok).returncode, 0)
