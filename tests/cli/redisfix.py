@@ -173,30 +173,74 @@ def check_server(port):
                                  % (port, name, EXPECTED_SERVER))
 
 
+def free_server_port():
+    """A free port for one test server, below the ranges of free_cluster_base and free_base
+    (10000-19999) and so below Linux's ephemeral range: an outgoing connection cannot take it
+    between this check and the server's bind. Server re-picks if another test took it."""
+    rng = random.Random()
+    for _ in range(500):
+        port = rng.randrange(10000, 20000)
+        if _bindable(port):
+            return port
+    raise RuntimeError("no free port found in 10000-19999")
+
+
+def process_id(port):
+    """INFO's process_id of the server answering on `port`, or None."""
+    try:
+        info = query(port, "INFO", "server")
+    except OSError:
+        return None
+    if not isinstance(info, bytes):
+        return None
+    for line in info.splitlines():
+        if line.startswith(b"process_id:"):
+            return int(line.split(b":", 1)[1])
+    return None
+
+
 class Server:
     def __init__(self, extra=()):
         self.extra = list(extra)  # more redis-server arguments (e.g. --rename-command AUTH "")
-        self.port = free_port()
+        self.port = free_server_port()
         self.dir = tempfile.mkdtemp(prefix="redlock-cli-test-")
         self.proc = None
-        self.start()
+        self.start(may_repick=True)
 
-    def start(self):
-        self.proc = subprocess.Popen(
-            [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
-             "--logfile", os.path.join(self.dir, "redis.log")] + self.extra,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 5
-        while time.time() < deadline:
-            try:
-                if command(self.port, "PING").startswith(b"+PONG"):
-                    break
-            except OSError:
-                time.sleep(0.02)
-        else:
-            self.close()
-            raise RuntimeError("%s on %d did not start" % (SERVER, self.port))
+    def start(self, may_repick=False):
+        """Starts the server and returns once it, our process and no other, answers PING. If its
+        port was taken meanwhile (another test's server, a client socket), a new server picks
+        another port (`may_repick`); a restart retries its own port."""
+        log = os.path.join(self.dir, "redis.log")
+        deadline = time.time() + 10
+        while True:
+            if os.path.exists(log):
+                os.remove(log)
+            self.proc = subprocess.Popen(
+                [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
+                 "--logfile", log] + self.extra,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ready = False
+            while not ready and self.proc.poll() is None and time.time() < deadline:
+                try:
+                    ready = (command(self.port, "PING").startswith(b"+PONG")
+                             and process_id(self.port) == self.proc.pid)
+                except OSError:
+                    pass
+                if not ready:
+                    time.sleep(0.02)
+            if ready:
+                break
+            self.kill()
+            with open(log, "rb") if os.path.exists(log) else open(os.devnull, "rb") as f:
+                taken = b"Address already in use" in f.read()
+            if not taken or time.time() >= deadline:
+                self.close()
+                raise RuntimeError("%s on %d did not start" % (SERVER, self.port))
+            if may_repick:
+                self.port = free_server_port()
+            time.sleep(0.1)
         try:
             check_server(self.port)
         except BaseException:
