@@ -185,6 +185,11 @@ def free_server_port():
     raise RuntimeError("no free port found in 10000-19999")
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def process_id(port):
     """INFO's process_id of the server answering on `port`, or None."""
     try:
@@ -233,8 +238,7 @@ class Server:
             if ready:
                 break
             self.kill()
-            with open(log, "rb") if os.path.exists(log) else open(os.devnull, "rb") as f:
-                taken = b"Address already in use" in f.read()
+            taken = os.path.exists(log) and b"Address already in use" in read_bytes(log)
             if not taken or time.time() >= deadline:
                 self.close()
                 raise RuntimeError("%s on %d did not start" % (SERVER, self.port))
