@@ -2,6 +2,7 @@
 # Installs what the build and tests need (Debian packages only), then configures and builds.
 # Idempotent and quiet when there is nothing to do.
 #   scripts/setup.sh [BUILD_DIR] [extra meson setup args...]
+#   REDLOCK_SERVERS=later|0 scripts/setup.sh ...   see "Valkey 9.1 and Redis 8.0" below
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +17,7 @@ shift || true
 # servers), valkey-server + valkey-tools (from bookworm-backports: the only other server the suite
 # can run against; meson's 'valkey' suite runs the integration, CLI and interop tests on it),
 # python3-redis (redis-py, the independent client of the interop suite, tests/interop).
-packages=(g++ libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
+packages=(g++ make libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
           redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev
           redis-sentinel openssl libssl-dev clang-format python3-redis)
 backports_packages=(valkey-server valkey-tools)
@@ -61,6 +62,16 @@ SOURCES
     exit 1
   fi
 fi
+
+# Valkey 9.1 and Redis 8.0 for the test matrix: built once per machine from Debian's source packages
+# into a cache outside the checkout (scripts/servers.sh says what it is doing; 2-4 minutes each).
+# REDLOCK_SERVERS=later: not now (scripts/test.sh builds them beside the first tests instead);
+# REDLOCK_SERVERS=0: not at all (their tests then fail, saying how to build them).
+case ${REDLOCK_SERVERS:-now} in
+  now) scripts/servers.sh ;;
+  later|0) ;;
+  *) echo "setup: REDLOCK_SERVERS must be now, later or 0 (got '$REDLOCK_SERVERS')" >&2; exit 2 ;;
+esac
 
 # The packaged redis-server may start a system service on 6379; the tests never use it.
 # Warnings are errors here (and in CI): the tree builds clean with -Wall -Wextra -Wpedantic.

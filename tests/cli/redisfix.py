@@ -18,6 +18,7 @@ import time
 
 SERVER = os.environ.get("REDLOCK_TEST_REDIS_SERVER") or "redis-server"
 EXPECTED_SERVER = os.environ.get("REDLOCK_TEST_SERVER_NAME", "")
+EXPECTED_VERSION = os.environ.get("REDLOCK_TEST_SERVER_VERSION", "")
 
 
 def wait_until(pred, timeout=3.0):
@@ -145,8 +146,10 @@ def get(port, key):
     return rest[: int(header[1:])].decode("latin-1")
 
 
-def server_name(port):
-    """INFO's server_name ("valkey"), or "redis" for a Redis that has no such field (7.0)."""
+def server_identity(port):
+    """(server_name, version) of the server on port: INFO server's server_name (Redis has none:
+    "redis") and its version (valkey_version on Valkey, which reports redis_version 7.2.4 for
+    compatibility; redis_version elsewhere)."""
     with socket.create_connection(("127.0.0.1", port), timeout=2.0) as s:
         s.sendall(resp("INFO", "server"))
         data = b""
@@ -157,20 +160,27 @@ def server_name(port):
             data += chunk
     if not data.startswith(b"$"):
         raise RuntimeError("INFO server: unexpected reply %r" % data[:80])
-    for line in data.decode("latin-1").split("\r\n"):
-        if line.startswith("server_name:"):
-            return line.split(":", 1)[1]
-    return "redis"
+    fields = dict(line.split(":", 1) for line in data.decode("latin-1").split("\r\n") if ":" in line)
+    return (fields.get("server_name", "redis"),
+            fields.get("valkey_version") or fields.get("redis_version", ""))
+
+
+def server_name(port):
+    return server_identity(port)[0]
 
 
 def check_server(port):
     """Raises AssertionError when REDLOCK_TEST_SERVER_NAME is set and the node on port is another
-    server than the one it names."""
+    server than the one it names, or (REDLOCK_TEST_SERVER_VERSION, set by
+    tests/servers/with-server.sh) another version."""
     if EXPECTED_SERVER:
-        name = server_name(port)
+        name, version = server_identity(port)
         if name != EXPECTED_SERVER:
             raise AssertionError("the node on port %d is %s, not %s (REDLOCK_TEST_SERVER_NAME)"
                                  % (port, name, EXPECTED_SERVER))
+        if EXPECTED_VERSION and not version.startswith(EXPECTED_VERSION):
+            raise AssertionError("the node on port %d is %s %s, not %s (REDLOCK_TEST_SERVER_VERSION)"
+                                 % (port, name, version, EXPECTED_VERSION))
 
 
 def free_server_port():
