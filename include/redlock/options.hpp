@@ -40,9 +40,10 @@ using Millis = std::chrono::milliseconds;
 // target) are not trusted for what the discovery source says: a sentinel that lies, or anyone on
 // the path of a plaintext link to it, could name its own server and collect the password or hand
 // out votes. Such a server gets the credentials and counts as a vote only when
-// - its host is one this address names (the seeds, the sentinels; all loopback addresses are one
-//   host), or matches an `?allow=ENTRY` (repeated; ENTRY is a host name or IP as the discovery
-//   source writes it, `*.example.com`, a network such as `10.0.0.0/8`, or `*` for any), or
+// - its host is one this address names (the seeds, the sentinels; 127.0.0.1, ::1 and localhost
+//   are one host), or matches an `?allow=ENTRY` (repeated; ENTRY is a host name or IP as the
+//   discovery source writes it, `*.example.com`, a network such as `10.0.0.0/8`, or `*` for any),
+//   or
 // - the link is TLS with verification on: then its certificate must carry `?verify_name=NAME`,
 //   else the address's `sni=` (or TlsOptions::server_name), else the host this address names
 //   first (the seed, the first sentinel): never a name the discovery source supplied, unless the

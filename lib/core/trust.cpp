@@ -33,11 +33,13 @@ std::optional<Ip> parse_ip(std::string_view text) {
   return std::nullopt;
 }
 
+// The names of this machine's loopback interface. Not all of 127.0.0.0/8: a test (or a user) can
+// tell 127.0.0.2 apart, and nothing needs it to be the same host.
 bool is_loopback(std::string_view host) {
   if (host == "localhost") return true;
   const auto ip = parse_ip(host);
   if (!ip) return false;
-  if (ip->length == 4) return ip->bytes[0] == 127;
+  if (ip->length == 4) return ip->bytes == std::array<unsigned char, 16>{127, 0, 0, 1};
   static constexpr std::array<unsigned char, 16> v6_loopback{0, 0, 0, 0, 0, 0, 0, 0,
                                                              0, 0, 0, 0, 0, 0, 0, 1};
   return ip->bytes == v6_loopback;
@@ -53,8 +55,8 @@ bool iequal(std::string_view a, std::string_view b) {
 bool valid_name(std::string_view h) {
   if (h.empty() || h.size() > 253) return false;
   return std::all_of(h.begin(), h.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == '_';
   });
 }
 
@@ -128,16 +130,17 @@ DiscoveredTrust trust_discovered(const NodeAddress& vote, const TlsOptions& tls,
                                  std::string_view host, std::uint16_t port) {
   DiscoveredTrust out;
   bool allowed = same_host(host, vote.host);
-  const auto& named = vote.kind == NodeAddress::Kind::sentinel ? vote.more_sentinels
-                                                               : vote.more_seeds;
+  const auto& named =
+      vote.kind == NodeAddress::Kind::sentinel ? vote.more_sentinels : vote.more_seeds;
   for (const auto& n : named) allowed = allowed || same_host(host, n.host);
   for (const auto& entry : vote.allow) allowed = allowed || allow_matches(entry, host);
 
   const bool tls_on = vote.tls || tls.enabled;
   const bool verified = tls_on && !(vote.tls_override.insecure || tls.insecure_skip_verify);
-  const std::string& fixed = !vote.verify_name.empty()                 ? vote.verify_name
-                             : !vote.tls_override.server_name.empty() ? vote.tls_override.server_name
-                                                                       : tls.server_name;
+  const std::string& fixed = !vote.verify_name.empty() ? vote.verify_name
+                             : !vote.tls_override.server_name.empty()
+                                 ? vote.tls_override.server_name
+                                 : tls.server_name;
   if (tls_on) out.verify_name = !fixed.empty() ? fixed : allowed ? std::string(host) : vote.host;
   out.trusted = allowed || verified;
   if (!out.trusted) {
@@ -145,7 +148,45 @@ DiscoveredTrust trust_discovered(const NodeAddress& vote, const TlsOptions& tls,
     out.why_not = where + " is not on a host this address names and " +
                   (tls_on ? "its TLS certificate is not verified (insecure)"
                           : "the link would be plaintext") +
-                  ": no credentials sent, no vote (allow it with ?allow=HOST or its network to the address, or use TLS with verification)";
+                  ": no credentials sent, no vote (allow it with ?allow=HOST or its network to the "
+                  "address, or use TLS with verification)";
+  }
+  return out;
+}
+
+SentinelVerdict agree_on_master(const std::vector<SentinelAnswer>& answers) {
+  SentinelVerdict out;
+  if (answers.empty()) {
+    out.why = "no sentinel answered";
+    return out;
+  }
+  auto where = [](const SentinelMaster& m) {
+    return host_port(m.ip, static_cast<std::uint16_t>(m.port));
+  };
+  for (const auto& a : answers) {
+    if (!a.master) continue;
+    std::size_t agree = 0;
+    SentinelMaster best = *a.master;
+    for (const auto& b : answers) {
+      if (!b.master || b.master->ip != a.master->ip || b.master->port != a.master->port) continue;
+      ++agree;
+      best.config_epoch = std::max(best.config_epoch, b.master->config_epoch);
+      best.role_reported_ms = std::min(best.role_reported_ms, b.master->role_reported_ms);
+    }
+    if (agree * 2 > answers.size()) {
+      out.master = std::move(best);
+      return out;
+    }
+  }
+  if (answers.size() == 1) {
+    out.why = answers[0].error;
+    return out;
+  }
+  out.why = "the sentinels disagree on the master:";
+  const char* sep = " ";
+  for (const auto& a : answers) {
+    out.why += sep + a.sentinel + (a.master ? " names " + where(*a.master) : ": " + a.error);
+    sep = ", ";
   }
   return out;
 }

@@ -8,8 +8,8 @@
 // A discovery source is an input like any other server text: a sentinel that lies (or anyone on
 // the path of a plaintext link to it) could otherwise name its own server and collect the
 // password, or hand out votes. So a discovered server is trusted only when
-//  - it is on a host the user named for this vote (a seed, a sentinel; every loopback address
-//    counts as one host: it can only be this machine), or matches one of the vote's `allow=`
+//  - it is on a host the user named for this vote (a seed, a sentinel; 127.0.0.1, ::1 and
+//    localhost count as one host: this machine), or matches one of the vote's `allow=`
 //    entries; or
 //  - the link to it is TLS with verification on, against a name that does not come from the
 //    discovery source: `verify_name=`, else the vote's `sni=`/--sni, else the host the user named
@@ -21,7 +21,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "core/info.hpp"
 #include "redlock/options.hpp"
 
 namespace redlock::detail {
@@ -35,7 +37,7 @@ namespace redlock::detail {
 [[nodiscard]] bool allow_matches(std::string_view entry, std::string_view host);
 
 // Whether two hosts are one machine as far as an address can tell: equal (ignoring case), or both
-// loopback (127.0.0.0/8, ::1, localhost).
+// this machine's loopback names (127.0.0.1, ::1, localhost).
 [[nodiscard]] bool same_host(std::string_view a, std::string_view b);
 
 struct DiscoveredTrust {
@@ -50,5 +52,22 @@ struct DiscoveredTrust {
 // with the client's TLS settings `tls` (Options::tls).
 [[nodiscard]] DiscoveredTrust trust_discovered(const NodeAddress& vote, const TlsOptions& tls,
                                                std::string_view host, std::uint16_t port);
+
+// One sentinel's reply to SENTINEL MASTER: the master it names, or its error text ("ERR No such
+// master with that name", an answer that could not be read).
+struct SentinelAnswer {
+  std::string sentinel;  // host:port, for messages
+  std::optional<SentinelMaster> master;
+  std::string error;
+};
+struct SentinelVerdict {
+  std::optional<SentinelMaster> master;
+  std::string why;  // without a master: why (the one error, or what each sentinel said)
+};
+// The master a strict majority of the sentinels that answered name (address ip:port); one answer
+// is a majority of one. Of the agreeing answers, the highest config epoch and the shortest
+// role-reported-time (the latest possible promotion: the longer quarantine) are kept. Sentinels
+// that did not answer at all are not in `answers`.
+[[nodiscard]] SentinelVerdict agree_on_master(const std::vector<SentinelAnswer>& answers);
 
 }  // namespace redlock::detail

@@ -55,7 +55,8 @@ TEST_CASE("trust: allow entries") {
 
 TEST_CASE("trust: same host") {
   CHECK(same_host("127.0.0.1", "127.0.0.1"));
-  CHECK(same_host("localhost", "127.0.0.2"));
+  CHECK(same_host("localhost", "127.0.0.1"));
+  CHECK_FALSE(same_host("localhost", "127.0.0.2"));
   CHECK(same_host("::1", "127.0.0.1"));
   CHECK(same_host("Redis.Example", "redis.example"));
   CHECK_FALSE(same_host("127.0.0.1", "10.0.0.1"));
@@ -66,7 +67,8 @@ TEST_CASE("trust: plaintext discovery trusts the named hosts and the allow-list 
   const TlsOptions plain;
   auto local = vote("redis+sentinel://127.0.0.1:26379/m");
   CHECK(trust_discovered(local, plain, "127.0.0.1", 6379).trusted);
-  CHECK(trust_discovered(local, plain, "127.0.0.5", 6379).trusted);  // loopback: this machine
+  CHECK(trust_discovered(local, plain, "::1", 6379).trusted);  // this machine
+  CHECK_FALSE(trust_discovered(local, plain, "127.0.0.5", 6379).trusted);
   auto far = trust_discovered(local, plain, "10.9.8.7", 6380);
   CHECK_FALSE(far.trusted);
   CHECK(far.why_not.find("10.9.8.7:6380") != std::string::npos);
@@ -82,8 +84,8 @@ TEST_CASE("trust: plaintext discovery trusts the named hosts and the allow-list 
   CHECK(trust_discovered(allowed, plain, "10.0.1.77", 7001).trusted);
   CHECK(trust_discovered(allowed, plain, "redis-2.svc.local", 7001).trusted);
   CHECK_FALSE(trust_discovered(allowed, plain, "10.0.2.1", 7001).trusted);
-  CHECK(trust_discovered(vote("redis+cluster://10.0.0.1?allow=*"), plain, "203.0.113.1", 1)
-            .trusted);
+  CHECK(
+      trust_discovered(vote("redis+cluster://10.0.0.1?allow=*"), plain, "203.0.113.1", 1).trusted);
 
   // A host made of control bytes is shown harmlessly.
   auto odd = trust_discovered(local, plain, "evil\r\n\x1b[2J", 1);
@@ -151,8 +153,9 @@ TEST_CASE("address: sentinel credentials, allow and verify_name") {
   CHECK(refused("rediss+cluster://h?verify_name=a%20b").find("verify_name") != std::string::npos);
   const auto bad_allow = refused("redis+cluster://h?allow=10.0.0.0/40");
   CHECK(bad_allow.find("10.0.0.0/40") != std::string::npos);
-  CHECK(refused("redis+sentinel://h/m?sentinel_password=a&sentinel_password=b")
-            .find("given twice") != std::string::npos);
+  CHECK(
+      refused("redis+sentinel://h/m?sentinel_password=a&sentinel_password=b").find("given twice") !=
+      std::string::npos);
 }
 
 TEST_CASE("address: a sentinel password never appears in an error") {
@@ -169,4 +172,49 @@ TEST_CASE("address: a sentinel password never appears in an error") {
     CHECK_MESSAGE(err.find("r3t") == std::string::npos, err);
     CHECK_MESSAGE(err.find("more") == std::string::npos, err);
   }
+}
+
+TEST_CASE("trust: a master counts when a majority of the sentinels that answered name it") {
+  using redlock::detail::agree_on_master;
+  using redlock::detail::SentinelAnswer;
+  using redlock::detail::SentinelMaster;
+  auto names = [](const char* sentinel, const char* ip, int port, long long epoch = 1,
+                  long long role_ms = 1000) {
+    SentinelMaster m;
+    m.ip = ip;
+    m.port = port;
+    m.config_epoch = epoch;
+    m.role_reported_ms = role_ms;
+    return SentinelAnswer{sentinel, m, {}};
+  };
+  auto error = [](const char* sentinel, const char* text) {
+    return SentinelAnswer{sentinel, std::nullopt, text};
+  };
+  auto one = agree_on_master({names("s1", "10.0.0.1", 6379)});
+  REQUIRE(one.master);
+  CHECK(one.master->ip == "10.0.0.1");
+
+  auto two_of_three =
+      agree_on_master({names("s1", "10.0.0.2", 6379, 4, 900), names("s2", "10.0.0.1", 6379, 3),
+                       names("s3", "10.0.0.2", 6379, 5, 200)});
+  REQUIRE(two_of_three.master);
+  CHECK(two_of_three.master->ip == "10.0.0.2");
+  CHECK(two_of_three.master->config_epoch == 5);
+  CHECK(two_of_three.master->role_reported_ms == 200);
+
+  auto split = agree_on_master({names("s1:1", "10.0.0.1", 6379), names("s2:2", "10.0.0.9", 6380)});
+  CHECK_FALSE(split.master);
+  CHECK(split.why.find("disagree") != std::string::npos);
+  CHECK(split.why.find("s1:1 names 10.0.0.1:6379") != std::string::npos);
+  CHECK(split.why.find("s2:2 names 10.0.0.9:6380") != std::string::npos);
+
+  // Same ip, another port: another server.
+  CHECK_FALSE(agree_on_master({names("a", "10.0.0.1", 1), names("b", "10.0.0.1", 2)}).master);
+  // An error is an answer that names nobody.
+  auto errs = agree_on_master({names("a", "10.0.0.1", 1), error("b", "ERR No such master")});
+  CHECK_FALSE(errs.master);
+  CHECK(errs.why.find("b: ERR No such master") != std::string::npos);
+  CHECK(agree_on_master({error("a", "ERR No such master with that name")}).why ==
+        "ERR No such master with that name");
+  CHECK_FALSE(agree_on_master({}).master);
 }
