@@ -35,13 +35,16 @@ Options sentinel_options(const std::string& csv) {
   return o;
 }
 
-std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
+std::string bulk(const std::string& s) {
+  return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
+}
 
 // A sentinel's answer to SENTINEL MASTER naming host:port.
 std::string sentinel_master_reply(const std::string& ip, std::uint16_t port) {
-  const std::vector<std::string> fields = {"name",  "m1",     "ip",    ip,
-                                           "port",  std::to_string(port), "flags", "master",
-                                           "role-reported-time", "100000", "config-epoch", "1"};
+  const std::vector<std::string> fields = {"name",   "m1",           "ip",
+                                           ip,       "port",         std::to_string(port),
+                                           "flags",  "master",       "role-reported-time",
+                                           "100000", "config-epoch", "1"};
   std::string out = "*" + std::to_string(fields.size()) + "\r\n";
   for (const auto& f : fields) out += bulk(f);
   return out;
@@ -84,8 +87,9 @@ TEST_CASE("sentinel trust: sentinels with a password are asked with the sentinel
   for (std::size_t i = 0; i < f.sentinel_count(); ++i) {
     REQUIRE(f.sentinel(i).command({"ACL", "SETUSER", "watcher", "on", ">w%pass", "+@all"}).str ==
             "OK");
-    REQUIRE(f.sentinel(i).command({"ACL", "SETUSER", "default", "resetpass", ">sentinel-pass"})
-                .str == "OK");
+    REQUIRE(
+        f.sentinel(i).command({"ACL", "SETUSER", "default", "resetpass", ">sentinel-pass"}).str ==
+        "OK");
   }
   RedisCluster plain(2);
   const auto sentinels = f.sentinel_addresses();
@@ -117,7 +121,9 @@ TEST_CASE("sentinel trust: sentinels with a password are asked with the sentinel
     REQUIRE_MESSAGE(r, r.message);
     CHECK_MESSAGE((r.nodes[0].state == NodeState::ok || r.nodes[0].state == NodeState::pending),
                   r.nodes[0].detail);
-    CHECK(eventually([&] { return f.node("m1", 0).command({"GET", "st-res"}).str == r.lock.token(); }));
+    CHECK(eventually([&] {
+      return f.node("m1", 0).command({"GET", "st-res"}).str == r.lock.token();
+    }));
     CHECK(r.nodes[0].node.find("pass") == std::string::npos);
     CHECK(c.try_release(r.lock));
   }
@@ -130,8 +136,8 @@ TEST_CASE("sentinel trust: a master counts only when a majority of the sentinels
   const auto sentinels = f.sentinel_addresses();
 
   {  // Two honest sentinels and the liar: the master two of three name.
-    Client c(sentinel_options("redis+sentinel://" + sentinels[0] + "/m1?sentinel=" +
-                              liar.address() + "&sentinel=" + sentinels[1]));
+    Client c(sentinel_options("redis+sentinel://" + sentinels[0] +
+                              "/m1?sentinel=" + liar.address() + "&sentinel=" + sentinels[1]));
     auto r = c.try_acquire({"maj-res"}, ttl_opts(10s));
     REQUIRE_MESSAGE(r, r.message);
     CHECK(f.node("m1", 0).command({"GET", "maj-res"}).str == r.lock.token());
@@ -140,8 +146,8 @@ TEST_CASE("sentinel trust: a master counts only when a majority of the sentinels
     CHECK(c.try_release(r.lock));
   }
   {  // One honest sentinel and the liar disagree: no vote, and the reason says who said what.
-    Client c(sentinel_options("redis+sentinel://" + sentinels[0] + "/m1?sentinel=" +
-                              liar.address()));
+    Client c(
+        sentinel_options("redis+sentinel://" + sentinels[0] + "/m1?sentinel=" + liar.address()));
     auto r = c.try_acquire({"maj-res"}, ttl_opts(10s));
     CHECK_FALSE(r);
     REQUIRE(r.nodes.size() == 1);
@@ -149,9 +155,8 @@ TEST_CASE("sentinel trust: a master counts only when a majority of the sentinels
     const auto& why = r.nodes[0].detail;
     CHECK_MESSAGE(why.find("disagree") != std::string::npos, why);
     CHECK_MESSAGE(why.find(liar.address() + " names " + decoy.address()) != std::string::npos, why);
-    CHECK_MESSAGE(why.find(sentinels[0] + " names " + f.node("m1", 0).address()) !=
-                      std::string::npos,
-                  why);
+    CHECK_MESSAGE(
+        why.find(sentinels[0] + " names " + f.node("m1", 0).address()) != std::string::npos, why);
     CHECK(decoy.command({"EXISTS", "maj-res"}).integer == 0);
     CHECK(f.node("m1", 0).command({"EXISTS", "maj-res"}).integer == 0);
   }
