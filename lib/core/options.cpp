@@ -250,12 +250,9 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
       after_secret = after_secret || name == "sentinel_password";
       (name == "sentinel_user" ? a.sentinel_user : a.sentinel_password) = std::move(value);
     } else if ((sentinel || cluster) && name == "verify_name") {
-      if (!a.tls) {
-        why = "'verify_name' is a TLS setting: use rediss+sentinel:// or rediss+cluster://";
-        return false;
-      }
-      if (!valid_host(value) && !valid_ipv6(value)) {
-        why = "verify_name " + quoted(value) + ": not a host name or IP address";
+      if (!a.tls || (!valid_host(value) && !valid_ipv6(value))) {
+        why = !a.tls ? "'verify_name' is a TLS setting: use rediss+sentinel:// or rediss+cluster://"
+                     : "verify_name " + quoted(value) + ": not a host name or IP address";
         return false;
       }
       a.verify_name = std::move(value);
