@@ -26,10 +26,35 @@ using Millis = std::chrono::milliseconds;
 // A Sentinel-managed master: `redis+sentinel://[[user]:password@]host[:port]/master-name` (port
 // 26379 by default; `redis-sentinel://` is the same), more sentinels as `?sentinel=host:port`
 // repeated, a database as `?db=N`, `rediss+sentinel://` for TLS to the sentinels and the master.
-// The credentials are the master's; the sentinels are asked without AUTH.
+// The credentials in the userinfo are the master's; the sentinels get their own with
+// `?sentinel_user=NAME&sentinel_password=SECRET` (percent-encoded like the master's, never
+// printed), else they are asked without AUTH. Every sentinel listed is asked; a master counts only
+// when a majority of the sentinels that answered name it (with one sentinel listed, its answer
+// suffices). Sentinels that disagree: no vote, and the reason names what each one said.
 // A Redis Cluster as one vote: `redis+cluster://[[user]:password@]host[:port]` (one seed; more as
 // `?seed=host:port` repeated), `rediss+cluster://` for TLS to every node of the cluster. The
-// credentials are every node's; a cluster has database 0 only.
+// credentials are every node's; a cluster has database 0 only. Once the slot map is known, every
+// master in it is also asked for the next one (after the user's seeds), so the vote outlives its
+// seeds.
+// Discovered servers (the master a sentinel names; every CLUSTER SLOTS endpoint, MOVED and ASK
+// target) are not trusted for what the discovery source says: a sentinel that lies, or anyone on
+// the path of a plaintext link to it, could name its own server and collect the password or hand
+// out votes. Such a server gets the credentials and counts as a vote only when
+// - its host is one this address names (the seeds, the sentinels; 127.0.0.1, ::1 and localhost
+//   are one host), or matches an `?allow=ENTRY` (repeated; ENTRY is a host name or IP as the
+//   discovery source writes it, `*.example.com`, a network such as `10.0.0.0/8`, or `*` for any),
+//   or
+// - the link is TLS with verification on: then its certificate must carry `?verify_name=NAME`,
+//   else the address's `sni=` (or TlsOptions::server_name), else the host this address names
+//   first (the seed, the first sentinel): never a name the discovery source supplied, unless the
+//   host is allowed as above (then its own name is checked). A managed cluster whose nodes all
+//   present one certificate (a wildcard, or a fixed service name) works with the seed's name or
+//   `verify_name=`.
+// Any other discovered server is never contacted: no vote, and the per-node reason names it.
+// (redis-cli sends its AUTH to every redirection and verifies no host name; Lettuce and go-redis
+// send the credentials to every discovered node and, with verification, check the discovered
+// address itself, which managed offerings defeat, so users turn it off; redis-py, go-redis and
+// Lettuce take the first sentinel that answers.)
 struct REDLOCK_API NodeAddress {
   enum class Transport { tcp, unix_socket };
   enum class Kind {
@@ -66,6 +91,10 @@ struct REDLOCK_API NodeAddress {
   std::string master_name;           // sentinel: the name the sentinels monitor the master by
   std::vector<Host> more_sentinels;  // sentinel: ?sentinel=host:port, after host/port
   std::vector<Host> more_seeds;      // cluster: ?seed=host:port, after host/port
+  std::string sentinel_user;         // sentinel: ?sentinel_user=, the sentinels' ACL user
+  std::string sentinel_password;     // sentinel: ?sentinel_password=; empty: no AUTH to them
+  std::vector<std::string> allow;    // sentinel, cluster: ?allow= entries (see above)
+  std::string verify_name;           // sentinel, cluster over TLS: ?verify_name= (see above)
 
   // Display form for logs and reports; never contains the password.
   [[nodiscard]] std::string to_string() const;

@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/trust.hpp"
 #include "core/validate.hpp"
 
 namespace redlock {
@@ -166,6 +167,13 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
   const bool sentinel = a.kind == NodeAddress::Kind::sentinel;
   const bool cluster = a.kind == NodeAddress::Kind::cluster;
   std::set<std::string, std::less<>> seen;
+  // After a sentinel_password, a parameter name may be a piece of a password with an unescaped
+  // '&': errors do not show it.
+  bool after_secret = false;
+  auto param = [&after_secret](std::string_view name) {
+    return after_secret ? std::string("after sentinel_password (write '&' in it as %26)")
+                        : "'" + std::string(name) + "'";
+  };
   while (!query.empty()) {
     const auto amp = query.find('&');
     const auto item = query.substr(0, amp);
@@ -174,7 +182,7 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
     const auto name = item.substr(0, eq);
     std::string value;
     if (eq != std::string_view::npos && !percent_decode(item.substr(eq + 1), value)) {
-      why = "bad %-escape in the value of '" + std::string(name) + "'";
+      why = "bad %-escape in the value of parameter " + param(name);
       return false;
     }
     if (sentinel && name == "sentinel") {
@@ -196,8 +204,16 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
       a.more_seeds.push_back({other.host, other.port});
       continue;
     }
+    if ((sentinel || cluster) && name == "allow") {
+      if (auto bad = detail::check_allow_entry(value)) {
+        why = "allow " + quoted(value) + ": " + *bad;
+        return false;
+      }
+      a.allow.push_back(std::move(value));
+      continue;
+    }
     if (!seen.insert(std::string(name)).second) {
-      why = "parameter '" + std::string(name) + "' given twice";
+      why = "parameter " + param(name) + " given twice";
       return false;
     }
     auto& t = a.tls_override;
@@ -226,15 +242,34 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
                           : t.key_file) = std::move(value);
     } else if (sentinel && name == "db") {
       if (!parse_db(value, a, why)) return false;
+    } else if (sentinel && (name == "sentinel_user" || name == "sentinel_password")) {
+      if (value.empty()) {
+        why = "'" + std::string(name) + "' needs a value";
+        return false;
+      }
+      after_secret = after_secret || name == "sentinel_password";
+      (name == "sentinel_user" ? a.sentinel_user : a.sentinel_password) = std::move(value);
+    } else if ((sentinel || cluster) && name == "verify_name") {
+      if (!a.tls || (!valid_host(value) && !valid_ipv6(value))) {
+        why = !a.tls ? "'verify_name' is a TLS setting: use rediss+sentinel:// or rediss+cluster://"
+                     : "verify_name " + quoted(value) + ": not a host name or IP address";
+        return false;
+      }
+      a.verify_name = std::move(value);
     } else {
-      why = "unknown parameter '" + std::string(name) +
-            (sentinel  ? "' (a sentinel address takes sentinel, db, and with rediss+sentinel:// "
-                         "sni, cacert, cert, key, insecure)"
-             : cluster ? "' (a cluster address takes seed, and with rediss+cluster:// sni, "
+      why = "unknown parameter " + param(name) +
+            (sentinel  ? " (a sentinel address takes sentinel, db, sentinel_user, "
+                         "sentinel_password, allow, and with rediss+sentinel:// verify_name, sni, "
                          "cacert, cert, key, insecure)"
-                       : "' (rediss:// takes sni, cacert, cert, key, insecure)");
+             : cluster ? " (a cluster address takes seed, allow, and with rediss+cluster:// "
+                         "verify_name, sni, cacert, cert, key, insecure)"
+                       : " (rediss:// takes sni, cacert, cert, key, insecure)");
       return false;
     }
+  }
+  if (!a.sentinel_user.empty() && a.sentinel_password.empty()) {
+    why = "sentinel_user needs sentinel_password";
+    return false;
   }
   return true;
 }
@@ -376,7 +411,18 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
 // input, everything between the scheme (or the start) and the last '@' is taken for credentials
 // and only a user name before the first ':' is kept, so a password with an unescaped '/', '@' or
 // ':' is hidden too.
+std::string redacted_userinfo(std::string_view text);
+
+// A sentinel_password= hides everything after it too: with an unescaped '&', '@' or ',' in it,
+// nothing else tells where it ends.
 std::string redacted(std::string_view text) {
+  constexpr std::string_view param = "sentinel_password=";
+  const auto at = text.find(param);
+  if (at == std::string_view::npos) return redacted_userinfo(text);
+  return redacted_userinfo(std::string(text.substr(0, at + param.size())) + "***");
+}
+
+std::string redacted_userinfo(std::string_view text) {
   const auto at = text.rfind('@');
   if (at == std::string_view::npos) return std::string(text);
   // A scheme only where the text starts with one (letters, digits, '+', '-', '.'): a "://" later

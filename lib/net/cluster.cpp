@@ -30,6 +30,7 @@
 #include <optional>
 #include <set>
 
+#include "core/trust.hpp"
 #include "net/cluster_node.hpp"
 
 namespace redlock::net {
@@ -71,6 +72,7 @@ void Master::on_replication(std::optional<bool> promoted_since_start) {
   }
 }
 std::optional<std::string> Master::exclusion(BootClock::time_point now) const {
+  if (!node) return untrusted;
   if (auto why = promotion.exclusion(now, /*durable=*/false, restart_quarantine())) return why;
   if (auto why = node->vote_exclusion(now)) return "master " + address + ": " + *why;
   return std::nullopt;
@@ -90,14 +92,29 @@ Master& ClusterNode::master_at(ClusterEndpoint e) {
   auto m = std::make_unique<Master>(*this, e);
   m->met_after_first_map = have_map_;
   m->last_in_map = BootClock::now();
+  Master& ref = *m;
+  masters_.emplace(key, std::move(m));
+  const auto trust = detail::trust_discovered(address_, options_.tls, e.host, e.port);
+  if (!trust.trusted) {
+    ref.untrusted = "master " + trust.why_not;
+    ref.closed = true;
+    host_.log(LogLevel::warning, name_ + ": " + ref.untrusted);
+    return ref;
+  }
   NodeAddress a = address_;
   a.kind = NodeAddress::Kind::server;
   a.host = e.host;
   a.port = e.port;
   a.more_seeds.clear();
-  m->node = make_standalone_node(loop_, *m, index_, transport_, a, options_, metrics_, m.get());
-  Master& ref = *m;
-  masters_.emplace(key, std::move(m));
+  // TLS: the certificate must carry the name trust_discovered() chose, never one that only the
+  // slot map or a redirection supplied.
+  TransportMaker transport = transport_;
+  if (!trust.verify_name.empty()) {
+    transport = [maker = transport_, name = trust.verify_name](const std::string&) {
+      return maker(name);
+    };
+  }
+  ref.node = make_standalone_node(loop_, ref, index_, transport, a, options_, metrics_, &ref);
   if (closing_) {
     ref.node->close();
   } else {
@@ -189,7 +206,7 @@ void ClusterNode::retire_unused() {
     for (auto& [key, sub] : subscriptions_) {
       if (sub.on == &m) sub.on = nullptr;  // (resubscribed below, on the slot's owner)
     }
-    m.node->close();
+    if (m.node) m.node->close();
     retired_.push_back(std::move(it->second));
     it = masters_.erase(it);
   }

@@ -47,7 +47,10 @@ struct Master final : NodeHost, MasterWatcher {
   bool retired = false;
   BootClock::time_point last_in_map{};
   detail::RestartGuard promotion;  // promotions only
+  // Null for a master that core/trust.hpp does not trust: it is never contacted (no credentials,
+  // no vote), and `untrusted` says why, naming it.
   std::unique_ptr<Node> node;
+  std::string untrusted;
 
   Master(ClusterNode& o, ClusterEndpoint e) : owner(o), endpoint(std::move(e)) {
     address = host_port(endpoint.host, endpoint.port);
@@ -80,7 +83,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
         metrics_(metrics),
         ask_slots_(Request::make(Command::plain({"CLUSTER", "SLOTS"}))),
         map_timer_(loop, [this] { on_map_timer(); }),
-        waiting_(loop, index, [this] { return map_error_; }),
+        waiting_(loop, index, [this] { return last_error(); }),
         slots_(detail::cluster_slots, nullptr) {
     seeds_.push_back({address.host, address.port});
     for (const auto& s : address.more_seeds) seeds_.push_back({s.host, s.port});
@@ -105,7 +108,9 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     map_timer_.close();
     waiting_.close();
     for (auto& t : topology_) t.conn->close();
-    for (auto& [addr, m] : masters_) m->node->close();
+    for (auto& [addr, m] : masters_) {
+      if (m->node) m->node->close();
+    }
     finish_if_closed();  // (retired masters are closing already)
   }
 
@@ -128,13 +133,13 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     auto it = subscriptions_.find(lock_key);
     if (it == subscriptions_.end()) return;
     if (--it->second.users == 0) {
-      if (Master* m = it->second.on) m->node->unsubscribe(lock_key);
+      if (Master* m = it->second.on) m->node->unsubscribe(lock_key);  // (only trusted ones)
       subscriptions_.erase(it);
     }
   }
   std::optional<std::string> fence_durability_problem() const override {
     for (const auto& [addr, m] : masters_) {
-      if (m->retired) continue;
+      if (m->retired || !m->node) continue;
       if (auto p = m->node->fence_durability_problem()) return "master " + addr + ": " + *p;
     }
     return std::nullopt;
@@ -188,7 +193,10 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     }
     if (r.kind == Result::Kind::refused) refused_ = true;
     if (r.kind != Result::Kind::down) return;
-    if (m != nullptr) last_error_ = "master " + m->address + ": " + std::string(r.error);
+    if (m != nullptr) {
+      last_error_ = m->node ? "master " + m->address + ": " + std::string(r.error)
+                            : std::string(r.error);  // (names it already)
+    }
     if (have_map_) ask_map_soon();
   }
 
@@ -222,6 +230,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
 
   void resubscribe(const std::string& key, Subscription& s) {
     Master* owner = slots_[hash_slot(key)];
+    if (owner != nullptr && !owner->node) owner = nullptr;  // never contacted: no wake-ups there
     if (owner == s.on) return;
     if (s.on != nullptr) s.on->node->unsubscribe(key);
     s.on = owner;
@@ -231,9 +240,11 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   // The connection the slot map is asked on: a seed, or a master the last map named, in turn.
   void connect_topology() {
     std::erase_if(topology_, [](const TopologyLink& l) { return l.closed; });
+    // The user's seeds first, then every master of the last map (so the vote outlives its seeds),
+    // but never one that is not trusted: the topology connection sends the credentials.
     std::vector<ClusterEndpoint> candidates = seeds_;
     for (const auto& [addr, m] : masters_) {
-      if (!m->retired &&
+      if (!m->retired && m->node &&
           std::find(candidates.begin(), candidates.end(), m->endpoint) == candidates.end()) {
         candidates.push_back(m->endpoint);
       }

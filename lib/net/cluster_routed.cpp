@@ -134,6 +134,9 @@ class Routed final : public Sink {
     } else if (m == nullptr) {
       why = "slot " + std::to_string(p.slot) + " has no master in the slot map";
       r.kind = Result::Kind::down;
+    } else if (!m->node) {
+      why = m->untrusted;  // never contacted
+      r.kind = Result::Kind::down;
     } else {
       static const auto asking_req = Request::make(Command::plain({"ASKING"}));
       if (asking) (void)m->node->send(asking_req, left, ignore_sink, 0, now);

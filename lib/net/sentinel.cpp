@@ -1,7 +1,15 @@
-// A Sentinel-managed master as a node. It asks a sentinel `SENTINEL MASTER <name>` (at start, every
-// second, at once when the sentinel publishes +switch-master for the name, and after a failed
-// question on the next sentinel), and talks to the master it names through a standalone node
-// (standalone.cpp) that it replaces when the master changes.
+// A Sentinel-managed master as a node. It asks every sentinel listed `SENTINEL MASTER <name>` (at
+// start, every second, and at once when a sentinel publishes +switch-master for the name), and
+// talks to the master a majority of the sentinels that answered name (core/trust.hpp) through a
+// standalone node (standalone.cpp) that it replaces when the master changes. One sentinel that
+// lies, or a path that rewrites a plaintext answer, cannot move the vote alone. Sentinels that
+// disagree: no vote (the current master's answers are excluded with what each one said). The
+// sentinels get the address's sentinel credentials (AUTH on both connections to each).
+//
+// The master is a server the user did not name: it gets the vote's credentials and counts as a
+// vote only when core/trust.hpp trusts it (the user's hosts, the allow-list, or verified TLS
+// against a name the user gave). Otherwise it is never contacted, and the vote is down with the
+// reason.
 //
 // A failover is the hazard the Redlock documentation warns about: the promoted replica may never
 // have received a lock key (replication is asynchronous), so its votes wait out the restart
@@ -24,6 +32,7 @@
 
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
+#include "core/trust.hpp"
 #include "net/node.hpp"
 #include "net/pending.hpp"
 #include "net/uv.hpp"
@@ -39,7 +48,8 @@ constexpr Millis poll_interval{1000};  // SENTINEL MASTER, between +switch-maste
 // master: its question every poll interval, and one more if that one failed.
 constexpr Millis follow_window = 2 * poll_interval;
 
-enum : std::uint32_t { tag_master, tag_subscribe };
+// Tags of the sentinel connections' commands: the sentinel's index times 4, plus the kind.
+enum : std::uint32_t { tag_master, tag_subscribe, tag_auth_question, tag_auth_events, tag_kinds };
 
 std::string host_port(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
@@ -60,10 +70,17 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
         metrics_(metrics),
         ask_master_(Request::make(Command::plain({"SENTINEL", "MASTER", address.master_name}))),
         subscribe_(Request::make(Command::plain({"SUBSCRIBE", "+switch-master"}))),
-        poll_(loop, [this] { ask(/*timer=*/true); }),
+        poll_(loop, [this] { ask(); }),
         waiting_(loop, index, [this] { return resolve_error_; }) {
-    sentinels_.push_back({address.host, address.port});
-    for (const auto& s : address.more_sentinels) sentinels_.push_back(s);
+    links_.push_back(std::make_unique<SentinelLink>(NodeAddress::Host{address.host, address.port}));
+    for (const auto& s : address.more_sentinels)
+      links_.push_back(std::make_unique<SentinelLink>(s));
+    if (!address.sentinel_password.empty()) {
+      Command auth = Command::plain({"AUTH"});
+      if (!address.sentinel_user.empty()) auth.arg(address.sentinel_user);
+      auth.arg(address.sentinel_password);
+      auth_ = Request::make(std::move(auth));
+    }
     resolve_error_ = "no master known yet: asking the sentinels";
   }
 
@@ -71,7 +88,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
 
   void start() override {
     poll_.unref();
-    connect_sentinel();
+    for (std::size_t i = 0; i < links_.size(); ++i) connect_sentinel(i);
     poll_.start(static_cast<std::uint64_t>(poll_interval.count()));
   }
 
@@ -80,17 +97,22 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     closing_ = true;
     poll_.close();
     waiting_.close();
-    for (auto& c : sentinel_links_) c.conn->close();
+    for (auto& l : links_) {
+      l->question->close();
+      l->events->close();
+    }
     for (auto& m : masters_) m->node->close();
     finish_if_closed();
   }
 
-  // Before the first master is known (a fresh process: the sentinel is being asked), commands
-  // wait here, within their deadline, and go to the master once Sentinel has named it.
+  // Before the first master is known (a fresh process: the sentinels are being asked), commands
+  // wait here, within their deadline, and go to the master once the sentinels have named it. When
+  // the last answers named none that can be used (disagreement, an untrusted master), at once:
+  // no vote.
   bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override {
     if (Master* m = current()) return m->node->send(req, timeout, sink, tag, sent);
-    if (closing_) return false;
+    if (closing_ || !refusal_.empty()) return false;
     waiting_.push(req, timeout, sink, tag, sent);
     return true;
   }
@@ -103,7 +125,11 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   }
   bool refused() const override {
     const Master* m = current();
-    return m != nullptr && m->node->refused();
+    if (m != nullptr) return m->node->refused();
+    // No master known because every sentinel refused our credentials.
+    return std::all_of(links_.begin(), links_.end(), [](const auto& l) {
+      return l->question->last_failure() == Connection::Failure::refused;
+    });
   }
   std::string server_id() const override {
     const Master* m = current();
@@ -112,6 +138,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   std::optional<std::string> vote_exclusion(BootClock::time_point now) const override {
     const Master* m = current();
     if (m == nullptr) return "no master known";
+    if (!refusal_.empty()) return refusal_;
     if (!m->replication_read) {
       return "master " + m->address + ": its INFO replication was not read yet";
     }
@@ -189,10 +216,21 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     void on_done() override {}
   };
 
+  // One sentinel: a question connection (SENTINEL MASTER) and one for +switch-master.
   struct SentinelLink {
-    std::unique_ptr<Connection> conn;
-    bool events = false;  // the +switch-master subscription (else questions)
-    bool closed = false;
+    explicit SentinelLink(NodeAddress::Host h)
+        : at(std::move(h)), name(host_port(at.host, at.port)) {}
+    NodeAddress::Host at;
+    std::string name;  // host:port
+    std::unique_ptr<Connection> question, events;
+    bool question_closed = false, events_closed = false;
+    bool asked = false;  // a SENTINEL MASTER of the current round is out (or waits for the connect)
+    // Its first connect has not ended yet: a round waits for it (else the sentinel that connects
+    // first would decide alone), and asks it once it is up.
+    bool first_connect = true;
+    bool ask_when_ready = false;
+    std::optional<detail::SentinelAnswer> answer;  // this round's, when it answered
+    std::string failure;                           // this round's, when it did not
   };
 
   Master* current() {
@@ -202,79 +240,169 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     return masters_.empty() || masters_.back()->retired ? nullptr : masters_.back().get();
   }
 
-  // Two connections to the sentinel in use: questions, and the +switch-master subscription.
-  void connect_sentinel() {
-    std::erase_if(sentinel_links_, [](const SentinelLink& l) { return l.closed; });
-    const auto& s = sentinels_[sentinel_ % sentinels_.size()];
+  void connect_sentinel(std::size_t i) {
+    SentinelLink& l = *links_[i];
     Endpoint e;
-    e.host = s.host;
-    e.port = s.port;
-    std::array<Connection*, 2> made{};
+    e.host = l.at.host;
+    e.port = l.at.port;
     for (bool events : {false, true}) {
-      SentinelLink link;
-      link.events = events;
-      link.conn =
+      auto conn =
           std::make_unique<Connection>(loop_, static_cast<Connection::Listener&>(*this), index_, e,
-                                       transport_(s.host), discovery_settings(options_));
-      if (events) link.conn->set_push_handler(this);
-      made[events ? 1 : 0] = link.conn.get();
-      sentinel_links_.push_back(std::move(link));
+                                       transport_(l.at.host), discovery_settings(options_));
+      if (events) conn->set_push_handler(this);
+      (events ? l.events : l.question) = std::move(conn);
     }
-    question_ = made[0];  // before start(): on_connecting() tells the two apart by it
-    for (auto* c : made) c->start();
-    asked_ = false;
+    l.question->start();
+    l.events->start();
   }
 
-  // The sentinel in use failed: the next one (both connections), at most one round of them per
-  // poll interval (when every sentinel is down, each connection's own backoff does the waiting).
-  void next_sentinel(const std::string& why) {
-    if (closing_) return;
-    const auto& s = sentinels_[sentinel_ % sentinels_.size()];
-    resolve_error_ = "sentinel " + host_port(s.host, s.port) + ": " + why;
-    host_.log(LogLevel::debug, name_ + ": " + resolve_error_);
-    if (switches_this_interval_ >= sentinels_.size()) return;
-    ++switches_this_interval_;
-    for (auto& l : sentinel_links_) {
-      if (!l.closed) l.conn->close();
-    }
-    ++sentinel_;
-    question_ = nullptr;
-    connect_sentinel();
-  }
-
-  // On the poll timer, on +switch-master, and when the question connection is ready.
-  void ask(bool timer = false) {
-    if (closing_) return;
-    if (timer) {
-      switches_this_interval_ = 0;
-      poll_.start(static_cast<std::uint64_t>(poll_interval.count()));
-      if (question_ != nullptr && !question_->ready() && !asked_) {
-        next_sentinel(question_->last_error().empty() ? "not connected" : question_->last_error());
-        return;
+  // Which sentinel and which of its connections `c` is; nullptr when none (closing).
+  SentinelLink* link_of(const Connection& c, bool& events) {
+    for (auto& l : links_) {
+      if (l->question.get() == &c || l->events.get() == &c) {
+        events = l->events.get() == &c;
+        return l.get();
       }
     }
-    if (question_ == nullptr || asked_ || !question_->ready()) return;
-    asked_ =
-        question_->send(ask_master_, options_.connect_timeout, *this, tag_master, BootClock::now());
+    return nullptr;
+  }
+  std::uint32_t tag_of(const SentinelLink& l, std::uint32_t kind) const {
+    for (std::size_t i = 0; i < links_.size(); ++i) {
+      if (links_[i].get() == &l) return static_cast<std::uint32_t>(i) * tag_kinds + kind;
+    }
+    return kind;
+  }
+
+  // A round: every sentinel whose question connection is up is asked; the round ends when each
+  // has answered or failed (each question has a deadline). On the poll timer, on +switch-master
+  // and when a sentinel connects; one round at a time (another follows at once when asked for
+  // meanwhile).
+  void ask() {
+    if (closing_) return;
+    if (round_open_) {
+      again_ = true;
+      return;
+    }
+    poll_.start(static_cast<std::uint64_t>(poll_interval.count()));
+    round_open_ = true;
+    again_ = false;
+    const auto now = BootClock::now();
+    for (auto& l : links_) {
+      l->answer.reset();
+      l->failure.clear();
+      l->ask_when_ready = !l->question->ready() && l->first_connect;
+      l->asked = l->ask_when_ready || send_question(*l, now);
+    }
+    maybe_end_round(now);
+  }
+
+  bool send_question(SentinelLink& l, BootClock::time_point now) {
+    const bool sent = l.question->ready() && l.question->send(ask_master_, options_.connect_timeout,
+                                                              *this, tag_of(l, tag_master), now);
+    if (!sent) {
+      l.failure = l.question->last_error().empty() ? "not connected" : l.question->last_error();
+    }
+    return sent;
+  }
+
+  void maybe_end_round(BootClock::time_point at) {
+    if (!round_open_) return;
+    for (const auto& l : links_) {
+      if (l->asked) return;
+    }
+    round_open_ = false;
+    end_round(at);
+    if (again_) ask();
+  }
+
+  void end_round(BootClock::time_point at) {
+    std::vector<detail::SentinelAnswer> answers;
+    std::string silent;
+    for (const auto& l : links_) {
+      if (l->answer) {
+        answers.push_back(*l->answer);
+      } else {
+        silent += (silent.empty() ? "" : "; ") + ("sentinel " + l->name + ": " + l->failure);
+      }
+    }
+    if (answers.empty()) {
+      // No sentinel to ask: the master they last named stays (a sentinel outage is not the
+      // master's), as does any refusal.
+      resolve_error_ = silent;
+      host_.log(LogLevel::debug, name_ + ": " + resolve_error_);
+      return;
+    }
+    auto verdict = detail::agree_on_master(answers);
+    if (!verdict.master) {
+      std::string why = verdict.why;
+      if (answers.size() == 1 && links_.size() > 1)
+        why = "sentinel " + answers[0].sentinel + ": " + why;
+      refuse(answers.size() > 1 ? "no vote: " + why : why);
+      return;
+    }
+    on_master(*verdict.master, at);
+  }
+
+  // The last round named no master that can be used: no vote until one does. The current master
+  // stays connected (its answers are excluded) unless it is the one refused.
+  void refuse(std::string why) {
+    if (why != refusal_) host_.log(LogLevel::warning, name_ + ": " + why);
+    refusal_ = std::move(why);
+    resolve_error_ = refusal_;
+    waiting_.release([](const PendingCommands::Command&, Millis) { return false; });
   }
 
   // Connection::Listener (the sentinel connections)
   void on_connecting(Connection& c) override {
-    if (&c != question_) {
-      (void)c.send(subscribe_, Millis{10'000}, *this, tag_subscribe, BootClock::now());
+    bool events = false;
+    SentinelLink* l = link_of(c, events);
+    if (l == nullptr) return;
+    if (auth_) {
+      (void)c.send(auth_, options_.connect_timeout, *this,
+                   tag_of(*l, events ? tag_auth_events : tag_auth_question), BootClock::now());
+    }
+    if (events) {
+      (void)c.send(subscribe_, Millis{10'000}, *this, tag_of(*l, tag_subscribe), BootClock::now());
     }
   }
   void on_ready(Connection& c, const std::string&) override {
-    if (&c == question_) ask();
+    bool events = false;
+    SentinelLink* l = link_of(c, events);
+    if (l == nullptr || events) return;
+    l->first_connect = false;
+    if (l->ask_when_ready) {
+      l->ask_when_ready = false;
+      l->asked = send_question(*l, BootClock::now());
+      maybe_end_round(BootClock::now());
+    } else {
+      ask();
+    }
   }
   void on_dropped(Connection& c, const std::string& why, bool) override {
-    if (&c != question_) return;  // the subscription reconnects by itself
-    asked_ = false;               // its question failed with it
-    next_sentinel(why);
+    // Each connection reconnects by itself; a question that was out fails with it (on_result).
+    // Until a sentinel has answered, the reason a command waits for is the sentinels' failures.
+    bool events = false;
+    SentinelLink* l = link_of(c, events);
+    if (l == nullptr || events) return;
+    l->first_connect = false;
+    if (l->ask_when_ready) {  // this sentinel will not answer this round
+      l->ask_when_ready = false;
+      l->asked = false;
+      l->failure = why;
+      maybe_end_round(BootClock::now());
+    }
+    if (current() != nullptr || !refusal_.empty()) return;
+    std::string all;
+    for (const auto& other : links_) {
+      const std::string& e = other.get() == l ? why : other->question->last_error();
+      if (!e.empty()) all += (all.empty() ? "" : "; ") + ("sentinel " + other->name + ": " + e);
+    }
+    resolve_error_ = "no master known yet: " + all;
   }
   void on_closed(Connection& c) override {
-    for (auto& l : sentinel_links_) {
-      if (l.conn.get() == &c) l.closed = true;
+    for (auto& l : links_) {
+      if (l->question.get() == &c) l->question_closed = true;
+      if (l->events.get() == &c) l->events_closed = true;
     }
     finish_if_closed();
   }
@@ -289,25 +417,37 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     ask();
   }
 
-  // Sink: the answers to SENTINEL MASTER (and the subscription's confirmation).
+  // Sink: the answers to SENTINEL MASTER, AUTH (and the subscription's confirmation).
   void on_result(int, std::uint32_t tag, const Result& r) override {
-    if (tag != tag_master) return;
-    asked_ = false;
-    if (closing_) return;
+    const std::size_t i = tag / tag_kinds;
+    if (closing_ || i >= links_.size()) return;
+    SentinelLink& l = *links_[i];
+    if (tag % tag_kinds == tag_auth_question || tag % tag_kinds == tag_auth_events) {
+      if (r.kind == Result::Kind::reply && r.reply->is_error()) {
+        // What follows AUTH on that connection fails with it (a question: this sentinel did not
+        // answer); it reconnects after backoff.
+        auto& c = tag % tag_kinds == tag_auth_question ? l.question : l.events;
+        c->drop("AUTH to sentinel failed: " +
+                    detail::auth_error_text(r.reply->str, address_.sentinel_password),
+                Connection::Failure::refused);
+      }
+      return;
+    }
+    if (tag % tag_kinds != tag_master || !l.asked) return;
+    l.asked = false;
     if (r.kind != Result::Kind::reply) {
-      next_sentinel(r.kind == Result::Kind::timeout ? "SENTINEL MASTER timed out"
-                                                    : std::string(r.error));
-      return;
+      l.failure =
+          r.kind == Result::Kind::timeout ? "SENTINEL MASTER timed out" : std::string(r.error);
+    } else {
+      detail::SentinelAnswer a;
+      a.sentinel = l.name;
+      std::string error;
+      a.master = detail::parse_sentinel_master(*r.reply, error);
+      // "ERR No such master with that name", or an answer we cannot read: it names nobody.
+      if (!a.master) a.error = r.reply->is_error() ? r.reply->str : error;
+      l.answer = std::move(a);
     }
-    std::string error;
-    auto master = detail::parse_sentinel_master(*r.reply, error);
-    if (!master) {
-      // "ERR No such master with that name", or an answer we cannot read: another sentinel may
-      // know better.
-      next_sentinel(r.reply->is_error() ? r.reply->str : error);
-      return;
-    }
-    on_master(*master, r.at);
+    maybe_end_round(r.at);
   }
   void on_done() override {}
 
@@ -315,10 +455,19 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     const std::string addr = host_port(m.ip, m.port);
     Master* cur = current();
     if (cur != nullptr && cur->address == addr && m.config_epoch == config_epoch_) {
+      refusal_.clear();
       check_role(*cur);
       return;
     }
     const std::string old = cur != nullptr ? cur->address : std::string();
+    const auto trust =
+        detail::trust_discovered(address_, options_.tls, m.ip, static_cast<std::uint16_t>(m.port));
+    if (!trust.trusted) {
+      if (cur != nullptr) retire(*cur);
+      refuse("master named by the sentinels: " + trust.why_not);
+      return;
+    }
+    refusal_.clear();
     config_epoch_ = m.config_epoch;
     if (cur != nullptr && cur->address == addr) {
       // A failover and back between two questions (the epoch moved): the same server, promoted
@@ -348,8 +497,14 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     a.port = static_cast<std::uint16_t>(m.port);
     a.more_sentinels.clear();
     a.master_name.clear();
-    next->node =
-        make_standalone_node(loop_, *next, index_, transport_, a, options_, metrics_, next.get());
+    // TLS: the certificate must carry the name trust_discovered() chose, never one that only
+    // the sentinels supplied.
+    TransportMaker verified = [maker = transport_, name = trust.verify_name](const std::string&) {
+      return maker(name);
+    };
+    next->node = make_standalone_node(loop_, *next, index_,
+                                      trust.verify_name.empty() ? transport_ : verified, a,
+                                      options_, metrics_, next.get());
     masters_.push_back(std::move(next));
     Master& nm = *masters_.back();
     if (nm.switched) promoted(nm, "Sentinel failover to " + addr + " (was " + old + ")");
@@ -404,8 +559,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
 
   void finish_if_closed() {
     if (!closing_ || finished_) return;
-    for (const auto& l : sentinel_links_) {
-      if (!l.closed) return;
+    for (const auto& l : links_) {
+      if (!l->question_closed || !l->events_closed) return;
     }
     for (const auto& m : masters_) {
       if (!m->closed) return;
@@ -423,18 +578,17 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   const Options& options_;
   NodeMetrics* metrics_;
   std::shared_ptr<const Request> ask_master_, subscribe_;
-  std::vector<NodeAddress::Host> sentinels_;
-  std::size_t sentinel_ = 0;        // the one in use (modulo the count)
-  Connection* question_ = nullptr;  // its question connection
-  bool asked_ = false;              // a SENTINEL MASTER is out
-  std::size_t switches_this_interval_ = 0;
+  std::shared_ptr<const Request> auth_;  // to the sentinels; null without sentinel credentials
+  std::vector<std::unique_ptr<SentinelLink>> links_;  // one per sentinel, in the address's order
+  bool round_open_ = false;
+  bool again_ = false;           // another round was asked for while one was open
+  std::string refusal_;          // why the last round named no usable master; empty when it did
   long long config_epoch_ = -1;  // as last answered; -1: never
   std::string resolve_error_;
   detail::RestartGuard guard_;  // promotions only
   std::map<std::string, int> subscriptions_;
   bool closing_ = false;
   bool finished_ = false;
-  std::vector<SentinelLink> sentinel_links_;      // closed ones stay until the node goes
   std::vector<std::unique_ptr<Master>> masters_;  // the current one last
   Timer poll_;
   PendingCommands waiting_;  // commands sent before the first master was known

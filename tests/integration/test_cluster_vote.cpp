@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cluster_fixture.hpp"
 #include "common.hpp"
+#include "fake_node.hpp"
 #include "redlock/keys.hpp"
 #include "tls_fixture.hpp"
 
@@ -18,6 +20,7 @@ using namespace itest;
 using namespace redlock;
 using redlock::test::ClusterConfig;
 using redlock::test::ClusterFixture;
+using redlock::test::FakeNode;
 
 namespace {
 
@@ -584,4 +587,160 @@ TEST_CASE("cluster votes: a waiter is woken by the release, through any master")
   CHECK_MESSAGE(at - released < 1500ms,
                 "took " << ms_since(released) << " ms: it waited for its poll");
   CHECK(waiter.try_release(got.lock));
+}
+
+// --- trust in what the cluster says (core/trust.hpp) -------------------------------------------
+
+namespace {
+
+std::string bulk(const std::string& s) {
+  return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
+}
+
+// A master that says so (redis_like() answers INFO without a role).
+FakeNode::Responder fake_master(const std::string& run_id_char) {
+  auto base = FakeNode::redis_like();
+  return [base, run_id_char](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (!argv.empty() && argv[0] == "INFO") {
+      return bulk("# Server\r\nredis_version:7.0.15\r\nrun_id:" + std::string(40, run_id_char[0]) +
+                  "\r\nuptime_in_seconds:1000\r\n# Replication\r\nrole:master\r\nmaster_replid2:" +
+                  std::string(40, '0') + "\r\n");
+    }
+    return base(argv);
+  };
+}
+
+// A seed whose slot map gives every slot to `owner` (host:port), and which answers every key
+// command with MOVED to `moved_to` when set.
+FakeNode::Responder lying_seed(std::string owner_host, std::uint16_t owner_port,
+                               std::string moved_to) {
+  auto base = fake_master("a");
+  return [=](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (argv.size() >= 2 && argv[0] == "CLUSTER" && argv[1] == "SLOTS") {
+      return "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n" + bulk(owner_host) + ":" +
+             std::to_string(owner_port) + "\r\n" + bulk(std::string(40, 'e'));
+    }
+    static const std::set<std::string> handshake = {"AUTH",   "HELLO",  "INFO",   "PING",
+                                                    "CONFIG", "SCRIPT", "CLIENT", "SELECT"};
+    if (!moved_to.empty() && !argv.empty() && handshake.count(argv[0]) == 0) {
+      return "-MOVED 866 " + moved_to + "\r\n";
+    }
+    return base(argv);
+  };
+}
+
+bool saw(const FakeNode& n, const std::string& command) {
+  const auto cmds = n.commands();
+  return std::any_of(cmds.begin(), cmds.end(),
+                     [&](const auto& argv) { return !argv.empty() && argv[0] == command; });
+}
+
+}  // namespace
+
+TEST_CASE("cluster trust: a MOVED or slot-map address the user did not name gets nothing") {
+  FakeNode target(fake_master("b"), {}, 0, "127.0.0.2");  // not a host the address names
+  RedisCluster plain(2);
+  struct Case {
+    std::string what;
+    std::unique_ptr<FakeNode> seed;
+  };
+  std::vector<Case> cases;
+  {  // the seed owns every slot and redirects every key command to the target
+    auto seed = std::make_unique<FakeNode>(lying_seed("127.0.0.1", 0, target.address()));
+    const auto port = seed->port();
+    seed->set_responder(lying_seed("127.0.0.1", port, target.address()));
+    cases.push_back({"MOVED", std::move(seed)});
+  }
+  // the slot map itself names the target
+  cases.push_back(
+      {"CLUSTER SLOTS", std::make_unique<FakeNode>(lying_seed("127.0.0.2", target.port(), ""))});
+  for (auto& c : cases) {
+    CAPTURE(c.what);
+    const std::string vote = "redis+cluster://locker:s3cret@" + c.seed->address();
+    Client client(cluster_options(vote + "," + client_csv(plain)));
+    auto r = client.try_acquire({"trust-res"}, ttl_opts(10s));
+    REQUIRE_MESSAGE(r, r.message);  // the two plain nodes
+    REQUIRE(r.nodes.size() == 3);
+    CHECK(r.nodes[0].state != NodeState::ok);
+    // (pending when the plain nodes decided first: status waits for every vote)
+    auto st = client.status("trust-res");
+    CHECK_FALSE(st.nodes[0].value == r.lock.token());
+    const std::string why =
+        r.nodes[0].state == NodeState::pending ? st.nodes[0].detail : r.nodes[0].detail;
+    CHECK_MESSAGE(why.find(target.address()) != std::string::npos,
+                  why << " | state " << int(r.nodes[0].state) << " " << r.nodes[0].detail
+                      << " | status " << st.nodes[0].up << " " << st.nodes[0].detail);
+    CHECK_MESSAGE(why.find("allow") != std::string::npos, why);
+    CHECK(why.find("s3cret") == std::string::npos);
+    CHECK(client.try_release(r.lock));
+    CHECK(saw(*c.seed, "AUTH"));  // the seed is named: it gets the credentials
+    CHECK(target.connections_accepted() == 0);
+  }
+
+  // Allowed by the user: the target is logged into and votes.
+  const std::string vote = "redis+cluster://locker:s3cret@" + cases[0].seed->address();
+  Client allowed(cluster_options(vote + "?allow=127.0.0.0/8," + client_csv(plain)));
+  auto a = allowed.try_acquire({"trust-res-2"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(a, a.message);
+  CHECK(eventually([&] { return saw(target, "AUTH") && saw(target, "SET"); }));
+}
+
+TEST_CASE("cluster votes: one seed, killed: the vote asks the masters it knows for the map") {
+  ClusterFixture c(with_replicas());
+  const std::size_t seed = 0;  // seed_address() is the first running node: a master
+  REQUIRE(c.address(seed) == c.seed_address());
+  Options o = cluster_options(cluster_address(c));
+  o.restart_quarantine = 0ms;  // the promoted replica's answers count (not the subject here)
+  Client client(o);
+  // A key the seed serves: after the kill, only a fresh slot map finds its new master.
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    if (c.owner_of_key("seedkey-" + std::to_string(i)) == seed)
+      key = "seedkey-" + std::to_string(i);
+  }
+  auto r = client.try_acquire({key}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(client.try_release(r.lock));
+
+  const auto promoted = c.kill_master_and_wait_failover(seed);
+  AcquireResult after;
+  CHECK_MESSAGE(eventually(
+                    [&] {
+                      after = client.try_acquire({key}, ttl_opts(10s));
+                      return bool(after);
+                    },
+                    20s),
+                after.message);
+  if (after) {
+    CHECK(value_on_owner(c, key) == after.lock.token());
+    CHECK(c.owner_of_key(key) == promoted);
+    CHECK(client.try_release(after.lock));
+  }
+}
+
+TEST_CASE("cluster votes over TLS: every master's certificate must carry the fixed name") {
+  redlock::test::TlsFixture tls;  // the server certificate names 127.0.0.1 and localhost
+  ClusterConfig cc = masters_only();
+  cc.server.tls = tls.server_options("no");
+  cc.server.tls->cluster = true;
+  ClusterFixture c(cc);
+  // The slot map names 127.0.0.1: checked against localhost, the name the user gave.
+  Options good =
+      cluster_options(cluster_address(c, "rediss+cluster://") + "?verify_name=localhost");
+  good.tls.ca_file = tls.ca_cert();
+  Client client(good);
+  auto r = client.try_acquire({"tls-fixed"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(client.try_release(r.lock));
+
+  Options wrong =
+      cluster_options(cluster_address(c, "rediss+cluster://") + "?verify_name=other.example");
+  wrong.tls.ca_file = tls.ca_cert();
+  Client w(wrong);
+  auto b = w.try_acquire({"tls-fixed"}, ttl_opts(10s));
+  CHECK_FALSE(b);
+  REQUIRE(b.nodes.size() == 1);
+  CHECK_MESSAGE(b.nodes[0].detail.find("certificate verify failed") != std::string::npos,
+                b.nodes[0].detail);
+  CHECK(absent_everywhere(c, "tls-fixed"));
 }

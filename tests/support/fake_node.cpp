@@ -184,15 +184,21 @@ struct FakeNode::Connection {
   bool dead = false;
 };
 
-FakeNode::FakeNode(Responder responder, std::chrono::milliseconds delay, std::uint16_t port)
-    : responder_(std::make_shared<const Responder>(std::move(responder))), delay_(delay) {
+FakeNode::FakeNode(Responder responder, std::chrono::milliseconds delay, std::uint16_t port,
+                   std::string host)
+    : host_(std::move(host)),
+      responder_(std::make_shared<const Responder>(std::move(responder))),
+      delay_(delay) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw std::system_error(errno, std::generic_category(), "FakeNode socket");
   const int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, host_.c_str(), &addr.sin_addr) != 1) {
+    ::close(listen_fd_);
+    throw std::system_error(EINVAL, std::generic_category(), "FakeNode host " + host_);
+  }
   addr.sin_port = htons(port);
   socklen_t len = sizeof addr;
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
@@ -202,7 +208,7 @@ FakeNode::FakeNode(Responder responder, std::chrono::milliseconds delay, std::ui
     const int e = errno;
     ::close(listen_fd_);
     throw std::system_error(e, std::generic_category(),
-                            "FakeNode listen on 127.0.0.1:" + std::to_string(port));
+                            "FakeNode listen on " + host_ + ":" + std::to_string(port));
   }
   port_ = ntohs(addr.sin_port);
   thread_ = std::thread([this] { run(); });
@@ -217,7 +223,7 @@ FakeNode::~FakeNode() {
   ::close(wake_pipe_[1]);
 }
 
-std::string FakeNode::address() const { return "127.0.0.1:" + std::to_string(port_); }
+std::string FakeNode::address() const { return host_ + ":" + std::to_string(port_); }
 
 std::size_t FakeNode::commands_seen() const {
   const std::lock_guard<std::mutex> lock(mu_);

@@ -33,11 +33,12 @@ class FakeNode {
   // ignores anything else the client sent on it.
   using Responder = std::function<std::optional<std::string>(const std::vector<std::string>& argv)>;
 
-  // Listens on 127.0.0.1:port (0: a kernel-chosen free port). Each reply is sent `delay` after its
-  // request arrived, in order. Throws std::system_error if it cannot listen. A fixed port (e.g.
-  // that of a killed RedisServer) lets a fake take over a real node's address.
+  // Listens on host:port (0: a kernel-chosen free port; host an IPv4 literal, another loopback
+  // address such as 127.0.0.2 for a server on an address the client was not given). Each reply is
+  // sent `delay` after its request arrived, in order. Throws std::system_error if it cannot listen.
+  // A fixed port (e.g. that of a killed RedisServer) lets a fake take over a real node's address.
   explicit FakeNode(Responder responder, std::chrono::milliseconds delay = {},
-                    std::uint16_t port = 0);
+                    std::uint16_t port = 0, std::string host = "127.0.0.1");
   ~FakeNode();  // stops the thread, closes all sockets. Never throws.
 
   FakeNode(const FakeNode&) = delete;
@@ -46,7 +47,7 @@ class FakeNode {
   FakeNode& operator=(FakeNode&&) = delete;
 
   [[nodiscard]] std::uint16_t port() const { return port_; }
-  [[nodiscard]] std::string address() const;  // "127.0.0.1:PORT"
+  [[nodiscard]] std::string address() const;  // "HOST:PORT"
 
   // All thread-safe.
   [[nodiscard]] std::size_t commands_seen() const;
@@ -82,6 +83,7 @@ class FakeNode {
                       std::chrono::steady_clock::time_point arrived);
   void wake();
 
+  std::string host_;
   std::uint16_t port_ = 0;
   int listen_fd_ = -1;
   int wake_pipe_[2] = {-1, -1};
