@@ -146,10 +146,18 @@ struct Options {
   std::vector<NodeAddress> nodes;  // N independent masters; quorum is N/2+1
   TlsOptions tls;
 
-  Millis node_timeout{50};      // per-command deadline on each node; keep it << ttl
-  Millis connect_timeout{250};  // deadline for a TCP/unix connect
-  Millis reconnect_min{50};     // reconnect backoff: first delay ...
-  Millis reconnect_max{2000};   // ... doubling up to this
+  Millis node_timeout{50};  // per-command deadline on each node; keep it << ttl
+  // Deadline for resolving, connecting and the TLS handshake. A name with several addresses
+  // gets them all within it: the next address is tried beside the previous one after a quarter
+  // of it (at most 250 ms; RFC 8305, Happy Eyeballs), and one that did not connect goes last the
+  // next time.
+  Millis connect_timeout{250};
+  // Reconnect backoff: the first wait after a failure, doubling up to reconnect_max; each wait is
+  // drawn from [half, all] of it. It starts over only after a handshake the server answered
+  // (AUTH, SELECT, ...). A server that refuses the connection (wrong password, ACL, SELECT,
+  // maxclients) is asked again only after reconnect_max.
+  Millis reconnect_min{50};
+  Millis reconnect_max{2000};
 
   double drift_factor = 0.01;  // drift = ttl * drift_factor + 2 ms
   Millis min_validity{0};      // success needs validity > min_validity

@@ -441,6 +441,32 @@ static_assert(std::size(bodies) == script_count());
 
 std::string_view script_body(ScriptId id) { return bodies[static_cast<std::size_t>(id)]; }
 
+bool safe_to_run_late(ScriptId id) {
+  switch (id) {
+    case ScriptId::release:
+    case ScriptId::release_multi:
+    case ScriptId::release_read:
+    case ScriptId::fair_rollback:  // (only where the lock key is still its token)
+    case ScriptId::extend:
+    case ScriptId::extend_multi:
+    case ScriptId::extend_read:
+    case ScriptId::status:
+    case ScriptId::fence_raise:
+      return true;
+    case ScriptId::acquire_multi:
+    case ScriptId::acquire_fenced:
+    case ScriptId::acquire_read:
+    case ScriptId::acquire_write:
+    case ScriptId::ticket_take:
+    case ScriptId::acquire_fair:
+    case ScriptId::fair_leave:  // (by waiter id, which a later ticket_take may bring back)
+    case ScriptId::mark_waiting:
+    case ScriptId::count_:
+      return false;
+  }
+  return false;
+}
+
 namespace {
 
 // "/<serial>" at the end of a grant: the serial (> 0, at most 19 digits) and where it starts.

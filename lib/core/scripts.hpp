@@ -58,6 +58,15 @@ struct WakeName {
 };
 [[nodiscard]] WakeName parse_wake_message(std::string_view message);
 
+// Whether a call of `id` may run later than it was sent, after commands sent behind it, without
+// harm: it acts only where a key still carries the caller's own token (releases, rollbacks,
+// extends), or it only reads, or it only raises a counter to a floor. A token is never reused
+// and the command that set it was sent before, so nothing that runs in between makes such a call
+// do what its sender did not mean. The others (acquires, queue and mark changes) create state: a
+// release sent behind one must not run before it (net::Connection keeps them in order after a
+// NOSCRIPT).
+[[nodiscard]] bool safe_to_run_late(ScriptId id);
+
 // The Lua source of a script (its SHA-1, what EVALSHA names, is net::script_sha()).
 [[nodiscard]] std::string_view script_body(ScriptId id);
 [[nodiscard]] constexpr std::size_t script_count() {

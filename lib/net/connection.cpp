@@ -8,6 +8,7 @@
 #include "net/connection.hpp"
 
 #include <algorithm>
+#include <span>
 
 #include "net/resp.hpp"
 
@@ -19,6 +20,32 @@ std::chrono::microseconds latency(BootClock::time_point sent, BootClock::time_po
 }
 
 std::uint64_t ms(Millis d) { return static_cast<std::uint64_t>(d.count()); }
+
+// RFC 8305's Connection Attempt Delay: how long an attempt has alone before the next address's
+// starts beside it. 250 ms as curl and Go, but a quarter of the connect deadline when that is
+// shorter (the library's default deadline is 250 ms), so that several addresses fit in it.
+Millis attempt_delay(Millis connect_timeout) {
+  return std::clamp(connect_timeout / 4, Millis{10}, Millis{250});
+}
+
+// The indices of `addrs` in the order to try them: from `first` on (wrapping), the address
+// families interleaved, the first one's family first (RFC 8305, section 4), so that a family that
+// drops packets costs one attempt delay per address, not a whole connect deadline.
+std::vector<std::size_t> connect_order(const std::vector<SocketAddress>& addrs, std::size_t first) {
+  const std::size_t n = addrs.size();
+  std::vector<std::size_t> same, other;
+  const auto family = addrs[first % n].get()->sa_family;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (first + k) % n;
+    (addrs[i].get()->sa_family == family ? same : other).push_back(i);
+  }
+  std::vector<std::size_t> order;
+  for (std::size_t k = 0; k < std::max(same.size(), other.size()); ++k) {
+    if (k < same.size()) order.push_back(same[k]);
+    if (k < other.size()) order.push_back(other[k]);
+  }
+  return order;
+}
 
 }  // namespace
 
@@ -32,21 +59,29 @@ Connection::Connection(uv_loop_t* loop, Listener& listener, int node, Endpoint e
       settings_(settings),
       deadline_timer_(loop, [this] { expire_commands(); }),
       retry_timer_(loop, [this] { on_retry_timer(); }),
+      attempt_timer_(loop, [this] { start_attempt(); }),
       flusher_(loop, [this] { flush(); }),
-      backoff_(settings.reconnect_min) {}
+      backoff_(settings.reconnect_min),
+      jitter_(std::random_device{}()) {}
 
 Connection::~Connection() {
   resolver_.cancel();
   transport_.reset();
   socket_.reset();
+  attempts_.clear();
 }
 
 void Connection::start() {
   if (state_ != State::idle && state_ != State::backoff) return;
   state_ = State::resolving;
   retry_timer_.start(ms(settings_.connect_timeout));
-  // What the listener queues now goes out first on the new connection.
+  handshake_left_ = 0;
+  handshake_done_ = false;
+  handshake_error_ = false;
+  // What the listener queues now goes out first on the new connection: its handshake.
+  in_on_connecting_ = true;
   listener_.on_connecting(*this);
+  in_on_connecting_ = false;
   if (state_ != State::resolving) return;
   resolver_.start(loop_, endpoint_, [this](std::vector<SocketAddress> a, std::string err) {
     on_resolved(std::move(a), std::move(err));
@@ -59,49 +94,70 @@ void Connection::on_resolved(std::vector<SocketAddress> addrs, std::string error
     drop(error);
     return;
   }
-  addrs_ = std::move(addrs);
+  addrs_.clear();
+  resolved_order_ = connect_order(addrs, first_addr_);
+  for (std::size_t i : resolved_order_) addrs_.push_back(addrs[i]);
   next_addr_ = 0;
   connect_errors_.clear();
-  connect_next();
+  state_ = State::connecting;
+  start_attempt();
 }
 
-void Connection::connect_next() {
+// The next address's connect, beside those still in progress (Happy Eyeballs, RFC 8305): when the
+// attempt delay has passed, or at once when an attempt has failed.
+void Connection::start_attempt() {
+  if (state_ != State::connecting) return;
   while (next_addr_ < addrs_.size()) {
     std::string err;
-    socket_ = Socket::connect(
-        loop_, addrs_[next_addr_++], [this](int status, int events) { on_socket(status, events); },
-        err);
-    if (socket_) {
-      state_ = State::connecting;
-      socket_->watch(UV_WRITABLE);  // a non-blocking connect completes on writability
+    const std::uint64_t id = ++attempt_ids_;
+    auto socket = Socket::connect(
+        loop_, addrs_[next_addr_++],
+        [this, id](int status, int events) { on_attempt(id, status, events); }, err);
+    if (socket) {
+      socket->watch(UV_WRITABLE);  // a non-blocking connect completes on writability
+      attempts_.push_back({std::move(socket), id, next_addr_ - 1});
+      if (next_addr_ < addrs_.size())
+        attempt_timer_.start(ms(attempt_delay(settings_.connect_timeout)));
       return;
     }
     connect_errors_ += (connect_errors_.empty() ? "" : "; ") + err;
   }
-  drop(connect_errors_.empty() ? std::string("connect failed") : connect_errors_);
+  if (attempts_.empty()) {
+    drop(connect_errors_.empty() ? std::string("connect failed") : connect_errors_);
+  }
+}
+
+void Connection::on_attempt(std::uint64_t id, int status, int events) {
+  if (state_ != State::connecting) {
+    // The winner's socket: its events are the connection's from now on.
+    if (socket_) on_socket(status, events);
+    return;
+  }
+  const auto it = std::find_if(attempts_.begin(), attempts_.end(),
+                               [id](const Attempt& a) { return a.id == id; });
+  if (it == attempts_.end()) return;
+  std::string err = it->socket->connect_error();
+  if (err.empty() && status < 0) err = uv_strerror(status);
+  if (!err.empty()) {
+    connect_errors_ += (connect_errors_.empty() ? "" : "; ") + err;
+    attempts_.erase(it);
+    attempt_timer_.stop();
+    start_attempt();  // the next address at once (or the drop, when none is left)
+    return;
+  }
+  if ((events & UV_WRITABLE) == 0) return;
+  // Connected: the others are given up, and the next connect tries this address first.
+  first_addr_ = resolved_order_[it->address];
+  socket_ = std::move(it->socket);
+  attempts_.clear();
+  attempt_timer_.stop();
+  transport_ = factory_->wrap(socket_->fd());
+  state_ = State::handshaking;
+  continue_handshake();
 }
 
 void Connection::on_socket(int status, int events) {
   switch (state_) {
-    case State::connecting: {
-      std::string err = socket_->connect_error();
-      if (err.empty() && status < 0) err = uv_strerror(status);
-      if (!err.empty()) {
-        connect_errors_ += (connect_errors_.empty() ? "" : "; ") + err;
-        socket_.reset();
-        if (next_addr_ < addrs_.size()) {
-          connect_next();
-        } else {
-          drop(connect_errors_);
-        }
-        return;
-      }
-      if ((events & UV_WRITABLE) == 0) return;
-      transport_ = factory_->wrap(socket_->fd());
-      state_ = State::handshaking;
-      continue_handshake();
-      return;
-    }
     case State::handshaking:
       continue_handshake();
       return;
@@ -110,9 +166,10 @@ void Connection::on_socket(int status, int events) {
       // On an error status libuv has stopped watching: a read or write now meets the socket's
       // error (and drops the connection with its text).
       // A TLS transport may need to write to read on, or read to write on: whichever way the
-      // socket became ready, both directions get their turn.
+      // socket became ready, both directions get their turn (a blocked write is tried again
+      // after every read: it may have been waiting for what the read took in).
       const auto gen = generation_;
-      if (status < 0 || (events & UV_READABLE) || transport_->wants_write()) on_readable();
+      if (status < 0 || (events & UV_READABLE) || read_waits_writable_) on_readable();
       if (gen != generation_) return;
       if (status < 0 || (events & UV_WRITABLE) || write_blocked_) flush();
       if (gen != generation_) return;
@@ -146,6 +203,7 @@ void Connection::become_ready() {
   last_failure_ = Failure::down;
   retry_timer_.stop();
   write_blocked_ = false;
+  read_waits_writable_ = false;
   update_watch();
   const auto gen = generation_;
   listener_.on_ready(*this, transport_->established());
@@ -153,9 +211,13 @@ void Connection::become_ready() {
   flush();  // what was queued while connecting (the listener's handshake first)
 }
 
+// Writability is watched only while something waits for it: a write that met a full socket
+// buffer, or a TLS read that must write first. A TLS write that must read first (a renegotiation,
+// a key update) waits for readability: watching writability then, as a full buffer would, woke the
+// loop on every turn (the socket is writable) to try the same write again: a busy spin.
 void Connection::update_watch() {
   if (!socket_) return;
-  const bool want_write = write_blocked_ || (transport_ && transport_->wants_write());
+  const bool want_write = (write_blocked_ && write_waits_writable_) || read_waits_writable_;
   socket_->watch(UV_READABLE | (want_write ? UV_WRITABLE : 0));
 }
 
@@ -168,7 +230,9 @@ void Connection::flush() {
         out_sent_ += io.bytes;
         break;
       case Transport::Status::again:
-        write_blocked_ = true;  // the socket buffer is full: wait for writability
+        // The socket buffer is full (wait for writability), or TLS must read first.
+        write_blocked_ = true;
+        write_waits_writable_ = transport_->wants_write();
         update_watch();
         return;
       case Transport::Status::closed:
@@ -198,7 +262,8 @@ void Connection::on_readable() {
     const auto io = transport_->read(in_, sizeof in_);
     switch (io.status) {
       case Transport::Status::again:
-        update_watch();  // a TLS read may wait for writability
+        read_waits_writable_ = transport_->wants_write();  // TLS may have to write first
+        update_watch();
         return;
       case Transport::Status::closed:
         drop("connection closed by the server");
@@ -242,16 +307,18 @@ bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout,
   // told "timeout" on the next loop turn instead of waiting once more.
   if (!inflight_.empty() && inflight_.front().timed_out) deadline = uv_now(loop_);
   out_ += req->wire;  // encoded once for every node of the round
-  queue(req, sink, tag, sent, deadline, false, false);
+  queue(req, sink, tag, sent, deadline, false, false, in_on_connecting_);
   return true;
 }
 
 void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
                        BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered,
-                       bool retried) {
+                       bool retried, bool handshake) {
   InFlight f{&sink, tag, sent, deadline_ms, req->command.script ? req : nullptr};
   f.delivered = delivered;
   f.retried = retried;
+  f.handshake = handshake;
+  if (handshake) ++handshake_left_;
   inflight_.push_back(std::move(f));
   if (state_ == State::ready || state_ == State::draining) flusher_.schedule();
   // Re-arm when this deadline is earlier than what the timer waits for.
@@ -272,18 +339,63 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
   InFlight f = std::move(inflight_.front());
   inflight_.pop_front();
   if (settled_ > 0) --settled_;
-  backoff_ = settings_.reconnect_min;  // the server answers: reconnect quickly next time
-  if (f.script && !f.retried && reply.is_error() && reply.str.starts_with("NOSCRIPT")) {
+  if (f.script && !f.retried && reply.is_error() && reply.str.starts_with("NOSCRIPT") &&
+      retry_keeps_order(f)) {
     // The script cache was flushed (SCRIPT FLUSH, restart): the script did not run, so the same
     // call with EVAL is safe. It keeps its deadline, delivery state and sink (still exactly one
     // on_result() and one on_done()).
     resp::append_command(out_, f.script->command, resp::ScriptForm::eval);
-    queue(f.script, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, true);
+    queue(f.script, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, true, f.handshake);
+    if (f.handshake) --handshake_left_;  // counted again for the retry
     return;
   }
+  if (f.handshake) {
+    --handshake_left_;
+    handshake_error_ = handshake_error_ || reply.is_error();
+  }
+  const auto gen = generation_;
   deliver(f, Result{Result::Kind::reply, &reply, {}, latency(f.sent, at), at, {}});
   f.sink->on_done();
+  if (gen != generation_) return;  // dropped or closed from the callback
+  if (state_ == State::ready && handshake_left_ == 0 && !handshake_done_) {
+    // A good handshake (with none, the first answer): the next reconnect may be quick again.
+    handshake_done_ = true;
+    backoff_ = settings_.reconnect_min;
+  }
   if (state_ == State::draining && inflight_.empty()) finish_close();
+}
+
+// After NOSCRIPT, the EVAL retry goes out behind every command sent after the call, and the
+// server runs those first. That is harmless unless one of them touches the call's keys: a
+// rollback sent behind its own acquire (the round was decided before this node answered) would
+// run first and find nothing (another client's EVAL of the same script can have reloaded the
+// rollback's script into the shared cache while the acquire's was still missing), and the
+// acquire's retry would then set a key that nobody releases before its ttl. Holding back every
+// command to a key behind an unanswered script call would keep the order too, but a rollback held
+// behind an acquire to a paused server would then never leave the client (sent at once, it waits
+// in the server's socket and runs right after the acquire when the server resumes). So the retry
+// is made only where it keeps the order that matters: no command sent after the call touches its
+// keys, or the call is one that may run late (core/scripts.hpp: it acts only where its own token
+// is, and no later command re-creates a token). Otherwise the NOSCRIPT stands as the call's
+// answer: the script did not run (no vote, nothing to undo), and the commands after it saw the
+// state their senders expected. (Plain commands carry no key list; none of them undoes a script
+// call but the ZREM that takes a waiter off its mark, whose retried mark_waiting then lives out
+// its ttl.)
+bool Connection::retry_keeps_order(const InFlight& f) const {
+  const detail::Command& call = f.script->command;
+  if (detail::safe_to_run_late(*call.script)) return true;
+  const auto keys_of = [](const detail::Command& c) {
+    return std::span(c.args.data(),
+                     static_cast<std::size_t>(std::clamp<int>(c.numkeys, 0, int(c.args.size()))));
+  };
+  const auto mine = keys_of(call);
+  for (const InFlight& later : inflight_) {
+    if (!later.script) continue;
+    for (const auto& key : keys_of(later.script->command)) {
+      if (std::find(mine.begin(), mine.end(), key) != mine.end()) return false;
+    }
+  }
+  return true;
 }
 
 void Connection::deliver(InFlight& f, const Result& r) {
@@ -387,31 +499,59 @@ void Connection::fail_all(std::string_view why_view, Result::Kind kind) {
   }
 }
 
+// Every state change happens before any callback, and after each callback the connection looks
+// at its state again: a listener may close() it from on_dropped() (a sentinel or cluster node
+// whose discovery connection failed moves to the next server), a sink from on_result(). Calling
+// on_dropped() first and setting the state afterwards used to undo such a close(): the state
+// became `backoff` again and the reconnect timer restarted, so the connection reconnected forever
+// with nobody to close it, one more per failed question until the process ran out of fds.
 void Connection::drop(std::string why, Failure failure) {
-  if (state_ == State::closed || state_ == State::idle) return;
+  // Nothing to drop when not started, closed, or dropped already and waiting to reconnect.
+  if (state_ == State::closed || state_ == State::idle || state_ == State::backoff) return;
   ++generation_;
   last_error_ = why;
   last_failure_ = failure;
   const bool closing = state_ == State::draining;
   const bool was_ready = state_ == State::ready || closing;
+  const bool connect_failed = state_ == State::connecting;
+  // Refused: by the listener's word (AUTH, SELECT), or a server that answered the handshake with
+  // an error and hung up before the rest (maxclients).
+  const bool refused = failure == Failure::refused || (!handshake_done_ && handshake_error_);
   resolver_.cancel();
+  attempts_.clear();
+  attempt_timer_.stop();
   transport_.reset();
   socket_.reset();
   reader_.reset();
   out_.clear();
   out_sent_ = 0;
   write_blocked_ = false;
-  listener_.on_dropped(*this, why, was_ready);
+  read_waits_writable_ = false;
   if (closing) {
     finish_close();
+    listener_.on_dropped(*this, why, was_ready);
     return;
   }
+  // An address that did not connect goes last the next time.
+  if (connect_failed) first_addr_ = resolved_order_.front() + 1;
   // Before failing the commands: those their callbacks send now must be refused, not queued on a
   // connection that is gone.
   state_ = State::backoff;
-  retry_timer_.start(ms(backoff_));
-  backoff_ = std::min(backoff_ * 2, settings_.reconnect_max);
+  schedule_reconnect(refused);
+  const auto gen = generation_;
   fail_all(why, failure == Failure::refused ? Result::Kind::refused : Result::Kind::down);
+  if (gen != generation_) return;  // closed by a sink
+  listener_.on_dropped(*this, why, was_ready);
+}
+
+// Waits `backoff_` (reconnect_max after a refusal), drawn from [half, all] of it, and doubles it
+// for the next time (up to reconnect_max): a good handshake sets it back to reconnect_min.
+void Connection::schedule_reconnect(bool refused) {
+  const Millis wait = refused ? settings_.reconnect_max : backoff_;
+  const auto half = static_cast<std::uint64_t>(wait.count()) / 2;
+  std::uniform_int_distribution<std::uint64_t> jitter(0, half);
+  retry_timer_.start(static_cast<std::uint64_t>(wait.count()) - jitter(jitter_));
+  backoff_ = std::min(wait * 2, settings_.reconnect_max);
 }
 
 void Connection::on_retry_timer() {
@@ -455,14 +595,17 @@ void Connection::close() {
 }
 
 void Connection::finish_close() {
+  if (state_ == State::closed) return;
   state_ = State::closed;
   last_error_ = "shutting down";
   ++generation_;
   resolver_.cancel();
+  attempts_.clear();
   transport_.reset();
   socket_.reset();
   fail_all(last_error_);
   deadline_timer_.close();
+  attempt_timer_.close();
   flusher_.close();
   // Told from libuv's close phase, on a clean stack: the listener may free everything then.
   retry_timer_.close([this] { listener_.on_closed(*this); });

@@ -2,8 +2,19 @@
 // One connection to one server: a long-lived handle in libuv's sense. It owns its socket (a
 // uv_poll_t on an fd of its own: see connection.cpp for why not uv_tcp_t), writes RESP it encodes
 // itself, reads into one reused buffer, and parses with net::Reader. It resolves names off the
-// loop, connects without blocking, reconnects with capped backoff, and gives every command a
-// deadline.
+// loop, connects without blocking (to every address of a name in turn, Happy Eyeballs style),
+// reconnects with capped, jittered backoff, and gives every command a deadline.
+//
+// Reconnect backoff: a failed connection waits reconnect_min, doubling up to reconnect_max, each
+// wait drawn from [half, all] of it so that clients that lost a server together do not come back
+// together. It starts again from reconnect_min only after a good handshake: the server answered
+// every command the listener queued in on_connecting() and the listener kept the connection (it
+// drops it, Failure::refused, when an answer refuses us). A refusal (that, or a server that
+// answers a handshake command with an error and hangs up: maxclients) waits reconnect_max at once:
+// retrying sooner cannot help, and every attempt costs the server a connection and an AUTH.
+//
+// Listener and sink callbacks may call close() (or drop()) on this connection from inside them;
+// the connection checks its state after every callback it makes.
 //
 // Callback contract (as hiredis's): for every command send() accepted, the sink's on_result()
 // runs exactly once (a reply, a timeout, or "down" when the connection is lost), and then
@@ -18,6 +29,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,11 +70,15 @@ class Sink {
 };
 
 struct ConnectionSettings {
-  Millis connect_timeout{250};  // resolve + connect + transport handshake
-  Millis reconnect_min{50};     // backoff after a failure, doubling ...
-  Millis reconnect_max{2000};   // ... up to this
-  Millis stall_limit{1000};     // no answer to the oldest command for this long: reconnect
-  Millis drain_limit{100};      // close(): how long queued commands may still be answered
+  // Resolve + connect + transport handshake. A name with several addresses gets them all within
+  // it: the next address's attempt starts when the previous one has failed, or after a quarter of
+  // this (at most 250 ms, RFC 8305's Connection Attempt Delay) without giving up on it; the first
+  // to connect is used. An address that did not connect in time goes last the next time.
+  Millis connect_timeout{250};
+  Millis reconnect_min{50};    // backoff after a failure, doubling ...
+  Millis reconnect_max{2000};  // ... up to this
+  Millis stall_limit{1000};    // no answer to the oldest command for this long: reconnect
+  Millis drain_limit{100};     // close(): how long queued commands may still be answered
 };
 
 class Connection {
@@ -70,12 +86,14 @@ class Connection {
   class Listener {
    public:
     // A new connection is starting: queue what must run before every other command (AUTH, ...).
+    // These commands are the handshake (see the backoff above): drop the connection with
+    // Failure::refused when one of their answers means this server will not serve us.
     virtual void on_connecting(Connection& c) = 0;
     // Connected, and the transport's handshake is done (`established`: what the transport says
     // of it, e.g. "TLSv1.3, session resumed"; empty for plain sockets).
     virtual void on_ready(Connection& c, const std::string& established) = 0;
     // The connection failed (`was_ready` false) or was lost; it reconnects on its own (after
-    // backoff).
+    // backoff). Its commands have been failed already. The listener may close() it here.
     virtual void on_dropped(Connection& c, const std::string& why, bool was_ready) = 0;
     // close() has finished.
     virtual void on_closed(Connection& c) = 0;
@@ -110,8 +128,9 @@ class Connection {
   void drop(std::string why, Failure failure = Failure::down);
 
   // Queues `req` (a script call goes out as EVALSHA; on NOSCRIPT once more as EVAL, which is safe:
-  // the script did not run). `timeout` is its deadline, counted from the loop's time (callers of
-  // a round update it once: uv_update_time); `sent` is the caller's clock reading for latencies.
+  // the script did not run, unless that would put it behind a later command on its keys: see
+  // handle_reply). `timeout` is its deadline, counted from the loop's time (callers of a round
+  // update it once: uv_update_time); `sent` is the caller's clock reading for latencies.
   // False when not connected or connecting.
   bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent);
@@ -134,10 +153,19 @@ class Connection {
     bool delivered = false;                 // its caller was told (reply, timeout or down)
     bool retried = false;                   // the EVAL retry after NOSCRIPT
     bool timed_out = false;                 // told "timeout"; the answer is still awaited
+    bool handshake = false;                 // queued by the listener's on_connecting()
   };
 
-  void connect_next();
+  // One connect in progress to one of the name's addresses (Happy Eyeballs: several at once).
+  struct Attempt {
+    std::unique_ptr<Socket> socket;
+    std::uint64_t id;
+    std::size_t address;  // index into addrs_
+  };
+
   void on_resolved(std::vector<SocketAddress> addrs, std::string error);
+  void start_attempt();
+  void on_attempt(std::uint64_t id, int status, int events);
   void on_socket(int status, int events);
   void continue_handshake();
   void become_ready();
@@ -145,13 +173,15 @@ class Connection {
   void flush();
   void update_watch();
   void fail_all(std::string_view why, Result::Kind kind = Result::Kind::down);
-  void schedule_reconnect();
+  void schedule_reconnect(bool refused);
   void on_retry_timer();
   void finish_close();
 
   void queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
-             BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered, bool retried);
+             BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered, bool retried,
+             bool handshake);
   void handle_reply(const detail::Reply& reply, BootClock::time_point at);
+  [[nodiscard]] bool retry_keeps_order(const InFlight& f) const;
   void deliver(InFlight& f, const Result& r);
   [[nodiscard]] std::uint64_t deadline_after(Millis timeout);
   [[nodiscard]] std::size_t first_unsettled();
@@ -168,19 +198,33 @@ class Connection {
 
   State state_ = State::idle;
   Resolver resolver_;
-  std::vector<SocketAddress> addrs_;
-  std::size_t next_addr_ = 0;
+  std::vector<SocketAddress> addrs_;         // of this connect, in the order they are tried
+  std::vector<std::size_t> resolved_order_;  // their places in the resolver's answer
+  std::size_t next_addr_ = 0;                // the next one to start an attempt on
+  std::vector<Attempt> attempts_;            // connects in progress
+  std::uint64_t attempt_ids_ = 0;
+  // Where in the resolver's list the next connect starts: the address that connected last time,
+  // or past the one that failed (a blackholed first address must not eat every connect_timeout).
+  std::size_t first_addr_ = 0;
   std::string connect_errors_;  // of the addresses tried so far
   std::unique_ptr<Socket> socket_;
   std::unique_ptr<Transport> transport_;
-  std::uint64_t generation_ =
-      0;  // grows with every drop: a callback can tell it was dropped under it
+  // Grows with every drop and close: a callback can tell the connection went away under it.
+  std::uint64_t generation_ = 0;
 
   Reader reader_;
-  std::string out_;             // encoded, not yet written
-  std::size_t out_sent_ = 0;    // bytes of out_ already written
-  bool write_blocked_ = false;  // the last write met a full socket buffer
+  std::string out_;                    // encoded, not yet written
+  std::size_t out_sent_ = 0;           // bytes of out_ already written
+  bool write_blocked_ = false;         // the last write could not finish ...
+  bool write_waits_writable_ = false;  // ... until the socket is writable (else: readable, TLS)
+  bool read_waits_writable_ = false;   // the last read waits for writability (TLS)
   char in_[16 * 1024];
+
+  // The handshake of this connection (see the top of this file).
+  bool in_on_connecting_ = false;   // what is sent now is the handshake
+  std::size_t handshake_left_ = 0;  // its commands not answered yet
+  bool handshake_done_ = false;     // all answered, the connection kept: the backoff starts over
+  bool handshake_error_ = false;    // one was answered with an error
 
   std::deque<InFlight> inflight_;
   // inflight_[0, settled_) have had on_result(): on a stalled server (thousands of timed-out
@@ -190,8 +234,10 @@ class Connection {
 
   Timer deadline_timer_;  // per-command deadlines
   Timer retry_timer_;     // connect deadline, reconnect backoff, drain limit
+  Timer attempt_timer_;   // the next address's connect attempt
   Prepare flusher_;       // writes once per loop turn
-  Millis backoff_;
+  Millis backoff_;        // the next reconnect waits up to this
+  std::minstd_rand jitter_;
   std::string last_error_;
   Failure last_failure_ = Failure::down;
   NodeMetrics* metrics_ = nullptr;

@@ -29,6 +29,26 @@ std::string openssl_errors() {
   return out;
 }
 
+// OpenSSL keeps one error queue per thread, and an Engine shares its loop's thread with the
+// application, which may use OpenSSL too: every entry point here starts with an empty queue
+// (SSL_get_error() reads it, so OpenSSL requires that) and leaves it empty, whatever failed.
+// The reasons the library reports are read off the queue (openssl_errors()) before it is cleared.
+class CleanErrorQueue {
+ public:
+  CleanErrorQueue() { ERR_clear_error(); }
+  ~CleanErrorQueue() { ERR_clear_error(); }
+  CleanErrorQueue(const CleanErrorQueue&) = delete;
+  CleanErrorQueue& operator=(const CleanErrorQueue&) = delete;
+};
+
+// OpenSSL's default passphrase callback prompts on the terminal (or reads stdin) and waits: a
+// library must not. This one refuses, and says it was asked, so that an encrypted key file is an
+// error naming the file.
+int refuse_passphrase(char*, int, int, void* asked) {
+  if (asked != nullptr) *static_cast<bool*>(asked) = true;
+  return -1;
+}
+
 bool is_ip(const std::string& host) {
   unsigned char buf[sizeof(in6_addr)];
   return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
@@ -112,23 +132,21 @@ class TlsTransport final : public Transport {
  public:
   explicit TlsTransport(SSL* ssl) : ssl_(ssl) {}
   ~TlsTransport() override {
+    const CleanErrorQueue clean;  // a shutdown on a connection the server reset fails
     // A close_notify when the stream is still sound, so the server ends its side cleanly too.
-    if (!fatal_ && SSL_is_init_finished(ssl_)) {
-      ERR_clear_error();
-      (void)SSL_shutdown(ssl_);
-    }
+    if (!fatal_ && SSL_is_init_finished(ssl_)) (void)SSL_shutdown(ssl_);
     SSL_free(ssl_);
   }
 
   Status handshake() override {
-    ERR_clear_error();
+    const CleanErrorQueue clean;
     const int rc = SSL_connect(ssl_);
     if (rc == 1) return Status::ok;
     return fail(rc, "TLS handshake failed");
   }
 
   Io read(char* buf, std::size_t len) override {
-    ERR_clear_error();
+    const CleanErrorQueue clean;
     std::size_t n = 0;
     const int rc = SSL_read_ex(ssl_, buf, len, &n);
     if (rc == 1) {
@@ -139,7 +157,7 @@ class TlsTransport final : public Transport {
   }
 
   Io write(const char* buf, std::size_t len) override {
-    ERR_clear_error();
+    const CleanErrorQueue clean;
     std::size_t n = 0;
     const int rc = SSL_write_ex(ssl_, buf, len, &n);
     if (rc == 1) {
@@ -227,6 +245,19 @@ class TlsFactory final : public TransportFactory {
   }
 
   std::unique_ptr<Transport> wrap(int fd) override {
+    const CleanErrorQueue clean;
+    const std::string& name = server_name_.empty() ? host_ : server_name_;
+    // OpenSSL takes C strings: a name with a NUL would be checked (and sent) as what comes before
+    // it, or, refused by set1_host, not checked at all. It comes from the user, or from a server
+    // (a Sentinel's or a cluster's answer).
+    if (name.find('\0') != std::string::npos) {
+      return failed("TLS: the server name contains a NUL byte: refused");
+    }
+    // RFC 6066 names are at most 255 bytes; OpenSSL refuses longer ones for SNI.
+    if (!is_ip(name) && name.size() > TLSEXT_MAXLEN_host_name) {
+      return failed("TLS: the server name is " + std::to_string(name.size()) +
+                    " bytes long; SNI allows at most " + std::to_string(TLSEXT_MAXLEN_host_name));
+    }
     SSL* ssl = SSL_new(context_->ctx_);
     if (ssl == nullptr) return failed("cannot create a TLS session: " + openssl_errors());
     auto transport = std::make_unique<TlsTransport>(ssl);
@@ -238,17 +269,25 @@ class TlsFactory final : public TransportFactory {
     SSL_set_connect_state(ssl);
     // Our write buffer may grow (and move) between a write that would block and its retry.
     SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    const std::string& name = server_name_.empty() ? host_ : server_name_;
     // SNI is for names, not addresses.
-    if (!is_ip(name)) SSL_set_tlsext_host_name(ssl, name.c_str());
+    if (!is_ip(name) && SSL_set_tlsext_host_name(ssl, name.c_str()) != 1) {
+      return failed("TLS: cannot send the server name '" + name + "' (SNI): " + openssl_errors());
+    }
     if (context_->settings().verify) {
       SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
       X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+      int set = 0;
       if (is_ip(name)) {
-        X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str());
+        set = X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str());
       } else {
         X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-        X509_VERIFY_PARAM_set1_host(param, name.c_str(), name.size());
+        set = X509_VERIFY_PARAM_set1_host(param, name.c_str(), name.size());
+      }
+      // Unchecked, a refusal here left the certificate's name unchecked: any certificate the CAs
+      // signed, for any host, would have passed.
+      if (set != 1) {
+        return failed("TLS: cannot check the certificate against '" + name +
+                      "': " + openssl_errors());
       }
     } else {
       SSL_set_verify(ssl, SSL_VERIFY_NONE, nullptr);
@@ -292,7 +331,7 @@ class TlsFactory final : public TransportFactory {
 };
 
 std::shared_ptr<TlsContext> TlsContext::create(const TlsSettings& s, std::string& error) {
-  ERR_clear_error();
+  const CleanErrorQueue clean;
   std::shared_ptr<TlsContext> c(new TlsContext());
   c->settings_ = s;
   c->ctx_ = SSL_CTX_new(TLS_client_method());
@@ -300,6 +339,14 @@ std::shared_ptr<TlsContext> TlsContext::create(const TlsSettings& s, std::string
     error = "cannot create a TLS context: " + openssl_errors();
     return nullptr;
   }
+  bool passphrase_asked = false;
+  SSL_CTX_set_default_passwd_cb(c->ctx_, &refuse_passphrase);
+  SSL_CTX_set_default_passwd_cb_userdata(c->ctx_, &passphrase_asked);
+  // (The flag lives on this stack frame: forget it when leaving, the callback still refuses.)
+  struct ForgetFlag {
+    SSL_CTX* ctx;
+    ~ForgetFlag() { SSL_CTX_set_default_passwd_cb_userdata(ctx, nullptr); }
+  } forget{c->ctx_};
   SSL_CTX_set_min_proto_version(c->ctx_, TLS1_2_VERSION);
   // A server that closes without a close_notify (CLIENT KILL, a restart) would otherwise count as
   // a fatal error, and OpenSSL then refuses to resume the session. A cut RESP stream cannot pass
@@ -340,12 +387,17 @@ std::shared_ptr<TlsContext> TlsContext::create(const TlsSettings& s, std::string
       return bad_file("client certificate", s.cert_file);
     }
     if (SSL_CTX_use_PrivateKey_file(c->ctx_, s.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      if (passphrase_asked) {
+        error = "client key '" + s.key_file +
+                "' is encrypted, and the library does not ask for passphrases: give it the key "
+                "decrypted (openssl pkey -in KEY -out PLAIN-KEY), readable by this user only";
+        return nullptr;
+      }
       return bad_file("client key", s.key_file);
     }
     if (SSL_CTX_check_private_key(c->ctx_) != 1) {
       error =
           "client key '" + s.key_file + "' does not match the certificate '" + s.cert_file + "'";
-      ERR_clear_error();
       return nullptr;
     }
   }

@@ -19,7 +19,10 @@ class PlainTransport final : public Transport {
       if (n > 0) return {Status::ok, static_cast<std::size_t>(n)};
       if (n == 0) return {Status::closed, 0};
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return {Status::again, 0};
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        wants_write_ = false;
+        return {Status::again, 0};
+      }
       errno_ = errno;
       return {Status::failed, 0};
     }
@@ -31,17 +34,22 @@ class PlainTransport final : public Transport {
       const ssize_t n = ::send(fd_, buf, len, MSG_NOSIGNAL);
       if (n >= 0) return {Status::ok, static_cast<std::size_t>(n)};
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return {Status::again, 0};
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        wants_write_ = true;  // the socket buffer is full
+        return {Status::again, 0};
+      }
       errno_ = errno;
       return {Status::failed, 0};
     }
   }
 
+  bool wants_write() const override { return wants_write_; }
   std::string error() const override { return std::strerror(errno_); }
 
  private:
   int fd_;
   int errno_ = 0;
+  bool wants_write_ = false;
 };
 
 class PlainFactory final : public TransportFactory {

@@ -27,8 +27,9 @@ class Transport {
   virtual Status handshake() { return Status::ok; }
   virtual Io read(char* buf, std::size_t len) = 0;
   virtual Io write(const char* buf, std::size_t len) = 0;
-  // After `again`: true when the operation waits for writability (TLS may need to write to
-  // read, or to finish a handshake).
+  // After `again`: true when the operation waits for writability (a write to a full socket
+  // buffer; TLS may need to write to read, or to finish a handshake), false when it waits for
+  // readability (a read; TLS may need to read to write).
   [[nodiscard]] virtual bool wants_write() const { return false; }
   // Bytes already read from the socket and decrypted, not yet returned by read(): the socket will
   // not signal them again, so the connection reads on while this says so.

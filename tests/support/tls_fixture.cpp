@@ -78,6 +78,15 @@ void TlsFixture::generate() {
   std::filesystem::create_directory(directory_path());
 }
 
+std::string TlsFixture::encrypted_client_key() const {
+  const std::string key = path("client-encrypted.key");
+  if (std::filesystem::exists(key)) return key;
+  const auto r = run_process({"openssl", "pkey", "-in", client_key(), "-aes256", "-passout",
+                              "pass:redlock-test", "-out", key});
+  if (!r.ok()) throw std::runtime_error("openssl pkey -aes256: " + r.describe() + ": " + r.output);
+  return key;
+}
+
 bool TlsFixture::unreadable_file_is_unreadable() const {
   std::ifstream in(unreadable_file());
   return !in.is_open();

@@ -73,6 +73,9 @@ class TlsFixture {
   [[nodiscard]] bool unreadable_file_is_unreadable() const;
   [[nodiscard]] std::string directory_path() const { return path("a-directory"); }
   [[nodiscard]] std::string missing_file() const { return path("does-not-exist.crt"); }
+  // client_key() encrypted with a passphrase (`openssl pkey -aes256`), made on first use (an
+  // openssl process, ~20 ms: most tests need none). Throws std::runtime_error if openssl fails.
+  [[nodiscard]] std::string encrypted_client_key() const;
 
   // --- ready-made option sets ---------------------------------------------------------------
   // The good server certificate + CA for RedisServer (ServerConfig::tls).
