@@ -188,14 +188,12 @@ Command LockKind::release(const std::vector<std::string>& lock_keys, std::string
                                                 keys::heartbeats(key), keys::handoff(key)})
                   .arg(token)
                   .arg(keys::wake(key));
-  if (!handed_waiter.empty()) c.arg("").arg(handed_waiter);  // (ARGV[3] is a rollback's only)
+  if (!handed_waiter.empty()) c.arg(handed_waiter);
   return c;
 }
 
 Command LockKind::rollback(const AttemptArgs& a) const {
-  Command c = release(a.keys, a.token, /*wake=*/true);
-  if (named_wake()) c.arg(a.waiter);  // empty before it waited: then it skips nobody
-  return c;
+  return release(a.keys, a.token, /*wake=*/false);
 }
 
 Command mark_waiting(std::string_view key, Millis ttl, std::string_view waiter, long long since) {

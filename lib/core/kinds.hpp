@@ -80,10 +80,11 @@ class LockKind {
   [[nodiscard]] virtual Command release(const std::vector<std::string>& keys,
                                         std::string_view token, bool wake,
                                         std::string_view handed_waiter = {}) const;
-  // What takes back an attempt that did not win (no quorum, too late, cancelled): the release,
-  // with wake-ups; a named waiter's names the next waiter without taking it off the mark, and
-  // never itself (scripts.cpp); a fair waiter also gets back the place in the queue that a
-  // granting node gave up, so a waiter behind it cannot overtake it meanwhile.
+  // What takes back an attempt that did not win (no quorum, too late, cancelled): the release
+  // without wake-ups (the compare-and-delete alone), since an attempt that held nothing frees
+  // nothing a waiter waits for, and waking waiters on it made them storm the nodes whenever no
+  // attempt could win (algorithm.md, hazard 12); a fair waiter also gets back the place in the
+  // queue that a granting node gave up, so a waiter behind it cannot overtake it meanwhile.
   [[nodiscard]] virtual Command rollback(const AttemptArgs& a) const;
   [[nodiscard]] static Verdict classify_extend(const Reply& r);   // 1 extended, 0 not held
   [[nodiscard]] static Verdict classify_release(const Reply& r);  // >0 deleted, 0 not held

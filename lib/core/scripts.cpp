@@ -19,31 +19,27 @@ constexpr std::string_view bodies[] = {
     // client wakes, not every client listening on the lock's channel. With pcall: a
     // user whose ACL forbids the channel still releases. Other clients' releases publish nothing:
     // their waiters poll, as before.
-    // ARGV[3] (an attempt's rollback; the id of its waiter, or empty before it waited): the
-    // waiter named stays on the mark, and the rolling-back waiter is never named (nobody is, if
-    // it is the only one). The rollback frees only the nodes its attempt won: taking a waiter off
-    // there, it would be named by the next release on the other nodes only, which no quorum
-    // hears (a handoff lost to a poll); naming itself, it woke itself and lost its place there.
+    // An attempt's rollback is not a release: it runs the compare-and-delete alone (no channel),
+    // so it wakes nobody (algorithm.md, hazard 12).
     // A name is sent as "<waiter id>/<SHA-1 of the token released>" (parse_wake_message): the
-    // named waiter counts names per release, so that names from two releases (a rollback on two
-    // nodes, a release on a third) never add up to a quorum that no single release reached. The
-    // hash, not the token: a channel's listeners must not learn how to release the lock.
+    // named waiter counts names per release, so that names from releases that each reached too
+    // few nodes never add up to a quorum that no single release reached. The hash, not the
+    // token: a channel's listeners must not learn how to release the lock.
     // Direct handoff (KEYS[4] heartbeats, KEYS[5] handoff): a fair queue's first waiter that
     // registered a token (handoff: waiter -> "<serial> <ttl> <token>"), whose heartbeat is live
     // and whose client listens on its channel now, is given the lock here: the key is set to its
     // token for its ttl, it leaves the queue, and the name carries "/<serial>" of the
     // registration used, so that its client can count the grant with that registration's send
     // time as t1 (the SET runs after it). Its heartbeat and registration stay until it releases:
-    // acquire_fair and fair_leave recognise the key as the waiter's by them. ARGV[4] (a fair lock
-    // handed over, released; ARGV[3] is then no rollback's, and empty): the waiter it was handed
-    // to, whose heartbeat and registration go with the key.
+    // acquire_fair and fair_leave recognise the key as the waiter's by them. ARGV[3] (a fair lock
+    // handed over, released): the waiter it was handed to, whose heartbeat and registration go
+    // with the key.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
-if ARGV[4] and KEYS[5] then
-  redis.call("zrem",KEYS[4],ARGV[4])
-  redis.call("hdel",KEYS[5],ARGV[4])
+if ARGV[3] and KEYS[5] then
+  redis.call("zrem",KEYS[4],ARGV[3])
+  redis.call("hdel",KEYS[5],ARGV[3])
 end
-local rollback_of = not ARGV[4] and ARGV[3]
 if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   local head = KEYS[3] and redis.call("zrange",KEYS[3],0,0)[1]
   local reg = head and KEYS[5] and redis.call("hget",KEYS[5],head)
@@ -64,14 +60,7 @@ if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   end
   if not head and redis.call("type",KEYS[2]).ok == "zset" and
       not redis.call("zscore",KEYS[2],"*") then
-    if rollback_of then
-      local first = redis.call("zrange",KEYS[2],0,1)
-      head = first[1]
-      if head == rollback_of then head = first[2] end
-      if not head then return n end
-    else
-      head = redis.call("zpopmin",KEYS[2])[1]
-    end
+    head = redis.call("zpopmin",KEYS[2])[1]
   end
   local channel = ARGV[2]
   if head then
@@ -92,11 +81,10 @@ return n)",
 for _, k in ipairs(KEYS) do redis.call("set", k, ARGV[1], "PX", ARGV[2]) end
 return 1)",
     // release_multi (KEYS the m lock keys, then their m waiting marks; ARGV token, then the m
-    // wake channels, then the rolling-back waiter's id as the single release's ARGV[3]; without
-    // channels KEYS are the lock keys only): each freed key wakes whom the single release would
+    // wake channels; without channels KEYS are the lock keys only): each freed key wakes whom
+    // the single release would
     R"(local m = #KEYS
 if #ARGV > 1 then m = #KEYS / 2 end
-local rollback_of = ARGV[m + 2]
 local n = 0
 for i = 1, m do
   if redis.call("get", KEYS[i]) == ARGV[1] then
@@ -104,27 +92,19 @@ for i = 1, m do
     local mark = KEYS[m + i]
     if ARGV[i + 1] and redis.call("exists", mark) == 1 then
       local head
-      local skip = false
       if redis.call("type", mark).ok == "zset" and not redis.call("zscore", mark, "*") then
-        if rollback_of then
-          local first = redis.call("zrange", mark, 0, 1)
-          head = first[1]
-          if head == rollback_of then head = first[2] end
-          skip = not head
-        else
-          head = redis.call("zpopmin", mark)[1]
-        end
+        head = redis.call("zpopmin", mark)[1]
       end
       local channel = ARGV[i + 1]
       if head then
         local at = string.find(head, "@", 1, true)
         if at then channel = string.sub(head, at + 1) end
         head = head .. "/" .. redis.sha1hex(ARGV[1])
-      elseif not skip then
+      else
         local s = redis.pcall("pubsub", "numsub", ARGV[i + 1])
         head = "#" .. (type(s) == "table" and s[2] or 1)
       end
-      if head then redis.pcall("publish", channel, head) end
+      redis.pcall("publish", channel, head)
     end
   end
 end

@@ -11,14 +11,13 @@
 namespace redlock::detail {
 
 enum class ScriptId {
-  release,  // KEYS[1], [mark, queue, [heartbeats, handoff]]; ARGV[1]=token, [channel, [rollback
-            // of]] -> 1 deleted / 0 not held
-  extend,   // KEYS[1], ARGV[1]=token, ARGV[2]=ttl ms -> 1 extended / 0 not held
-  acquire_multi,   // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 all set / 0 one exists
-  release_multi,   // KEYS..., [marks...]; ARGV[1]=token, [channels..., [rollback of]] -> number
-                   // deleted
-  extend_multi,    // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
-  status,          // KEYS[1] -> {type, value or nil, pttl}
+  release,        // KEYS[1], [mark, queue, [heartbeats, handoff]]; ARGV[1]=token, [channel, [handed
+                  // waiter]] -> 1 deleted / 0 not held
+  extend,         // KEYS[1], ARGV[1]=token, ARGV[2]=ttl ms -> 1 extended / 0 not held
+  acquire_multi,  // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 all set / 0 one exists
+  release_multi,  // KEYS..., [marks...]; ARGV[1]=token, [channels...] -> number deleted
+  extend_multi,   // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
+  status,         // KEYS[1] -> {type, value or nil, pttl}
   acquire_fenced,  // KEYS[1]=lock, KEYS[2]=fence counter; ARGV token, ttl -> new fence / 0 held
   fence_raise,     // KEYS counter, [queue]; ARGV f, expiry, [waiter] -> 1 once the counter is >= f
   // Read-write locks. KEYS[1]=lock key (the writer), KEYS[2]=readers (zset token -> expiry,

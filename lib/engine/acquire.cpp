@@ -323,11 +323,21 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
   const auto now = BootClock::now();
   Millis sleep = e_.retry_sleep();
   const bool catch_up = std::exchange(catch_up_, false);
-  if (named_while_busy_ || (armed_by_name_ && names_.quorum_besides(armed_release_))) {
+  const bool named_while_busy = std::exchange(named_while_busy_, false);
+  // Only a lock held elsewhere is worth trying again before the retry delay, and only on word
+  // that it was released. A failure of no quorum (nodes down, votes excluded by the restart
+  // guard or a promotion's quarantine) or of validity is not undone by a release: every waiter
+  // woken at once by the others' releases and attempts would try again and again against the
+  // nodes that are left (issue 41: thousands of attempts per waiter and second). It sleeps the
+  // retry delay, jitter and all, and no wake-up shortens that (algorithm.md, hazard 12).
+  early_wake_ok_ = why == Errc::contended;
+  if (!early_wake_ok_) {
+    // (A fair waiter still refreshes its heartbeat well within its ttl, or loses its place.)
+    if (kind_.queued()) sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
+  } else if (named_while_busy || (armed_by_name_ && names_.quorum_besides(armed_release_))) {
     // A release named us while this attempt was out (it lost to a client that had not waited,
     // or went out before the release), or, when names started it, a later release's names
     // reached a quorum meanwhile: the lock may be free now, and nobody else was told.
-    named_while_busy_ = false;
     retry_named_ = true;
     sleep = Millis{0};
   } else if (kind_.queued() &&
@@ -399,6 +409,8 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
       named_ = false;
     }
   }
+  // Every way back to an attempt after a failure goes through this timer: at the end of the
+  // sleep, or earlier when a wake-up may end it (may_wake()).
   if (!retry_timer_) {
     retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
       if (phase_ != Phase::sleeping) return;
@@ -442,7 +454,7 @@ void AcquireOp::wake(int node, const net::Wake& w) {
     // ticket), it tries again at once if that one fails; when a quorum of names started the
     // round, only if another release's names reach a quorum (fail_attempt).
     if (phase_ != Phase::sleeping && !armed_by_name_) named_while_busy_ = true;
-    if (phase_ != Phase::sleeping || woken_ || !quorum) return;
+    if (!may_wake() || !quorum) return;
     woken_ = true;
     armed_by_name_ = true;
     armed_release_ = w.release;
@@ -455,7 +467,7 @@ void AcquireOp::wake(int node, const net::Wake& w) {
   // the subscription whose quorum started it), and never as the first in line.
   if (w.why == net::Wake::Why::listening && kind_.queued() && phase_ != Phase::sleeping && !woken_)
     catch_up_ = true;
-  if (phase_ != Phase::sleeping || woken_) return;
+  if (!may_wake()) return;
   if (kind_.queued()) {
     // A fair lock goes to the first in line (named above): a deletion by someone else tells
     // nothing about the queue (polling sees it).

@@ -40,9 +40,10 @@ class AcquireOp final : public Operation {
   void cancel();
 
   void on_result(int node, std::uint32_t tag, const net::Result& r) override;
-  // Node `node` heard that a key of ours may be free: while sleeping, once a quorum of nodes has
-  // reported it gone (or a quorum has just (re)subscribed), try again now (after a small spread)
-  // instead of at the end of the sleep.
+  // Node `node` heard that a key of ours may be free: while sleeping after an attempt that found
+  // the lock held elsewhere, once a quorum of nodes has reported it gone (or named us, or a
+  // quorum has just (re)subscribed), try again now (after a small spread) instead of at the end
+  // of the sleep.
   void wake(int node, const net::Wake& w);
   [[nodiscard]] Millis wake_spread(const net::Wake& w);
   [[nodiscard]] std::string new_waiter_id() const;
@@ -70,6 +71,10 @@ class AcquireOp final : public Operation {
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
   void sleep_then_retry(Millis sleep);
+  // A wake-up may end this sleep now (wake()).
+  [[nodiscard]] bool may_wake() const {
+    return phase_ == Phase::sleeping && !woken_ && early_wake_ok_;
+  }
   // Fair, with wake-ups: direct handoff (a release sets the key to the token the first waiter
   // registered, and names it with that registration's serial).
   [[nodiscard]] bool registers() const { return kind_.queued() && e_.options_.wake_ups; }
@@ -114,6 +119,11 @@ class AcquireOp final : public Operation {
   std::optional<BootClock::time_point> wait_until_;
   BootClock::time_point started_{};
   std::unique_ptr<net::Timer> retry_timer_;
+  // Whether a wake-up may end the current sleep early: only after an attempt that found the lock
+  // held elsewhere (Errc::contended), which a release undoes. No release undoes a failure of no
+  // quorum (nodes down, votes excluded) or of validity: such a sleep lasts the retry delay with
+  // its jitter (algorithm.md, hazard 12).
+  bool early_wake_ok_ = false;
   bool watching_ = false;  // wake-ups: registered with the engine (from the first sleep on)
   // During this sleep, per node: it reported our key gone (a release that names nobody, a
   // deletion, an expiry), and, apart, it (re)subscribed (a release may have been missed). The two

@@ -434,6 +434,40 @@ class LockCommands(unittest.TestCase):
             self.assertEqual((obj["error"], obj["attempts"]), ("no_quorum", attempts), extra)
         self.assertEqual(self.c.settled_count(0, "t-retry-nq"), 0)
 
+    def test_no_retry_storm_while_votes_are_quarantined(self):
+        # Every node is up, and none has been up for --min-uptime: no vote counts (restart guard).
+        # Three waiters with wake-ups each woke the others with their attempts' rollbacks and they
+        # retried at once: 16 to 3,526 attempts each in 3 s, ~99k commands on one node (issue 41).
+        # A failure of no quorum waits the retry delay (200 ms +- 100 ms) whatever is heard
+        # meanwhile: about wait / delay attempts; at most twice that, plus the first.
+        def calls(port):
+            info = query(port, "INFO", "commandstats").decode()
+            return sum(int(line.split("calls=", 1)[1].split(",", 1)[0])
+                       for line in info.splitlines() if line.startswith("cmdstat_"))
+
+        e = dict(os.environ)
+        e.pop("REDLOCK_NODES", None)
+        cmd = with_test_deadline([CLI, "-n", self.c.nodes, "--json", "acquire", "t-storm",
+                                  "--wait", "3s", "--min-uptime", "1h"])
+        before = [calls(s.port) for s in self.c.servers]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+                 for _ in range(3)]
+        outs = [p.communicate(timeout=60) for p in procs]
+        commands = [calls(s.port) - b for s, b in zip(self.c.servers, before)]
+        attempts = []
+        for p, (out, err) in zip(procs, outs):
+            self.assertIn(p.returncode, (1, 3), err)
+            obj = json.loads(out)
+            self.assertIn(obj["error"], ("no_quorum", "contended"), obj)
+            attempts.append(obj["attempts"])
+        sys.stderr.write("\n    storm: attempts per client %s, commands per node %s\n"
+                         % (attempts, commands))
+        bound = 2 * 3000 // 200 + 2
+        for a in attempts:
+            self.assertLessEqual(a, bound, "attempts per client %s, commands per node %s"
+                                 % (attempts, commands))
+        self.assertEqual(self.c.settled_count(0, "t-storm"), 0)
+
     def test_key_prefix_lets_an_operator_see_and_release_a_services_locks(self):
         # A service with Options::key_prefix "billing:" holds "invoice-7": its key is
         # "billing:invoice-7". --key-prefix is how the CLI names the same lock.

@@ -458,7 +458,7 @@ TEST_CASE("handoff: the release of a lock handed over clears its waiter's heartb
   queue_up(s, "x@chan-x", 4, later);
   auto release_handed = [&](const std::string& tok) {
     const auto r = s.command({"EVAL", std::string(script_body(ScriptId::release)), "5", lock, mark,
-                              queue, heartbeats, handoff, tok, lock_channel, "", waiter});
+                              queue, heartbeats, handoff, tok, lock_channel, waiter});
     REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
     return r.integer;
   };

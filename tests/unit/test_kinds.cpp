@@ -62,11 +62,11 @@ TEST_CASE("the plain kind sends exactly the wire format of the other Redlock cli
                                              keys::heartbeats("job"), keys::handoff("job"), "tok",
                                              keys::wake("job")});
   // A fair lock handed over: its release also clears that waiter's heartbeat and registration
-  // (ARGV[4]; ARGV[3], a rollback's waiter, empty).
+  // (ARGV[3]).
   const auto handed = plain.release(keys, "tok", true, "w@chan");
   CHECK(handed.args == std::vector<std::string>{"job", keys::waiting("job"), keys::queue("job"),
                                                 keys::heartbeats("job"), keys::handoff("job"),
-                                                "tok", keys::wake("job"), "", "w@chan"});
+                                                "tok", keys::wake("job"), "w@chan"});
   CHECK(plain.release(keys, "tok", false, "w@chan").args == std::vector<std::string>{"job", "tok"});
   const auto ext = plain.extend(keys, "tok", 5000ms);
   CHECK(ext.script == ScriptId::extend);
@@ -227,14 +227,12 @@ TEST_CASE(
         std::vector<std::string>{"q", keys::queue("q"), keys::heartbeats("q"), keys::ticket("q"),
                                  keys::handoff("q"), "tok", "1000", "7", "2000", "w@c", "12",
                                  "reg"});
-  const auto plain = kind_for_acquire(kind_opts(LockMode::exclusive), 1).rollback(a);
-  CHECK(plain.script == ScriptId::release);
-  // A named waiter's rollback says whose it is: the script names another waiter, not itself.
-  CHECK(plain.args == std::vector<std::string>{"q", keys::waiting("q"), keys::queue("q"),
-                                               keys::heartbeats("q"), keys::handoff("q"), "tok",
-                                               keys::wake("q"), "w@c"});
-  // A writer is not named (its mark is "*"): its rollback is the release.
-  const auto write = kind_for_acquire(kind_opts(LockMode::write), 1).rollback(a);
-  CHECK(write.args ==
-        kind_for_acquire(kind_opts(LockMode::write), 1).release(keys, "tok", /*wake=*/true).args);
+  // The others' rollback is the compare-and-delete alone: it names and wakes nobody (an attempt
+  // that did not win frees nothing a waiter waits for; hazard 12).
+  for (auto mode : {LockMode::exclusive, LockMode::write, LockMode::read}) {
+    const auto& kind = kind_for_acquire(kind_opts(mode), 1);
+    CHECK(kind.rollback(a).args == kind.release(keys, "tok", /*wake=*/false).args);
+  }
+  CHECK(kind_for_acquire(kind_opts(LockMode::exclusive), 1).rollback(a).args ==
+        std::vector<std::string>{"q", "tok"});
 }
