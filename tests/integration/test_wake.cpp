@@ -2,6 +2,7 @@
 // poll. The waiters here sleep 3 s between attempts, so an acquisition well under that after the
 // release can only come from a wake-up; the bounds are generous (a busy machine), the ordering
 // strict.
+#include <algorithm>
 #include <future>
 #include <thread>
 
@@ -449,7 +450,7 @@ struct FairHandoff {
   Waited got;
   Clock::time_point registered_by;  // the waiter's registration was sent before this
   Clock::time_point released;
-  int handed = 0;      // nodes whose per-node record says they handed the lock over
+  int handed = 0;      // nodes whose per-node record says the attempt took a key handed over
   int with_token = 0;  // nodes that hold the waiter's token
 };
 
@@ -475,7 +476,7 @@ FairHandoff fair_handoff(const RedisCluster& c, Client& holder, Client& waiter,
   h.got = w.get();
   REQUIRE_MESSAGE(h.got.result, h.got.result.message);
   for (const auto& n : h.got.result.lock.nodes()) {
-    if (n.state == NodeState::ok && n.detail == "handed over by a release") ++h.handed;
+    if (n.state == NodeState::ok && n.detail == "handed over") ++h.handed;
   }
   for (std::size_t i = 0; i < c.size(); ++i) {
     if (c[i].get(key) == h.got.result.lock.token()) ++h.with_token;
@@ -485,7 +486,7 @@ FairHandoff fair_handoff(const RedisCluster& c, Client& holder, Client& waiter,
 
 }  // namespace
 
-TEST_CASE("wake-ups: a fair release hands the lock to the first waiter, without its attempt") {
+TEST_CASE("wake-ups: a fair release hands the key to the first waiter, whose attempt takes it") {
   RedisCluster c(5);
   Client holder(options_for(c));
   Client waiter(slow_polling(c));
@@ -493,31 +494,33 @@ TEST_CASE("wake-ups: a fair release hands the lock to the first waiter, without 
   const auto h = fair_handoff(c, holder, waiter, "handed", 1500ms);
   CHECK_MESSAGE(h.got.at - h.released < slow_poll / 2,
                 "took " << ms_since(h.released) << " ms: it waited for its poll");
-  // The nodes that handed it over say so, a quorum of them, and hold its token.
+  // The release's name made it try at once; its attempt took the keys handed over to it (a
+  // quorum of nodes say so) and holds its own token there.
   CHECK(h.handed >= 3);
   CHECK(h.with_token >= 3);
-  // Its validity counts from the registration (sent before `registered_by`), not from the
-  // release: the key was set after the registration, so the lock may be younger than that, never
-  // older.
-  const auto since_registration =
-      std::chrono::duration_cast<Millis>(h.got.at - h.registered_by) + Millis{1};
-  CHECK(h.got.result.lock.validity() <= 30s - since_registration);
-  CHECK(h.got.result.lock.validity() > 20s);
+  // Its validity counts from that attempt, sent after the release: not from the registration
+  // (1.5 s older), as when the release's message alone gave the lock.
+  const auto since_release = std::chrono::duration_cast<Millis>(h.got.at - h.released) + Millis{1};
+  const auto drift = Millis{302};  // 30 s x 0.01 + 2 ms
+  CHECK(h.got.result.lock.validity() >= 30s - drift - since_release);
+  CHECK(h.got.result.lock.validity() >
+        30s - std::chrono::duration_cast<Millis>(h.got.at - h.registered_by));
   CHECK(waiter.try_release(h.got.result.lock));
   CHECK(c.count_with_key("handed") == 0);
-  // The handoff left the waiter's heartbeat and registration with the key; its release took them
-  // (they would otherwise stay until the heartbeat lapsed, 20 s).
+  // The handoff left the waiter's heartbeat and registration with the key; the attempt that took
+  // it cleared them (they would otherwise stay until the heartbeat lapsed, 20 s).
   for (std::size_t i = 0; i < c.size(); ++i) {
     CHECK(c[i].command({"HLEN", derived_key("handed", KeyRole::handoff)}).integer == 0);
     CHECK(c[i].command({"ZCARD", derived_key("handed", KeyRole::heartbeats)}).integer == 0);
   }
 }
 
-TEST_CASE("wake-ups: a handoff whose validity is used up is given back, and the waiter goes on") {
-  // The waiter asks for more validity than a registration 600 ms old can leave (ttl 3 s,
-  // min_validity 2.7 s; it polls, and registers again, every ttl/3 = 1 s): the handoff is given
-  // back, and the waiter, with a new ticket, takes the lock by its own attempt (whose validity
-  // counts from its own start).
+TEST_CASE(
+    "wake-ups: a handoff's validity counts from the attempt that takes it, not the registration") {
+  // The waiter asks for more validity than a registration 600 ms old could leave (ttl 3 s,
+  // min_validity 2.7 s). When the release's message alone gave the lock, its validity counted
+  // from the registration: such a handoff was given back and the waiter took a new ticket. The
+  // attempt that confirms the handoff takes the key with its own t1: validity to spare.
   RedisCluster c(5);
   Options o = slow_polling(c);
   o.min_validity = 2700ms;
@@ -535,11 +538,17 @@ TEST_CASE("wake-ups: a handoff whose validity is used up is given back, and the 
   });
   REQUIRE(eventually([&] { return registered_everywhere(c, "stale", 1); }));
   std::this_thread::sleep_for(600ms);
+  const auto released = Clock::now();
   REQUIRE(holder.try_release(held.lock));
   auto got = w.get();
   REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK_MESSAGE(got.at - released < slow_poll / 2,
+                "took " << ms_since(released) << " ms: it waited for its poll");
   CHECK(got.result.lock.validity() > 2700ms);
-  for (const auto& n : got.result.lock.nodes()) CHECK(n.detail != "handed over by a release");
+  CHECK(count_state(got.result.lock.nodes(), NodeState::ok) >= 3);
+  int handed = 0;
+  for (const auto& n : got.result.lock.nodes()) handed += n.detail == "handed over" ? 1 : 0;
+  CHECK(handed >= 3);
   CHECK(waiter.try_release(got.result.lock));
 }
 
@@ -599,10 +608,10 @@ TEST_CASE(
   CHECK(waiter.try_release(r.lock));
 }
 
-TEST_CASE("wake-ups: a handoff that cannot be counted is taken by the waiter's attempt") {
-  // A user without INFO: no connection learns which server it reached, so a handoff heard on the
-  // wake-up connection is not counted (the restart guard could not vouch for it). The release's
-  // name still wakes the waiter, whose attempt takes the key handed to it as its own grant.
+TEST_CASE("wake-ups: a user without INFO is handed the lock too") {
+  // Before handoffs were confirmed by the waiter's attempt, a handoff heard on the wake-up
+  // connection counted only from a server that connection identified by INFO, which this user
+  // may not run. The attempt that confirms a handoff needs nothing but the lock's own commands.
   RedisCluster c(5);
   std::string csv;
   for (std::size_t i = 0; i < c.size(); ++i) {
@@ -619,7 +628,7 @@ TEST_CASE("wake-ups: a handoff that cannot be counted is taken by the waiter's a
   const auto h = fair_handoff(c, holder, waiter, "unvouched", 200ms);
   CHECK_MESSAGE(h.got.at - h.released < slow_poll / 2,
                 "took " << ms_since(h.released) << " ms: it waited for its poll");
-  CHECK(h.handed == 0);  // its own attempt won, on the keys handed to it
+  CHECK(h.handed >= 3);
   CHECK(h.with_token >= 3);
   CHECK(waiter.try_release(h.got.result.lock));
   CHECK(eventually([&] { return c.count_with_key("unvouched") == 0; }));
@@ -801,16 +810,15 @@ TEST_CASE("wake-ups: a waiter's attempt that won too few nodes stays first in li
   }
 }
 
-TEST_CASE(
-    "wake-ups: a key handed over at a node's own count, not the agreed ticket, is not counted") {
+TEST_CASE("wake-ups: a key handed over at a node's own count, not the agreed ticket, goes back") {
   // The window a release can fall in on nodes whose ticket counter lags (they missed a taker
   // while its client could not reach them): a newcomer's ticket round is placed there by the
   // node's count, 222, ahead of a waiter x queued at its ticket 223, while the newcomer's agreed
   // ticket, from the other nodes, is 224. A release there before the newcomer's settle hands it
   // the key. The race itself cannot be timed from a test, so the state it leaves is made by hand:
-  // the three keys set to the newcomer's registered token and the grants published, as the
-  // release script does. Counted, they would be a quorum out of turn; they are not, and the
-  // newcomer's attempt gives them back (x is queued below its ticket there).
+  // the three keys set to the newcomer's registered token and the names published, as the
+  // release script does. Taken, they would be a quorum out of turn; the newcomer's attempt (the
+  // names woke it) gives them back instead (x is queued below its ticket there).
   RedisCluster c(5);
   const std::string key = "lagging";
   const std::string holder = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -822,7 +830,7 @@ TEST_CASE(
     (void)c[i].command({"SET", derived_key(key, KeyRole::ticket), lags ? "221" : "223"});
     (void)c[i].command({"ZADD", derived_key(key, KeyRole::queue), "223", x});
     (void)c[i].command({"ZADD", derived_key(key, KeyRole::heartbeats), std::to_string(later), x});
-    (void)c[i].command({"HSET", derived_key(key, KeyRole::handoff), x, "5 30000 " + holder});
+    (void)c[i].command({"HSET", derived_key(key, KeyRole::handoff), x, "30000 " + holder});
   }
   Options o = slow_polling(c);
   o.node_timeout = 2s;  // node 2's answer comes late (paused), and still counts as its count
@@ -858,13 +866,11 @@ TEST_CASE(
   const std::string sha = c[0].command({"EVAL", "return redis.sha1hex(ARGV[1])", "0", holder}).str;
   for (std::size_t i = 0; i < 3; ++i) {
     const auto reg = c[i].command({"HGET", derived_key(key, KeyRole::handoff), id}).str;
-    const auto first = reg.find(' ');
-    const auto second = reg.find(' ', first + 1);
-    REQUIRE(second != std::string::npos);
-    REQUIRE_MESSAGE(reg.substr(0, first) == "1", reg);  // the ticket round's, not an attempt's
-    (void)c[i].command({"SET", key, reg.substr(second + 1), "PX", "30000"});
+    const auto space = reg.find(' ');
+    REQUIRE_MESSAGE(space != std::string::npos, reg);
+    (void)c[i].command({"SET", key, reg.substr(space + 1), "PX", "30000"});
     (void)c[i].command({"ZREM", derived_key(key, KeyRole::queue), id});
-    (void)c[i].command({"PUBLISH", channel, id + "/" + sha + "/" + reg.substr(0, first)});
+    (void)c[i].command({"PUBLISH", channel, id + "/" + sha});
   }
   // Its attempt (the three names woke it) gave the keys back where x is below its ticket.
   CHECK(eventually([&] {
@@ -930,7 +936,118 @@ class Forger {
   std::vector<nodes::SyncClient> clients_;
 };
 
+bool holds_everywhere(const RedisCluster& c, const std::string& key, const std::string& token) {
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (c[i].get(key) != token) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+TEST_CASE("forged wake-ups: a forged handoff does not give a fair waiter the lock another holds") {
+  // A holds a fair lock, B waits for it in line. The forger reads B's id (and, where the
+  // registration carries one, its serial) in the handoff hash and publishes on B's channel on
+  // every node what a release that handed B the lock publishes. Before 2026-12 B took the lock on
+  // those messages alone, A's token still on every node (issue 40, item 2).
+  RedisCluster c(5);
+  Forger forger(c);
+  AcquireOptions fair = ttl_opts(30s, 20s);
+  fair.fair = true;
+  fair.heartbeat_ttl = 20s;  // B polls at its 3 s retry delay: nothing else happens meanwhile
+  Client a(options_for(c));
+  Client b(slow_polling(c));
+  auto held = a.try_acquire({"forged"}, fair);
+  REQUIRE_MESSAGE(held, held.message);
+  REQUIRE(eventually([&] { return held_everywhere(c, "forged"); }));
+  AcquireOptions briefly = fair;
+  briefly.wait = 2500ms;  // ends before its first poll
+  auto w = std::async(std::launch::async, [&] {
+    auto r = b.try_acquire({"forged"}, briefly);
+    return Waited{std::move(r), Clock::now()};
+  });
+  REQUIRE(eventually([&] { return registered_everywhere(c, "forged", 1); }));
+  // B is the queue's first (A's own registration stays in the hash while it holds the lock).
+  const std::string id =
+      forger.as_forger(0, {"ZRANGE", derived_key("forged", KeyRole::queue), "0", "0"})
+          .elements.at(0)
+          .str;
+  REQUIRE(forger.as_forger(0, {"HEXISTS", derived_key("forged", KeyRole::handoff), id}).integer ==
+          1);
+  const std::string channel = id.substr(id.find('@') + 1);
+  const std::string hash(40, 'f');  // any: the waiter cannot tell which token was released
+  // What a release that handed B the lock publishes: the name, and (while registrations carried
+  // one, "<serial> <ttl> <token>") the serial of B's registration; then a name alone.
+  const std::string reg =
+      forger.as_forger(0, {"HGET", derived_key("forged", KeyRole::handoff), id}).str;
+  if (std::count(reg.begin(), reg.end(), ' ') == 2)
+    forger.publish_everywhere(channel, id + "/" + hash + "/" + reg.substr(0, reg.find(' ')));
+  forger.publish_everywhere(channel, id + "/" + hash);
+  auto got = w.get();
+  CHECK_MESSAGE(got.result.error == Errc::contended,
+                "B acquired while A holds the lock: " << got.result.message);
+  CHECK(holds_everywhere(c, "forged", held.lock.token()));
+  // The messages were a hint: an attempt (its replies said held), not a lock.
+  CHECK(got.result.attempts >= 1);
+  CHECK(a.try_release(held.lock));
+}
+
+TEST_CASE("forged wake-ups: each forged wake-up of a plain waiter costs one attempt, no lock") {
+  // The other wake-up paths: a release that names nobody ("#<n>" on the lock's channel), one that
+  // names the waiter (on its client's channel), and keyspace notifications of a deletion or an
+  // expiry (anyone may publish on a __keyspace@ channel). Each may make the waiter try once; the
+  // try finds the key held on every node and the waiter goes back to sleep. (The `listening`
+  // wake-up is a reply to the client's own SUBSCRIBE: a PUBLISH cannot make one.)
+  RedisCluster c(5);
+  Forger forger(c);
+  Client a(options_for(c));
+  Options o = slow_polling(c);
+  o.retry_delay = 30s;  // no poll of its own inside the test
+  Client b(o);
+  auto held = a.try_acquire({"swept"}, ttl_opts(30s));
+  REQUIRE_MESSAGE(held, held.message);
+  REQUIRE(eventually([&] { return held_everywhere(c, "swept"); }));
+  auto w = wait_for(b, "swept", 60s);
+  REQUIRE(eventually([&] { return marked_everywhere(c, "swept", 1); }));
+  REQUIRE(eventually([&] { return listening_everywhere(c, "swept"); }));
+  // Its first attempt and the one its subscription calls for are over (A's SET and those two).
+  REQUIRE(eventually([&] { return sets_everywhere(c, 3); }));
+  std::this_thread::sleep_for(200ms);
+  const std::string id =
+      forger.as_forger(0, {"ZRANGE", derived_key("swept", KeyRole::waiting), "0", "0"})
+          .elements.at(0)
+          .str;
+  struct Forgery {
+    const char* what;
+    std::string channel, message;
+  };
+  const std::string keyspace = "__keyspace@0__:swept";
+  const Forgery forgeries[] = {
+      {"a release that names nobody", derived_key("swept", KeyRole::wake), "#1"},
+      {"a release that names the waiter", id.substr(id.find('@') + 1),
+       id + "/" + std::string(40, 'e')},
+      {"a keyspace deletion", keyspace, "del"},
+      {"a keyspace expiry", keyspace, "expired"},
+  };
+  for (const auto& f : forgeries) {
+    CAPTURE(f.what);
+    const long long sets = calls_of(c[0], "set");
+    forger.publish_everywhere(f.channel, f.message);
+    CHECK(eventually([&] { return sets_everywhere(c, sets + 1); }));
+    std::this_thread::sleep_for(300ms);
+    CHECK_MESSAGE(calls_of(c[0], "set") == sets + 1, "one forged wake-up, more than one attempt");
+    CHECK(w.wait_for(0s) != std::future_status::ready);
+    CHECK(holds_everywhere(c, "swept", held.lock.token()));
+    // Named, it marks itself waiting again (a release's name takes it off; a forged one does not).
+    REQUIRE(eventually([&] { return marked_everywhere(c, "swept", 1); }));
+  }
+  // A real release still wakes it.
+  REQUIRE(a.try_release(Lock::from_token({"swept"}, held.lock.token())));
+  auto got = w.get();
+  REQUIRE_MESSAGE(got.result, got.result.message);
+  CHECK(got.result.attempts <= 2 + 4 + 1);
+  CHECK(b.try_release(got.result.lock));
+}
 
 TEST_CASE("forged wake-ups: after a failure of no quorum, nothing heard shortens the retry delay") {
   // Hazard 12. No vote counts here (restart guard: no node has been up for an hour), so no
