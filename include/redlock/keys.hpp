@@ -39,8 +39,8 @@ enum class KeyRole {
                    // when they wait, "*" -> 0 for the others; short expiry, renewed while they
                    // wait): releases publish only while it exists, so an uncontended release
                    // publishes nothing
-  handoff,         // fair-lock waiters' registered tokens (hash waiter -> "<serial> <ttl ms>
-                   // <token>"): a release hands the lock to the first waiter with its token
+  handoff,         // fair-lock waiters' registered tokens (hash waiter -> "<ttl ms> <token>"):
+                   // a release sets the key to the first waiter's token; its attempt takes it
 };
 
 // "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake", "waiting", "handoff":

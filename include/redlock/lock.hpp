@@ -81,8 +81,8 @@ class REDLOCK_API Lock {
   std::vector<NodeOutcome> nodes_;
   bool wakes_waiters_ = true;
   BootClock::time_point taken_at_{};  // the start of the attempt that took it
-  // A fair lock handed over (by a release or its own ticket round): the waiter it was taken as,
-  // whose heartbeat and registration its release clears.
+  // A fair lock its own ticket round granted: the waiter it was taken as, whose heartbeat and
+  // registration its release clears.
   std::string handed_waiter_;
 };
 

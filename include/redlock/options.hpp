@@ -169,7 +169,10 @@ struct Options {
   // its resource (one pub/sub connection per node for the whole client) and tries again as soon
   // as a quorum of nodes has seen one, instead of at the end of its sleep; a fair waiter only
   // when it is next in line. Polling stays, for releases by other clients and expiries. Off:
-  // poll only, and no pub/sub connections.
+  // poll only, and no pub/sub connections. A wake-up only ever starts an attempt (a lock is held
+  // on the replies to it, never on a message, which anyone who may PUBLISH can forge), and only
+  // after an attempt that found the lock held elsewhere: one that failed for want of a quorum
+  // (nodes down, votes excluded) waits retry_delay with its jitter whatever it hears.
   bool wake_ups = true;
 
   std::string key_prefix;  // prepended to every resource to form the key; default none

@@ -113,18 +113,26 @@ class Fair : public LockKind {
   std::string_view name() const override { return "fair"; }
   Command acquire(const AttemptArgs& a) const override {
     const auto& k = a.keys[0];
+    const bool registers = !a.registered_token.empty();
     std::vector<std::string> ks{k, keys::queue(k), keys::heartbeats(k), keys::ticket(k)};
-    if (a.serial != 0) ks.push_back(keys::handoff(k));
+    if (registers) ks.push_back(keys::handoff(k));
     auto c = Command::call(ScriptId::acquire_fair, std::move(ks))
                  .arg(a.token)
                  .arg(ms(a.ttl))
                  .arg(static_cast<long long>(a.ticket))
                  .arg(ms(a.heartbeat_ttl))
                  .arg(a.waiter);
-    if (a.serial != 0) c.arg(static_cast<long long>(a.serial)).arg(a.registered_token);
+    if (registers) c.arg(a.registered_token);
     return c;
   }
-  Verdict classify_acquire(const Reply& r) const override { return one_or_zero(r); }
+  // 2: the key was handed over to the waiter's registered token (by a release, or by a ticket
+  // round whose grant was not counted), and this attempt took it: the vote is this reply.
+  Verdict classify_acquire(const Reply& r) const override {
+    if (!r.is_integer(2)) return one_or_zero(r);
+    Verdict v = yes();
+    v.detail = "handed over";
+    return v;
+  }
   // (A key handed over by a release carries the registered token, not the attempt's: it stays.)
   Command rollback(const AttemptArgs& a) const override {
     const auto& k = a.keys[0];
@@ -188,14 +196,12 @@ Command LockKind::release(const std::vector<std::string>& lock_keys, std::string
                                                 keys::heartbeats(key), keys::handoff(key)})
                   .arg(token)
                   .arg(keys::wake(key));
-  if (!handed_waiter.empty()) c.arg("").arg(handed_waiter);  // (ARGV[3] is a rollback's only)
+  if (!handed_waiter.empty()) c.arg(handed_waiter);
   return c;
 }
 
 Command LockKind::rollback(const AttemptArgs& a) const {
-  Command c = release(a.keys, a.token, /*wake=*/true);
-  if (named_wake()) c.arg(a.waiter);  // empty before it waited: then it skips nobody
-  return c;
+  return release(a.keys, a.token, /*wake=*/false);
 }
 
 Command mark_waiting(std::string_view key, Millis ttl, std::string_view waiter, long long since) {
@@ -255,7 +261,7 @@ Command take_ticket(std::string_view key, std::string_view waiter, Millis heartb
   }
   auto c = Command::call(ScriptId::ticket_take, std::move(k)).arg(waiter).arg(ms(heartbeat_ttl));
   if (mark_ttl) {
-    c.arg(ms(*mark_ttl)).arg(static_cast<long long>(reg.serial)).arg(ms(reg.ttl)).arg(reg.token);
+    c.arg(ms(*mark_ttl)).arg(ms(reg.ttl)).arg(reg.token);
     if (grant_if_free) c.arg("grant");
   }
   return c;

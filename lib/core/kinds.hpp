@@ -48,16 +48,15 @@ struct AttemptArgs {
   Millis heartbeat_ttl{0};    // fair: how long the queue keeps a silent waiter
   Millis writer_mark_ttl{0};  // write: how long the waiting mark outlives a silent writer
   // fair, with wake-ups: the registration this attempt makes (the token, other than the
-  // attempt's, that a release may hand the waiter the lock with); serial 0: none.
-  std::uint64_t serial = 0;
+  // attempt's, that a release may set the key to for the waiter); empty: none.
   std::string_view registered_token{};
 };
 
 // A fair waiter's registration: the token (and ttl) a release may set the lock key to when it
-// hands the lock to the waiter, and the serial that the release's name carries back. Every
-// registration has a new serial; the waiter counts only grants under its latest.
+// hands the lock over to the waiter. The release's name only tells the waiter to try: its
+// attempt takes a key set to its registered token as granted (acquire_fair), and only that
+// attempt's replies give it the lock.
 struct Registration {
-  std::uint64_t serial = 0;
   Millis ttl{0};
   std::string_view token;
 };
@@ -75,15 +74,16 @@ class LockKind {
   // more script call per node); without it, the documented compare-and-delete alone.
   [[nodiscard]] virtual Command extend(const std::vector<std::string>& keys, std::string_view token,
                                        Millis ttl) const;
-  // `handed_waiter` (a fair lock handed over): the release also clears that waiter's heartbeat
-  // and registration, which the handoff left.
+  // `handed_waiter` (a fair lock its ticket round granted with the registered token): the
+  // release also clears that waiter's heartbeat and registration, which the grant left.
   [[nodiscard]] virtual Command release(const std::vector<std::string>& keys,
                                         std::string_view token, bool wake,
                                         std::string_view handed_waiter = {}) const;
-  // What takes back an attempt that did not win (no quorum, too late, cancelled): the release,
-  // with wake-ups; a named waiter's names the next waiter without taking it off the mark, and
-  // never itself (scripts.cpp); a fair waiter also gets back the place in the queue that a
-  // granting node gave up, so a waiter behind it cannot overtake it meanwhile.
+  // What takes back an attempt that did not win (no quorum, too late, cancelled): the release
+  // without wake-ups (the compare-and-delete alone), since an attempt that held nothing frees
+  // nothing a waiter waits for, and waking waiters on it made them storm the nodes whenever no
+  // attempt could win (algorithm.md, hazard 12); a fair waiter also gets back the place in the
+  // queue that a granting node gave up, so a waiter behind it cannot overtake it meanwhile.
   [[nodiscard]] virtual Command rollback(const AttemptArgs& a) const;
   [[nodiscard]] static Verdict classify_extend(const Reply& r);   // 1 extended, 0 not held
   [[nodiscard]] static Verdict classify_release(const Reply& r);  // >0 deleted, 0 not held
@@ -133,7 +133,7 @@ inline constexpr Millis short_hold{10};
 [[nodiscard]] Command unmark_waiting(std::string_view key, std::string_view waiter);
 // With `mark_ttl` (wake-ups), the waiter is marked waiting on the node in the same script, and
 // registers `reg` (given with it); with `grant_if_free` too, a node where the key is free and the
-// waiter first in line sets the key to the registered token (a grant, as a handoff's).
+// waiter first in line sets the key to the registered token, and its reply says so (a grant).
 [[nodiscard]] Command take_ticket(std::string_view key, std::string_view waiter,
                                   Millis heartbeat_ttl, std::optional<Millis> mark_ttl = {},
                                   const Registration& reg = {}, bool grant_if_free = false);

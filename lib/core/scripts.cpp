@@ -1,8 +1,5 @@
 #include "core/scripts.hpp"
 
-#include <optional>
-#include <utility>
-
 #include "core/token.hpp"
 
 namespace redlock::detail {
@@ -19,59 +16,49 @@ constexpr std::string_view bodies[] = {
     // client wakes, not every client listening on the lock's channel. With pcall: a
     // user whose ACL forbids the channel still releases. Other clients' releases publish nothing:
     // their waiters poll, as before.
-    // ARGV[3] (an attempt's rollback; the id of its waiter, or empty before it waited): the
-    // waiter named stays on the mark, and the rolling-back waiter is never named (nobody is, if
-    // it is the only one). The rollback frees only the nodes its attempt won: taking a waiter off
-    // there, it would be named by the next release on the other nodes only, which no quorum
-    // hears (a handoff lost to a poll); naming itself, it woke itself and lost its place there.
+    // An attempt's rollback is not a release: it runs the compare-and-delete alone (no channel),
+    // so it wakes nobody (algorithm.md, hazard 12).
     // A name is sent as "<waiter id>/<SHA-1 of the token released>" (parse_wake_message): the
-    // named waiter counts names per release, so that names from two releases (a rollback on two
-    // nodes, a release on a third) never add up to a quorum that no single release reached. The
-    // hash, not the token: a channel's listeners must not learn how to release the lock.
+    // named waiter counts names per release, so that names from releases that each reached too
+    // few nodes never add up to a quorum that no single release reached. The hash, not the
+    // token: a channel's listeners must not learn how to release the lock.
     // Direct handoff (KEYS[4] heartbeats, KEYS[5] handoff): a fair queue's first waiter that
-    // registered a token (handoff: waiter -> "<serial> <ttl> <token>"), whose heartbeat is live
-    // and whose client listens on its channel now, is given the lock here: the key is set to its
-    // token for its ttl, it leaves the queue, and the name carries "/<serial>" of the
-    // registration used, so that its client can count the grant with that registration's send
-    // time as t1 (the SET runs after it). Its heartbeat and registration stay until it releases:
-    // acquire_fair and fair_leave recognise the key as the waiter's by them. ARGV[4] (a fair lock
-    // handed over, released; ARGV[3] is then no rollback's, and empty): the waiter it was handed
-    // to, whose heartbeat and registration go with the key.
+    // registered a token (handoff: waiter -> "<ttl> <token>"), whose heartbeat is live and whose
+    // client listens on its channel now, is given the key here: it is set to the registered token
+    // for that ttl, the waiter leaves the queue, and it is named as any first waiter is. The name
+    // is only a hint (anyone who may PUBLISH can send it): the waiter's attempt confirms the
+    // handoff (acquire_fair takes a key set to its registered token as granted), and only that
+    // attempt's replies give it the lock. Its heartbeat and registration stay until it releases
+    // or its attempt takes the key: acquire_fair and fair_leave recognise the key as the
+    // waiter's by them. ARGV[3] (a fair lock handed over and won with the registered token, being
+    // released): the waiter it was handed to, whose heartbeat and registration go with the key.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
-if ARGV[4] and KEYS[5] then
-  redis.call("zrem",KEYS[4],ARGV[4])
-  redis.call("hdel",KEYS[5],ARGV[4])
+if ARGV[3] and KEYS[5] then
+  redis.call("zrem",KEYS[4],ARGV[3])
+  redis.call("hdel",KEYS[5],ARGV[3])
 end
-local rollback_of = not ARGV[4] and ARGV[3]
 if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
   local head = KEYS[3] and redis.call("zrange",KEYS[3],0,0)[1]
   local reg = head and KEYS[5] and redis.call("hget",KEYS[5],head)
   local at = reg and string.find(head,"@",1,true)
   if at then
-    local serial, ttl, token = string.match(reg,"^(%d+) (%d+) (%S+)$")
+    local ttl, token = string.match(reg,"^(%d+) (%S+)$")
     local t = redis.call("time")
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     local beat = tonumber(redis.call("zscore",KEYS[4],head) or "0")
     local channel = string.sub(head,at + 1)
-    local s = serial and beat > now and redis.pcall("pubsub","numsub",channel)
+    local s = ttl and beat > now and redis.pcall("pubsub","numsub",channel)
     if type(s) == "table" and tonumber(s[2]) > 0 then
       redis.call("set",KEYS[1],token,"PX",ttl)
       redis.call("zrem",KEYS[3],head)
-      redis.pcall("publish",channel,head .. "/" .. redis.sha1hex(ARGV[1]) .. "/" .. serial)
+      redis.pcall("publish",channel,head .. "/" .. redis.sha1hex(ARGV[1]))
       return n
     end
   end
   if not head and redis.call("type",KEYS[2]).ok == "zset" and
       not redis.call("zscore",KEYS[2],"*") then
-    if rollback_of then
-      local first = redis.call("zrange",KEYS[2],0,1)
-      head = first[1]
-      if head == rollback_of then head = first[2] end
-      if not head then return n end
-    else
-      head = redis.call("zpopmin",KEYS[2])[1]
-    end
+    head = redis.call("zpopmin",KEYS[2])[1]
   end
   local channel = ARGV[2]
   if head then
@@ -92,11 +79,10 @@ return n)",
 for _, k in ipairs(KEYS) do redis.call("set", k, ARGV[1], "PX", ARGV[2]) end
 return 1)",
     // release_multi (KEYS the m lock keys, then their m waiting marks; ARGV token, then the m
-    // wake channels, then the rolling-back waiter's id as the single release's ARGV[3]; without
-    // channels KEYS are the lock keys only): each freed key wakes whom the single release would
+    // wake channels; without channels KEYS are the lock keys only): each freed key wakes whom
+    // the single release would
     R"(local m = #KEYS
 if #ARGV > 1 then m = #KEYS / 2 end
-local rollback_of = ARGV[m + 2]
 local n = 0
 for i = 1, m do
   if redis.call("get", KEYS[i]) == ARGV[1] then
@@ -104,27 +90,19 @@ for i = 1, m do
     local mark = KEYS[m + i]
     if ARGV[i + 1] and redis.call("exists", mark) == 1 then
       local head
-      local skip = false
       if redis.call("type", mark).ok == "zset" and not redis.call("zscore", mark, "*") then
-        if rollback_of then
-          local first = redis.call("zrange", mark, 0, 1)
-          head = first[1]
-          if head == rollback_of then head = first[2] end
-          skip = not head
-        else
-          head = redis.call("zpopmin", mark)[1]
-        end
+        head = redis.call("zpopmin", mark)[1]
       end
       local channel = ARGV[i + 1]
       if head then
         local at = string.find(head, "@", 1, true)
         if at then channel = string.sub(head, at + 1) end
         head = head .. "/" .. redis.sha1hex(ARGV[1])
-      elseif not skip then
+      else
         local s = redis.pcall("pubsub", "numsub", ARGV[i + 1])
         head = "#" .. (type(s) == "table" and s[2] or 1)
       end
-      if head then redis.pcall("publish", channel, head) end
+      redis.pcall("publish", channel, head)
     end
   end
 end
@@ -256,20 +234,20 @@ return 1)",
     // behind on a quorum need not try before its turn (waiters whose heartbeat expired are
     // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
     // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head,
-    // and (KEYS[6] handoff; ARGV serial, lock ttl, token) registers the token that a release may
-    // hand it the lock with. The place is this node's own count: where that is not the waiter's
+    // and (KEYS[6] handoff; ARGV lock ttl, token) registers the token that a release may hand
+    // it the key with. The place is this node's own count: where that is not the waiter's
     // agreed ticket (the node counted concurrent takers in another order, or its counter lagged:
     // it missed a taker while a client's connection to it was down), it may be ahead of a waiter
-    // with a lower ticket. Its client counts a key handed over here only where the count was its
+    // with a lower ticket. Its client counts this round's grant here only where the count was its
     // agreed ticket, and its next attempt gives such a key back (acquire_fair). That rule needs
     // the place to be the count of this round: a waiter taking a ticket again (its last round
     // found no quorum; it never had an agreed ticket) is placed anew, not left at the place its
     // earlier round gave it, which could be ahead of waiters that took lower tickets since.
-    // ARGV[7] (wake-ups, votes without replicas): where the lock key is free and the waiter is
+    // ARGV[6] (wake-ups, votes without replicas): where the lock key is free and the waiter is
     // first in line here, the ticket round also grants it, as a release would hand it over: the
     // key is set to the registered token for its ttl and the waiter leaves the queue (its
-    // heartbeat and registration stay, as after a handoff); the second element is then 2. Its
-    // client counts it as it counts a handoff under this registration (judge_grant), so an
+    // heartbeat and registration stay, as after a handoff); the second element is then 2. A
+    // reply its client counts as a vote (where this count was its agreed ticket), so an
     // uncontended fair acquisition takes one round, not a ticket round and an attempt.
     // A key that this node granted (or a release here handed over) under the waiter's previous
     // registration is its own (a ticket round that found no quorum, whose grants its client
@@ -283,7 +261,7 @@ return 1)",
     // Seconds, so that nodes starting a queue together mostly agree and need no write-back.
     R"(local t = redis.call("time")
 local reg = KEYS[6] and redis.call("hget", KEYS[6], ARGV[1])
-local mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
+local mine = reg and string.match(reg, "^%d+ (%S+)$")
 if mine and redis.call("get", KEYS[4]) ~= mine then mine = nil end
 if redis.call("exists", KEYS[1]) == 0 then
   redis.call("set", KEYS[1], string.format("%.0f", tonumber(t[1]) * 1000000))
@@ -299,7 +277,7 @@ redis.call("zadd", KEYS[2], n, ARGV[1])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
 local kept = {KEYS[1], KEYS[2], KEYS[3]}
 if KEYS[6] then
-  redis.call("hset", KEYS[6], ARGV[1], ARGV[4] .. " " .. ARGV[5] .. " " .. ARGV[6])
+  redis.call("hset", KEYS[6], ARGV[1], ARGV[4] .. " " .. ARGV[5])
   table.insert(kept, KEYS[6])
 end
 local keep = 2 * tonumber(ARGV[2])
@@ -316,8 +294,8 @@ if (not mine and redis.call("exists", KEYS[4]) == 1) or
     redis.call("zrank", KEYS[2], ARGV[1]) > 0 then
   behind = 1
   if mine then redis.call("del", KEYS[4]) end
-elseif ARGV[7] then
-  redis.call("set", KEYS[4], ARGV[6], "PX", ARGV[5])
+elseif ARGV[6] then
+  redis.call("set", KEYS[4], ARGV[5], "PX", ARGV[4])
   redis.call("zrem", KEYS[2], ARGV[1])
   behind = 2
 elseif mine then
@@ -325,7 +303,7 @@ elseif mine then
 end
 return {n, behind})",
     // acquire_fair (KEYS lock, queue, heartbeats, ticket, [handoff]; ARGV token, ttl, ticket,
-    // heartbeat ttl, waiter id, [serial, registered token]): drop waiters whose heartbeat expired,
+    // heartbeat ttl, waiter id, [registered token]): drop waiters whose heartbeat expired,
     // (re)join the
     // queue with our ticket, refresh our heartbeat, and take the lock only when first in line and
     // the key is free (the queue's keys' expiry only grows, as above). A waiter already first
@@ -333,8 +311,9 @@ return {n, behind})",
     // queue, so nothing of its own needs refreshing, and who else has expired does not change who
     // is first. With a handoff key, the attempt also registers the waiter again (a token of its
     // own, so that a rollback of the attempt never takes back what a release handed over; this
-    // ttl; the serial), and a key that a release handed it under an earlier registration is
-    // taken as granted: set to this attempt's token for this ttl, as a grant now would be;
+    // ttl), and a key that a release handed it under an earlier registration is taken as
+    // granted: set to this attempt's token for this ttl, as a grant now would be, and the
+    // reply is 2 (a handoff confirmed: this reply, not the release's message, is the vote);
     // unless a live waiter is queued here below our ticket (handed over at a place that was
     // this node's count, not our ticket: ticket_take), when it is given back.
     R"(local function won()
@@ -349,7 +328,7 @@ if first[1] == ARGV[5] and tonumber(first[2]) == tonumber(ARGV[3]) and
   return won()
 end
 local reg = KEYS[5] and redis.call("hget", KEYS[5], ARGV[5])
-local mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
+local mine = reg and string.match(reg, "^%d+ (%S+)$")
 if mine and redis.call("get", KEYS[1]) ~= mine then mine = nil end
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -362,7 +341,8 @@ if mine then
   local ahead = redis.call("zrangebyscore", KEYS[2], "-inf", "(" .. ARGV[3], "limit", 0, 2)
   if #ahead == 0 or (#ahead == 1 and ahead[1] == ARGV[5]) then
     redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
-    return won()
+    won()
+    return 2
   end
   redis.call("del", KEYS[1])
 end
@@ -370,7 +350,7 @@ redis.call("zadd", KEYS[2], ARGV[3], ARGV[5])
 redis.call("zadd", KEYS[3], now + tonumber(ARGV[4]), ARGV[5])
 local kept = {KEYS[2], KEYS[3], KEYS[4]}
 if KEYS[5] then
-  redis.call("hset", KEYS[5], ARGV[5], ARGV[6] .. " " .. ARGV[2] .. " " .. ARGV[7])
+  redis.call("hset", KEYS[5], ARGV[5], ARGV[2] .. " " .. ARGV[6])
   table.insert(kept, KEYS[5])
 end
 local keep = 2 * tonumber(ARGV[4])
@@ -391,7 +371,7 @@ redis.call("zrem", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
 if KEYS[5] then
   local reg = redis.call("hget", KEYS[5], ARGV[1])
-  local mine = reg and string.match(reg, "^%d+ %d+ (%S+)$")
+  local mine = reg and string.match(reg, "^%d+ (%S+)$")
   redis.call("hdel", KEYS[5], ARGV[1])
   if mine and mine ~= ARGV[3] and redis.call("get", KEYS[4]) == mine then
     redis.call("del", KEYS[4])
@@ -467,42 +447,13 @@ bool safe_to_run_late(ScriptId id) {
   return false;
 }
 
-namespace {
-
-// "/<serial>" at the end of a grant: the serial (> 0, at most 19 digits) and where it starts.
-std::optional<std::pair<std::uint64_t, std::size_t>> grant_suffix(std::string_view message) {
-  const auto slash = message.rfind('/');
-  if (slash == std::string_view::npos) return std::nullopt;
-  const auto digits = message.substr(slash + 1);
-  if (digits.empty() || digits.size() > 19) return std::nullopt;
-  std::uint64_t serial = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    serial = serial * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  if (serial == 0) return std::nullopt;
-  return std::pair{serial, slash};
-}
-
-}  // namespace
-
 WakeName parse_wake_message(std::string_view message) {
   constexpr std::size_t hash_size = 40;  // a SHA-1 in hex has the shape of one of our tokens
-  const auto name = [&](std::string_view m) -> std::optional<WakeName> {
-    if (m.size() <= hash_size + 1 || m[m.size() - hash_size - 1] != '/') return std::nullopt;
-    const auto hash = m.substr(m.size() - hash_size);
-    if (!looks_like_token(hash)) return std::nullopt;
-    return WakeName{m.substr(0, m.size() - hash_size - 1), hash};
-  };
-  // A grant is a name with a serial after it; without a name before it, the digits are not one.
-  if (auto g = grant_suffix(message)) {
-    if (auto n = name(message.substr(0, g->second))) {
-      n->granted = g->first;
-      return *n;
-    }
-  }
-  if (auto n = name(message)) return *n;
-  return {message, {}};
+  if (message.size() <= hash_size + 1 || message[message.size() - hash_size - 1] != '/')
+    return {message, {}};
+  const auto hash = message.substr(message.size() - hash_size);
+  if (!looks_like_token(hash)) return {message, {}};
+  return {message.substr(0, message.size() - hash_size - 1), hash};
 }
 
 }  // namespace redlock::detail

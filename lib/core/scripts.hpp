@@ -4,21 +4,19 @@
 // channel, which other clients ignore), so locks interoperate with other clients.
 
 #include <array>
-#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace redlock::detail {
 
 enum class ScriptId {
-  release,  // KEYS[1], [mark, queue, [heartbeats, handoff]]; ARGV[1]=token, [channel, [rollback
-            // of]] -> 1 deleted / 0 not held
-  extend,   // KEYS[1], ARGV[1]=token, ARGV[2]=ttl ms -> 1 extended / 0 not held
-  acquire_multi,   // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 all set / 0 one exists
-  release_multi,   // KEYS..., [marks...]; ARGV[1]=token, [channels..., [rollback of]] -> number
-                   // deleted
-  extend_multi,    // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
-  status,          // KEYS[1] -> {type, value or nil, pttl}
+  release,        // KEYS[1], [mark, queue, [heartbeats, handoff]]; ARGV[1]=token, [channel, [handed
+                  // waiter]] -> 1 deleted / 0 not held
+  extend,         // KEYS[1], ARGV[1]=token, ARGV[2]=ttl ms -> 1 extended / 0 not held
+  acquire_multi,  // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 all set / 0 one exists
+  release_multi,  // KEYS..., [marks...]; ARGV[1]=token, [channels...] -> number deleted
+  extend_multi,   // KEYS..., ARGV[1]=token, ARGV[2]=ttl ms -> 1 if every key held and extended
+  status,         // KEYS[1] -> {type, value or nil, pttl}
   acquire_fenced,  // KEYS[1]=lock, KEYS[2]=fence counter; ARGV token, ttl -> new fence / 0 held
   fence_raise,     // KEYS counter, [queue]; ARGV f, expiry, [waiter] -> 1 once the counter is >= f
   // Read-write locks. KEYS[1]=lock key (the writer), KEYS[2]=readers (zset token -> expiry,
@@ -31,12 +29,12 @@ enum class ScriptId {
   extend_read,    // KEYS[1]=readers; ARGV token, ttl -> 1 extended / 0 not held (or expired)
   // Fair locks. KEYS[1]=lock key, KEYS[2]=queue (zset waiter -> ticket), KEYS[3]=heartbeats
   // (zset waiter -> expiry, server ms), KEYS[4]=ticket counter (acquire_fair), and with wake-ups
-  // the handoff registrations (hash waiter -> "<serial> <ttl> <token>") last.
+  // the handoff registrations (hash waiter -> "<ttl> <token>") last.
   ticket_take,    // KEYS ticket, queue, heartbeats, lock, [mark, handoff]; ARGV waiter, heartbeat
-                  //   ttl, [mark ttl, serial, ttl, token] -> {the new counter, 1 if the lock is
-                  //   held or a waiter is ahead}
-  acquire_fair,   // ARGV token, ttl, ticket, heartbeat ttl, waiter, [serial, registered token] ->
-                  // 1 granted / 0 not yet
+                  //   ttl, [mark ttl, ttl, token, [grant]] -> {the new counter, 1 if the lock is
+                  //   held or a waiter is ahead, 2 if it granted the lock to the token}
+  acquire_fair,   // ARGV token, ttl, ticket, heartbeat ttl, waiter, [registered token] -> 1
+                  // granted / 2 granted, the key handed over to the registered token / 0 not yet
   fair_leave,     // KEYS queue, heartbeats, [mark, [lock, handoff]]; ARGV waiter, [channel,
                   // [token of the lock acquired]] -> 1
   fair_rollback,  // KEYS lock, queue, heartbeats; ARGV token, ticket, waiter, heartbeat ttl -> 1
@@ -47,14 +45,12 @@ enum class ScriptId {
 };
 
 // A release's publish that names one waiter: "<waiter id>/<SHA-1 of the token released, 40 hex>"
-// (the release scripts above; fair_leave hashes the leaving waiter's id), followed by
-// "/<serial>" when the release handed the waiter the lock with the token it registered under
-// that serial. Anything else (a "#<n>", a name without the suffix) is all waiter, with an empty
-// release.
+// (the release scripts above; fair_leave hashes the leaving waiter's id). Anything else (a
+// "#<n>", a name without the hash) is all waiter, with an empty release. A name says only "try
+// now": anyone who may PUBLISH on the channel can send one.
 struct WakeName {
   std::string_view waiter;
   std::string_view release;
-  std::uint64_t granted = 0;  // the registration's serial (> 0) when the lock was handed over
 };
 [[nodiscard]] WakeName parse_wake_message(std::string_view message);
 

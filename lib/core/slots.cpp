@@ -33,7 +33,7 @@ bool is_multi(const Command& c) {
 }
 
 // release_multi: how many of its keys are lock keys (the rest are their waiting marks, one each,
-// with as many wake channels after the token, and perhaps a rollback's waiter after them).
+// with as many wake channels after the token).
 std::size_t lock_key_count(const Command& c) {
   const auto argv = c.args.size() - static_cast<std::size_t>(c.numkeys);
   if (*c.script != ScriptId::release_multi || argv <= 1) return static_cast<std::size_t>(c.numkeys);
@@ -163,7 +163,6 @@ std::optional<std::vector<SlotPart>> split_by_slot(const Command& c) {
           if (hash_slot(c.args[i]) == p.slot && argv0 + 1 + i < argv.size())
             p.command.arg(argv[argv0 + 1 + i]);
         }
-        if (argv0 + 1 + m < argv.size()) p.command.arg(argv[argv0 + 1 + m]);  // rollback of
       }
     } else {
       for (std::size_t i = argv0 + 1; i < argv.size(); ++i) p.command.arg(argv[i]);

@@ -93,11 +93,10 @@ void AcquireOp::start_round(Phase phase, Round& round, detail::Command cmd) {
   round.begin_dispatch();
   const auto c = net::Request::make(std::move(cmd), phase == Phase::attempt);
   stamp();
-  // An attempt's validity counts from here: read before its first command goes out.
-  if (phase == Phase::attempt) {
-    t1_ = sent_;
-    attempt_round_ = round_id_;
-  }
+  // An attempt's validity counts from here (read before its first command goes out), and so
+  // does that of a lock a ticket round grants (take_ticket_grant).
+  if (phase == Phase::attempt || phase == Phase::ticket) t1_ = sent_;
+  if (phase == Phase::attempt) attempt_round_ = round_id_;
   if (phase == Phase::ticket) {
     ticket_round_ = round_id_;
     owe_settle_.clear();
@@ -127,14 +126,7 @@ void AcquireOp::start_attempt() {
 }
 
 detail::AttemptArgs AcquireOp::attempt_args() const {
-  return {keys_,
-          token_,
-          opts_.ttl,
-          waiter_,
-          ticket_,
-          opts_.heartbeat_ttl,
-          writer_mark_ttl(),
-          registers() ? reg_serial_ : 0,
+  return {keys_,     token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl(),
           reg_token_};
 }
 
@@ -199,7 +191,7 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
           ticket_votes_.add(v.value);
           ticket_at_[static_cast<std::size_t>(node)] = v.value;
           behind_ += v.behind ? 1 : 0;
-          if (v.granted) note_ticket_grant(static_cast<std::size_t>(node));
+          ticket_granted_[static_cast<std::size_t>(node)] = v.granted ? 1 : 0;
         }
       }
       counter_.record(node, std::move(o));
@@ -323,11 +315,21 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
   const auto now = BootClock::now();
   Millis sleep = e_.retry_sleep();
   const bool catch_up = std::exchange(catch_up_, false);
-  if (named_while_busy_ || (armed_by_name_ && names_.quorum_besides(armed_release_))) {
+  const bool named_while_busy = std::exchange(named_while_busy_, false);
+  // Only a lock held elsewhere is worth trying again before the retry delay, and only on word
+  // that it was released. A failure of no quorum (nodes down, votes excluded by the restart
+  // guard or a promotion's quarantine) or of validity is not undone by a release: every waiter
+  // woken at once by the others' releases and attempts would try again and again against the
+  // nodes that are left (issue 41: thousands of attempts per waiter and second). It sleeps the
+  // retry delay, jitter and all, and no wake-up shortens that (algorithm.md, hazard 12).
+  early_wake_ok_ = why == Errc::contended;
+  if (!early_wake_ok_) {
+    // (A fair waiter still refreshes its heartbeat well within its ttl, or loses its place.)
+    if (kind_.queued()) sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
+  } else if (named_while_busy || (armed_by_name_ && names_.quorum_besides(armed_release_))) {
     // A release named us while this attempt was out (it lost to a client that had not waited,
     // or went out before the release), or, when names started it, a later release's names
     // reached a quorum meanwhile: the lock may be free now, and nobody else was told.
-    named_while_busy_ = false;
     retry_named_ = true;
     sleep = Millis{0};
   } else if (kind_.queued() &&
@@ -345,9 +347,8 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
     sleep = Millis{0};
   } else if (kind_.queued() && e_.options_.wake_ups) {
     // The release names the first in line: polling is the fallback (a first waiter that died
-    // before its turn, a lost subscription), and refreshes the heartbeat well within its ttl,
-    // and our registration well within the lock's ttl (a handoff's validity counts from it).
-    sleep = std::min({sleep, opts_.heartbeat_ttl / 4, opts_.ttl / 3});
+    // before its turn, a lost subscription), and refreshes the heartbeat well within its ttl.
+    sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
   }
   bool again;
   if (wait_until_) {
@@ -399,13 +400,11 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
       named_ = false;
     }
   }
+  // Every way back to an attempt after a failure goes through this timer: at the end of the
+  // sleep, or earlier when a wake-up may end it (may_wake()).
   if (!retry_timer_) {
     retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
       if (phase_ != Phase::sleeping) return;
-      if (granted_quorum()) {
-        take_handoff();
-        return;
-      }
       first_in_line_ = (woken_ && armed_by_name_) || retry_named_;
       retry_named_ = false;
       if (need_ticket_) {
@@ -415,8 +414,7 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
       }
     });
   }
-  // Handed the lock on a quorum already (while a ticket round was out): take it at once.
-  retry_timer_->start(granted_quorum() ? 0 : static_cast<std::uint64_t>(sleep.count()));
+  retry_timer_->start(static_cast<std::uint64_t>(sleep.count()));
 }
 
 void AcquireOp::wake(int node, const net::Wake& w) {
@@ -424,25 +422,18 @@ void AcquireOp::wake(int node, const net::Wake& w) {
   if (names_someone) {
     // One waiter is named: another one's turn (perhaps another acquisition of this client, on
     // another lock: readers and writers are never named), or ours (an exclusive waiter's release
-    // took it off the mark: it marks itself again if it loses).
+    // took it off the mark: it marks itself again if it loses; a fair waiter's may have set the
+    // key to our registered token: our attempt takes it, and its replies are the vote).
     if (waiter_.empty() || w.waiter != waiter_) return;
-    if (w.granted != 0) {
-      note_grant(node, w);
-      if (phase_ == Phase::sleeping && granted_quorum()) {
-        woken_ = true;
-        retry_timer_->start(0);  // takes it (not here: the engine is iterating its waiters)
-        return;
-      }
-    }
     if (kind_.named_wake()) named_ = true;
-    // Counted per release, asleep or not: names from a rollback on two nodes and a release on a
-    // third must not add up (core/name_tally.hpp).
+    // Counted per release, asleep or not: names from releases that each reached too few nodes
+    // must not add up (core/name_tally.hpp).
     const bool quorum = names_.named(node, w.release);
     // Named while a round of ours is out (an attempt that a poll or a resubscription started, a
     // ticket), it tries again at once if that one fails; when a quorum of names started the
     // round, only if another release's names reach a quorum (fail_attempt).
     if (phase_ != Phase::sleeping && !armed_by_name_) named_while_busy_ = true;
-    if (phase_ != Phase::sleeping || woken_ || !quorum) return;
+    if (!may_wake() || !quorum) return;
     woken_ = true;
     armed_by_name_ = true;
     armed_release_ = w.release;
@@ -455,7 +446,7 @@ void AcquireOp::wake(int node, const net::Wake& w) {
   // the subscription whose quorum started it), and never as the first in line.
   if (w.why == net::Wake::Why::listening && kind_.queued() && phase_ != Phase::sleeping && !woken_)
     catch_up_ = true;
-  if (phase_ != Phase::sleeping || woken_) return;
+  if (!may_wake()) return;
   if (kind_.queued()) {
     // A fair lock goes to the first in line (named above): a deletion by someone else tells
     // nothing about the queue (polling sees it).
@@ -558,15 +549,16 @@ void AcquireOp::complete(AcquireResult res) {
       // A node that granted the lock took the waiter out of its queue in the same script; one
       // that has not answered yet is told once it answers without granting (late_reply).
       std::vector<bool> skip(static_cast<std::size_t>(e_.n()), false);
-      // Won by a handoff, no command of ours is out: every node that did not hand it over is
-      // told now, before our release can reach it. Were it not, a release still on its way
-      // there could hand it to us after our own release had come and gone, and the key would
-      // stay until its ttl. One that handed it over already keeps the key (our lock's token).
+      // Won by the ticket round's grants, no attempt of ours is out: every node that did not
+      // grant is told now (behind the ticket round, on its connection), before our release can
+      // reach it. Were it not, a release still on its way there could hand it to us after our
+      // own release had come and gone, and the key would stay until its ttl. One that granted
+      // already keeps the key (our lock's token).
       if (!res.error) {
         owe_leave_.assign(skip.size(), 0);
         for (int i = 0; i < e_.n(); ++i) {
           const auto u = static_cast<std::size_t>(i);
-          const bool out = !won_by_handoff_ && !attempt_.answered(i);
+          const bool out = !won_with_ticket_ && !attempt_.answered(i);
           owe_leave_[u] = out ? 1 : 0;
           skip[u] = out || attempt_.outcomes()[u].state == NodeState::ok;
         }

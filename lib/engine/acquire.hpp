@@ -40,9 +40,11 @@ class AcquireOp final : public Operation {
   void cancel();
 
   void on_result(int node, std::uint32_t tag, const net::Result& r) override;
-  // Node `node` heard that a key of ours may be free: while sleeping, once a quorum of nodes has
-  // reported it gone (or a quorum has just (re)subscribed), try again now (after a small spread)
-  // instead of at the end of the sleep.
+  // Node `node` heard that a key of ours may be free: while sleeping after an attempt that found
+  // the lock held elsewhere, once a quorum of nodes has reported it gone (or named us, or a
+  // quorum has just (re)subscribed), try again now (after a small spread) instead of at the end
+  // of the sleep. Only ever a hint to try: anyone who may PUBLISH can write what it heard, so it
+  // never gives the lock, only starts an attempt whose replies decide (algorithm.md, hazard 10).
   void wake(int node, const net::Wake& w);
   [[nodiscard]] Millis wake_spread(const net::Wake& w);
   [[nodiscard]] std::string new_waiter_id() const;
@@ -63,24 +65,23 @@ class AcquireOp final : public Operation {
   void hand_out_fenced();  // the fence stands on a quorum: validity, then the lock
   void ticket_decided(detail::Decision d);
   void ticket_writeback_decided(detail::Decision d);
-  void ticket_agreed();  // a quorum's counters stand at our ticket: attempt, or wait in line
+  void ticket_agreed();      // a quorum's counters stand at our ticket: attempt, or wait in line
+  bool take_ticket_grant();  // the ticket round's replies granted us the lock: taken
   [[nodiscard]] bool waits_in_line() const;              // after the ticket: sleep until named
   [[nodiscard]] detail::Command settle_command() const;  // our agreed ticket, for one node
   bool refuse_if_duplicate_servers();
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
   void sleep_then_retry(Millis sleep);
+  // A wake-up may end this sleep now (wake()).
+  [[nodiscard]] bool may_wake() const {
+    return phase_ == Phase::sleeping && !woken_ && early_wake_ok_;
+  }
   // Fair, with wake-ups: direct handoff (a release sets the key to the token the first waiter
-  // registered, and names it with that registration's serial).
+  // registered and names it; the waiter's attempt takes such a key as granted).
   [[nodiscard]] bool registers() const { return kind_.queued() && e_.options_.wake_ups; }
   void new_registration();
-  void note_grant(int node, const net::Wake& w);
-  void note_ticket_grant(std::size_t node);  // the ticket round's reply said it granted
-  void judge_grant(std::size_t node);  // count a grant, or not, once we know where we were placed
-  void judge_grants();
   void note_late_ticket(std::size_t node, const net::Result& r);
-  [[nodiscard]] bool granted_quorum() const;
-  void take_handoff();  // a quorum handed us the lock: validity from the registration's sending
   void warn_fence_durability();
   [[nodiscard]] bool may_hold_keys() const {
     return phase_ == Phase::attempt || phase_ == Phase::fence_writeback;
@@ -114,6 +115,11 @@ class AcquireOp final : public Operation {
   std::optional<BootClock::time_point> wait_until_;
   BootClock::time_point started_{};
   std::unique_ptr<net::Timer> retry_timer_;
+  // Whether a wake-up may end the current sleep early: only after an attempt that found the lock
+  // held elsewhere (Errc::contended), which a release undoes. No release undoes a failure of no
+  // quorum (nodes down, votes excluded) or of validity: such a sleep lasts the retry delay with
+  // its jitter (algorithm.md, hazard 12).
+  bool early_wake_ok_ = false;
   bool watching_ = false;  // wake-ups: registered with the engine (from the first sleep on)
   // During this sleep, per node: it reported our key gone (a release that names nobody, a
   // deletion, an expiry), and, apart, it (re)subscribed (a release may have been missed). The two
@@ -139,12 +145,16 @@ class AcquireOp final : public Operation {
   detail::Round attempt_;  // the current (or last) attempt: its record is what the caller sees
   detail::Round counter_;  // the current ticket or write-back round
   std::string token_;      // the current attempt's, fresh for every attempt
+  // When the current attempt (or a ticket round, which can grant the lock too) was sent.
   BootClock::time_point t1_{};
   detail::CounterMax fence_;              // over the granting nodes
   std::string waiter_;                    // write, fair and named waiters: kept across attempts
   std::uint64_t ticket_ = 0;              // fair: max over the quorum
   detail::CounterMax ticket_votes_;       // fair: the current ticket round's replies
   std::vector<std::uint64_t> ticket_at_;  // fair: each node's count in it (0: no reply)
+  // fair, with wake-ups: per node, the ticket round's reply (before the round was decided) said
+  // it granted the lock to our registered token (take_ticket_grant)
+  std::vector<char> ticket_granted_;
   bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
   int behind_ = 0;            // fair: nodes whose ticket reply said someone is ahead of us
   // fair: when the last round that a quorum of nodes ran (and so refreshed our heartbeat on) was
@@ -163,23 +173,11 @@ class AcquireOp final : public Operation {
   std::uint32_t attempt_round_ = 0;
   std::vector<char> owe_settle_;
   std::vector<char> owe_leave_;
-  // Fair, with wake-ups: our latest registration (made by the ticket round and by every attempt,
-  // each sent to every node): its serial, token and when it was sent (before its commands went
-  // out, so a key a release set to the token under it expires no earlier than this plus the
-  // ttl), and the nodes that handed us the lock under it (only those count: a key handed over
-  // under an older one was, or will be, taken by our attempt since as its own grant).
-  std::uint64_t reg_serial_ = 0;
+  // Fair, with wake-ups: the token of our latest registration (made by the ticket round and by
+  // every attempt, each sent to every node), which a release may set the key to for us.
   std::string reg_token_;
-  BootClock::time_point reg_sent_{};
-  // ticket_serial_: the ticket round's registration (a release hands the lock over at the node's
-  // own count under it: judge_grant).
-  enum class Grant : char { none, unjudged, counted, not_counted };
-  std::uint64_t ticket_serial_ = 0;
-  std::vector<Grant> granted_;
-  std::vector<char> granted_by_ticket_;  // per node: the ticket round granted it, not a release
-  int granted_count_ = 0;
-  bool won_by_handoff_ = false;
-  AcquireResult result_;  // what deliver() hands over
+  bool won_with_ticket_ = false;  // the ticket round's replies gave us the lock
+  AcquireResult result_;          // what deliver() hands over
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;
 };

@@ -1,12 +1,33 @@
 // A fair waiter's place in the queue: its ticket round (and the write-back where the nodes'
-// counters disagree), rejoining the queue when its heartbeat may have lapsed, and what a node that
-// answered after a round was decided is still owed. The attempts themselves are acquire.cpp's.
+// counters disagree), the lock that round may grant, its registration for a release's direct
+// handoff (wake-ups), rejoining the queue when its heartbeat may have lapsed, and what a node
+// that answered after a round was decided is still owed. The attempts themselves are
+// acquire.cpp's.
+//
+// Direct handoff, and why only replies count: a release whose queue's first waiter registered a
+// token sets the key to that token and names the waiter (core/scripts.cpp). The name is a
+// message, which anyone who may PUBLISH can forge, so it only makes the waiter try at once; its
+// attempt (acquire_fair) takes a key set to its registered token as granted, where nobody is
+// queued below its ticket, and that attempt's replies are judged as any attempt's (restart
+// guard, one vote per server, quorum, validity from the attempt's own t1). The attempt is the
+// confirming round: a GET of the token, or the extend script with it, would confirm the
+// handoff as well and as fast (one round either way), but could not give back a key handed over
+// out of turn (at a node's own count, not our ticket), and would be a second way to take a lock.
+// The ticket round's own grants are replies: counted where the node's count was our ticket.
 #include <algorithm>
 
 #include "core/quorum.hpp"
+#include "core/token.hpp"
 #include "engine/acquire.hpp"
+#include "lock_builder.hpp"
 
 namespace redlock {
+
+// A fresh token (never an attempt's: a rollback deletes the attempt's token only, and must leave
+// a key that a release handed over, which our next attempt takes as its own).
+void AcquireOp::new_registration() {
+  reg_token_ = detail::token_for(detail::make_token(), keys_.size());
+}
 
 using detail::Decision;
 
@@ -29,19 +50,17 @@ void AcquireOp::start_ticket() {
   behind_ = 0;
   ticket_votes_.reset();
   ticket_at_.assign(static_cast<std::size_t>(e_.n()), 0);
-  // With wake-ups the ticket also registers a token (a release may hand us the lock with it
+  ticket_granted_.assign(ticket_at_.size(), 0);
+  // With wake-ups the ticket also registers a token (a release may set the key to it for us
   // from here on): fresh, as an attempt's.
-  ticket_ = 0;  // until this round decides (judge_grant)
-  if (registers()) {
-    new_registration();
-    ticket_serial_ = reg_serial_;
-  }
-  // Where the key is free and we are first in line, the round also grants it (judged as a
-  // handoff is); not with replicated votes, whose grants count only by an attempt.
+  ticket_ = 0;  // until this round decides
+  if (registers()) new_registration();
+  // Where the key is free and we are first in line, the round also grants it
+  // (take_ticket_grant); not with replicated votes, whose grants count only by an attempt.
   const bool grant_if_free = registers() && e_.options_.min_replicas == 0;
   start_round(Phase::ticket, counter_,
               detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl(),
-                                  {reg_serial_, opts_.ttl, reg_token_}, grant_if_free));
+                                  {opts_.ttl, reg_token_}, grant_if_free));
 }
 
 // With wake-ups, the ticket round marks a fair waiter waiting (it is named from there on, also
@@ -63,7 +82,6 @@ void AcquireOp::ticket_decided(Decision d) {
   refreshed_ = sent_;  // the ticket round set our heartbeat on a quorum
   if (auto ttl = ticket_mark_ttl()) marked_until_ = sent_ + *ttl;  // and our waiting mark
   ticket_ = ticket_votes_.value();
-  judge_grants();  // handoffs heard during the round: counted where the node's count is ticket_
   auto settle = settle_command();
   // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
   // same takers), the write-back round would change nothing: the attempt goes at once, and only
@@ -107,12 +125,7 @@ bool AcquireOp::waits_in_line() const {
 }
 
 void AcquireOp::ticket_agreed() {
-  // The nodes granted us the lock with the ticket round itself (the key free and we first in
-  // line there) on a quorum, at our agreed ticket: taken as a handoff is.
-  if (granted_quorum()) {
-    take_handoff();
-    return;
-  }
+  if (take_ticket_grant()) return;
   if (waits_in_line()) {
     saw_contention_ = true;
     fail_attempt(Errc::contended, "waiting in line: someone is ahead on " +
@@ -122,6 +135,57 @@ void AcquireOp::ticket_agreed() {
   }
   first_in_line_ = true;
   start_attempt();
+}
+
+// The ticket round's replies granted us the lock (ticket_take: the key free and we first in line
+// there) on a quorum of nodes whose count was our agreed ticket: ours, on the word of those
+// replies, with the validity of a lock whose round was sent at t1_. The ticket round places us
+// at each node's own count, and where that is not our agreed ticket (the node counted concurrent
+// takers in another order, or missed one while a client could not reach it), a waiter with a
+// lower ticket may be behind us there or not there yet: counting that node could give us a
+// quorum out of turn (any quorum of ours where our count was the agreed ticket meets the quorum
+// that gave the other waiter its lower ticket on a node where it is ahead of us). Such a grant,
+// a grant that came after the round was decided, and too few grants are taken by our attempt
+// (acquire_fair: as its own, or given back if a waiter is queued below our ticket).
+bool AcquireOp::take_ticket_grant() {
+  if (!registers()) return false;
+  const int n = e_.n();
+  std::vector<bool> counted(static_cast<std::size_t>(n), false);
+  int count = 0;
+  for (std::size_t i = 0; i < counted.size(); ++i) {
+    counted[i] = ticket_granted_[i] != 0 && ticket_at_[i] == ticket_;
+    count += counted[i] ? 1 : 0;
+  }
+  if (count < detail::quorum_of(n)) return false;
+  const auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor,
+                                          e_.options_.min_validity, t1_, BootClock::now());
+  if (!v.ok) return false;  // the attempt takes the keys, with a validity from its own t1
+  token_ = reg_token_;
+  attempt_.reset(&e_.names());
+  for (int i = 0; i < n; ++i) {
+    if (!counted[static_cast<std::size_t>(i)]) continue;
+    NodeOutcome o = counter_.outcomes()[static_cast<std::size_t>(i)];
+    o.detail = "granted with its ticket";
+    e_.count_node(i, o);
+    attempt_.record(i, std::move(o));
+  }
+  attempt_.close();
+  won_with_ticket_ = true;
+  Lock lock = LockBuilder::make(resources_, token_, opts_.ttl,
+                                std::chrono::duration_cast<Millis>(v.validity), v.deadline,
+                                attempt_.tally().ok, n, attempt_.outcomes());
+  // The grant left our heartbeat and registration there: the release clears them.
+  LockBuilder::set_handed_waiter(lock, waiter_);
+  finish_ok(std::move(lock));
+  return true;
+}
+
+// A node's answer to our ticket round after it was decided: its count, for the settle it may be
+// owed (late_reply). A grant in it is not counted (take_ticket_grant).
+void AcquireOp::note_late_ticket(std::size_t i, const net::Result& r) {
+  if (i >= ticket_at_.size() || ticket_at_[i] != 0 || failure(static_cast<int>(i), r)) return;
+  const auto v = detail::classify_ticket(*r.reply);
+  if (v.state == NodeState::ok) ticket_at_[i] = v.value;
 }
 
 // A fair waiter whose ticket round (or its write-back) found no quorum has set no lock key that

@@ -204,15 +204,6 @@ std::optional<std::string> Engine::Impl::vote_exclusion(
   return std::nullopt;
 }
 
-std::optional<std::string> Engine::Impl::grant_exclusion(
-    int i, std::string_view server, BootClock::time_point now,
-    const std::vector<NodeOutcome>* outcomes) const {
-  if (options_.min_replicas > 0) return "replicated votes count a handoff only by an attempt";
-  if (server.empty() || server != nodes_[static_cast<std::size_t>(i)]->server_id())
-    return "the handoff came through a connection to another server than the node's commands";
-  return vote_exclusion(i, now, outcomes);
-}
-
 void Engine::Impl::on_server_identified(int index) {
   if (!duplicate_servers_.empty()) return;
   const auto id = nodes_[static_cast<std::size_t>(index)]->server_id();

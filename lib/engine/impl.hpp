@@ -78,14 +78,6 @@ class Engine::Impl final : public net::NodeHost {
   // known, the lower index votes.
   [[nodiscard]] std::optional<std::string> vote_exclusion(
       int i, BootClock::time_point now, const std::vector<NodeOutcome>* outcomes) const;
-  // Why a release's handoff heard from node i (through a wake-up connection to `server`, a
-  // run_id) must not count now: as vote_exclusion(), and also when that server is not the one
-  // the node's commands reach (a restart the command connection has not seen yet, a Cluster or
-  // Sentinel vote whose subscriber reached another server), and for replicated votes (a handoff
-  // has no WAIT). An attempt then confirms it (acquire_fair takes a handed-over key as granted).
-  [[nodiscard]] std::optional<std::string> grant_exclusion(
-      int i, std::string_view server, BootClock::time_point now,
-      const std::vector<NodeOutcome>* outcomes) const;
 
   // Set once two nodes turn out to be one server (equal run_id, e.g. 127.0.0.1:7001 and
   // localhost:7001): it would vote twice, so acquisitions and extensions are refused with this

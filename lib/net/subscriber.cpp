@@ -1,6 +1,5 @@
 #include "net/subscriber.hpp"
 
-#include "core/info.hpp"
 #include "core/keys.hpp"
 #include "core/scripts.hpp"
 
@@ -10,7 +9,7 @@ namespace {
 using detail::Command;
 using detail::Reply;
 
-enum : std::uint32_t { tag_auth, tag_info, tag_subscription };
+enum : std::uint32_t { tag_auth, tag_subscription };
 
 // A subscribe/unsubscribe confirmation or a message: [kind, channel, payload-or-count].
 bool is_triple(const Reply& r, std::string_view kind) {
@@ -76,12 +75,7 @@ void Subscriber::send_subscription(const char* verb, const Key& k) {
 }
 
 void Subscriber::on_connecting(Connection& c) {
-  server_.clear();
   if (auth_) c.send(auth_, Millis{10'000}, *this, tag_auth, BootClock::now());
-  // Which server this is (before any message can come): a user whose ACL forbids INFO gets no
-  // run_id, and its grants count as names only.
-  static const auto info = Request::make(Command::plain({"INFO", "server"}));
-  c.send(info, Millis{10'000}, *this, tag_info, BootClock::now());
   for (const auto& [key, k] : keys_) send_subscription("SUBSCRIBE", k);
 }
 
@@ -108,18 +102,12 @@ void Subscriber::on_result(int, std::uint32_t tag, const Result& r) {
     }
     return;
   }
-  if (tag == tag_info) {
-    if (rep.type == Reply::Type::string || rep.type == Reply::Type::status) {
-      if (auto info = detail::parse_server_info(rep.str)) server_ = info->run_id;
-    }
-    return;
-  }
   // Listening from now on: whatever happened before is unknown, so the waiters try once.
   if (is_triple(rep, "subscribe")) {
     auto it = by_channel_.find(rep.elements[1].str);
     if (it != by_channel_.end() && keys_.at(it->second).wake_channel == it->first) {
       const std::string key = it->second;  // the handler may unsubscribe it
-      handler_.on_wake(key, Wake{Wake::Why::listening, {}, {}, 0, {}});
+      handler_.on_wake(key, Wake{Wake::Why::listening, {}, {}});
     }
   }
 }
@@ -132,12 +120,11 @@ void Subscriber::on_push(const Reply& m) {
   const auto& payload = m.elements[2].str;
   if (keys_.at(key).wake_channel == it->first) {
     const auto name = detail::parse_wake_message(payload);
-    handler_.on_wake(key,
-                     Wake{Wake::Why::released, name.waiter, name.release, name.granted, server_});
+    handler_.on_wake(key, Wake{Wake::Why::released, name.waiter, name.release});
   } else if (payload == "del") {
-    handler_.on_wake(key, Wake{Wake::Why::key_gone, {}, {}, 0, {}});
+    handler_.on_wake(key, Wake{Wake::Why::key_gone, {}, {}});
   } else if (payload == "expired" || payload == "evicted") {
-    handler_.on_wake(key, Wake{Wake::Why::expired, {}, {}, 0, {}});
+    handler_.on_wake(key, Wake{Wake::Why::expired, {}, {}});
   }
 }
 

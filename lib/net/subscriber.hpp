@@ -6,7 +6,9 @@
 // keyspace notifications on; nothing arrives where it has not, and nothing is required).
 //
 // A wake-up is only a hint to try now: waiters poll anyway, so a lost connection, a missed
-// message or a server without notifications costs time, never a handoff. After every
+// message or a server without notifications costs time, never a handoff. Nor is a message ever
+// a vote: anyone who may PUBLISH on a channel can write what arrives here (algorithm.md, hazard
+// 10), so the most a message can do is start an attempt, whose replies decide. After every
 // (re)connect the subscriber subscribes again and reports each key as `listening`, since
 // whatever happened while it was not listening is unknown.
 
@@ -33,11 +35,6 @@ struct Wake {
   Why why;
   std::string_view waiter;
   std::string_view release;  // empty unless a release named `waiter`
-  // A release that named `waiter` handed it the lock (its registration's serial; 0: it did not).
-  std::uint64_t granted = 0;
-  // The run_id of the server this connection reached (INFO, at its connect), empty while unknown:
-  // a grant counts only from the server the node's commands reach (the restart guard's).
-  std::string_view server;
 };
 
 class WakeHandler {
@@ -88,7 +85,6 @@ class Subscriber final : Connection::Listener, Sink, Connection::PushHandler {
   std::string name_;
   std::map<std::string, Key> keys_;                             // lock key -> its channels
   std::map<std::string, std::string, std::less<>> by_channel_;  // channel -> lock key
-  std::string server_;  // this connection's server's run_id (INFO at connect), or empty
   bool started_ = false;
   bool closed_ = false;
   Connection conn_;  // last: destroyed first

@@ -1,8 +1,10 @@
 """redlock-cli acquire / release / extend / status: the contract of docs/cli.md."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -250,7 +252,7 @@ class LockCommands(unittest.TestCase):
         # Waiters retry only every 20 s here: a plain one that gets the lock well before that (the
         # bound is generous, 10 s) was woken by the release, whose process is another
         # redlock-cli. A fair one polls its place faster (at most every 100 ms) either way; its
-        # per-node record shows that the release handed it the lock.
+        # per-node record shows that its attempt took the keys the release handed over to it.
         for kind in ([], ["--fair"]):
             with self.subTest(kind=kind):
                 res = "t-woken" + ("-fair" if kind else "")
@@ -280,9 +282,72 @@ class LockCommands(unittest.TestCase):
                 obj = json.loads(out)
                 self.assertNotEqual(obj["token"], tok)
                 if kind:
-                    handed = [n for n in obj["per_node"] if n.get("detail") == "handed over by a release"]
+                    handed = [n for n in obj["per_node"] if n.get("detail") == "handed over"]
                     self.assertGreaterEqual(len(handed), 3, obj["per_node"])
                 self.assertEqual(self.cli("release", res, obj["token"]).returncode, 0)
+
+    def test_a_forged_handoff_message_does_not_give_a_fair_waiter_the_lock(self):
+        # Issue 40, item 2, with the CLI and redis-cli alone: A holds a fair lock under `run`, B
+        # waits in line. A user that may only read and PUBLISH reads B's entry in the queue and the
+        # handoff hash and publishes on B's channel, on every node, what a release that handed B
+        # the lock publishes. B took the lock on that (exit 0, a token) while A's job still ran;
+        # now the message only makes it try, and it gets the lock once A's job has ended.
+        redis_cli = shutil.which("redis-cli") or shutil.which("valkey-cli")
+        self.assertIsNotNone(redis_cli, "redis-cli (redis-tools) is not installed")
+        res = "t-forged"
+
+        def key(role):
+            return "{%s}:redlock:%s:%s" % (res, role, res)
+
+        def as_forger(port, *args):
+            r = subprocess.run([redis_cli, "-p", str(port), "--user", "forger", "--pass", "pw",
+                                "--no-auth-warning", *args], capture_output=True, timeout=10)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout.decode().strip()
+
+        for s in self.c.servers:
+            self.assertEqual(query(s.port, "ACL", "SETUSER", "forger", "reset", "on", ">pw", "~*",
+                                   "&*", "+@read", "+publish"), b"OK")
+        self.assertIn("NOPERM", as_forger(self.c.servers[0].port, "SET", res, "x"))
+        e = dict(os.environ)
+        e.pop("REDLOCK_NODES", None)
+        job_done = os.path.join(tempfile.mkdtemp(prefix="redlock-forged-"), "done")
+        a = subprocess.Popen(with_test_deadline([CLI, "-n", self.c.nodes, "run", res, "--fair",
+                                                 "--", "sh", "-c", "sleep 5; touch " + job_done]),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=e)
+        b = None
+        try:
+            self.assertTrue(wait_until(lambda: self.c.count_with(res) == 5, 10), "A did not lock")
+            # B polls seldom (its heartbeat's quarter), so its registration stays as read.
+            b = subprocess.Popen(with_test_deadline([CLI, "-n", self.c.nodes, "--json",
+                                                     "--retry-delay", "20s", "acquire", res,
+                                                     "--fair", "--wait", "30s"]),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+            self.assertTrue(wait_until(lambda: self.waiting_and_listening(res, True), 15),
+                            "B did not come to wait on every node")
+            waiter = as_forger(self.c.servers[0].port, "ZRANGE", key("queue"), "0", "0")
+            reg = as_forger(self.c.servers[0].port, "HGET", key("handoff"), waiter).split(" ")
+            channel = waiter.split("@", 1)[1]
+            forged = [waiter + "/" + "f" * 40]
+            if len(reg) == 3:  # "<serial> <ttl> <token>": a handoff's name carried the serial
+                forged.insert(0, forged[0] + "/" + reg[0])
+            for message in forged:
+                for s in self.c.servers:
+                    as_forger(s.port, "PUBLISH", channel, message)
+            self.assertTrue(wait_until(lambda: b.poll() is not None, 30), "B still waits")
+            # B's lock came after A's job had ended (and so after A released).
+            self.assertTrue(os.path.exists(job_done), "B acquired while A's job still ran")
+            out, err = b.communicate()
+            self.assertEqual(b.returncode, 0, err)
+            _, a_err = a.communicate(timeout=10)
+            self.assertEqual(a.returncode, 0, a_err)
+            self.assertEqual(self.cli("release", res, json.loads(out)["token"]).returncode, 0)
+        finally:
+            for p in (a, b):
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.wait()
+            shutil.rmtree(os.path.dirname(job_done), ignore_errors=True)
 
     def test_nodes_from_environment(self):
         r = run("acquire", "t-env", env={"REDLOCK_NODES": self.c.nodes})
@@ -433,6 +498,40 @@ class LockCommands(unittest.TestCase):
             obj = json.loads(r.stdout)
             self.assertEqual((obj["error"], obj["attempts"]), ("no_quorum", attempts), extra)
         self.assertEqual(self.c.settled_count(0, "t-retry-nq"), 0)
+
+    def test_no_retry_storm_while_votes_are_quarantined(self):
+        # Every node is up, and none has been up for --min-uptime: no vote counts (restart guard).
+        # Three waiters with wake-ups each woke the others with their attempts' rollbacks and they
+        # retried at once: 16 to 3,526 attempts each in 3 s, ~99k commands on one node (issue 41).
+        # A failure of no quorum waits the retry delay (200 ms +- 100 ms) whatever is heard
+        # meanwhile: about wait / delay attempts; at most twice that, plus the first.
+        def calls(port):
+            info = query(port, "INFO", "commandstats").decode()
+            return sum(int(line.split("calls=", 1)[1].split(",", 1)[0])
+                       for line in info.splitlines() if line.startswith("cmdstat_"))
+
+        e = dict(os.environ)
+        e.pop("REDLOCK_NODES", None)
+        cmd = with_test_deadline([CLI, "-n", self.c.nodes, "--json", "acquire", "t-storm",
+                                  "--wait", "3s", "--min-uptime", "1h"])
+        before = [calls(s.port) for s in self.c.servers]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+                 for _ in range(3)]
+        outs = [p.communicate(timeout=60) for p in procs]
+        commands = [calls(s.port) - b for s, b in zip(self.c.servers, before)]
+        attempts = []
+        for p, (out, err) in zip(procs, outs):
+            self.assertIn(p.returncode, (1, 3), err)
+            obj = json.loads(out)
+            self.assertIn(obj["error"], ("no_quorum", "contended"), obj)
+            attempts.append(obj["attempts"])
+        sys.stderr.write("\n    storm: attempts per client %s, commands per node %s\n"
+                         % (attempts, commands))
+        bound = 2 * 3000 // 200 + 2
+        for a in attempts:
+            self.assertLessEqual(a, bound, "attempts per client %s, commands per node %s"
+                                 % (attempts, commands))
+        self.assertEqual(self.c.settled_count(0, "t-storm"), 0)
 
     def test_key_prefix_lets_an_operator_see_and_release_a_services_locks(self):
         # A service with Options::key_prefix "billing:" holds "invoice-7": its key is

@@ -250,7 +250,7 @@ TEST_CASE("fair lock: the ticket's write-back round runs only where the counters
     REQUIRE_MESSAGE(r, r.message);
     CHECK(*r.lock.ticket() == 101);
     // The ticket round found the key free everywhere, but nodes 1 and 2 granted it at their own
-    // count, 1, not the ticket: not counted (judge_grant); the attempt took those keys.
+    // count, 1, not the ticket: not counted (take_ticket_grant); the attempt took those keys.
     CHECK(r.attempts == 1);
     CHECK(c[1].get(ticket) == "101");  // raised from 1 by the write-back, a quorum of 3 of 5
     CHECK(c[2].get(ticket) == "101");

@@ -104,9 +104,10 @@ TEST_CASE("acquire_fair: who is first, by the agreed ticket, on one node") {
   }
 }
 
-// Direct handoff (wake-ups): a fair waiter registers a token (handoff: waiter -> "<serial> <ttl>
-// <token>"), and a release gives the lock to the first waiter that registered one, whose
-// heartbeat is live and whose client listens on its own channel.
+// Direct handoff (wake-ups): a fair waiter registers a token (handoff: waiter -> "<ttl> <token>"),
+// and a release sets the key to the token of the first waiter that registered one, whose
+// heartbeat is live and whose client listens on its own channel, and names it. The name is only
+// a hint: the waiter's attempt takes the key (acquire_fair's 2), and its replies are the vote.
 namespace {
 
 const std::string handoff = "{job}:handoff";
@@ -152,11 +153,11 @@ class Listener {
   redlock::nodes::SyncClient c_;
 };
 
-// The lock held by `holder`, `waiter` first in the queue with a registration under serial 7.
+// The lock held by `holder`, `waiter` first in the queue with a registration.
 void waiting_with_registration(const RedisServer& s, long long heartbeat_until) {
   s.set(lock, holder);
   queue_up(s, waiter, 3, heartbeat_until);
-  (void)s.command({"HSET", handoff, waiter, "7 10000 " + registered});
+  (void)s.command({"HSET", handoff, waiter, "10000 " + registered});
   (void)s.command({"ZADD", mark, "0", "*"});
 }
 
@@ -166,7 +167,7 @@ TEST_CASE("handoff: a release hands the lock to the first waiter that registered
   if (!redis_server_available()) return;
   RedisServer s;
   const long long later = server_ms(s) + 60'000;
-  SUBCASE("listening, heartbeat live: the key is its token for its ttl, named with the serial") {
+  SUBCASE("listening, heartbeat live: the key is its token for its ttl, and it is named") {
     waiting_with_registration(s, later);
     Listener w(s, "chan-w");
     CHECK(release(s, holder) == 1);
@@ -176,8 +177,9 @@ TEST_CASE("handoff: a release hands the lock to the first waiter that registered
     CHECK(score(s, queue, waiter) == "nil");  // out of the queue: the next one is first
     // Its heartbeat and registration stay (acquire_fair and fair_leave know the key by them).
     CHECK(score(s, heartbeats, waiter) != "nil");
-    CHECK(s.command({"HGET", handoff, waiter}).str == "7 10000 " + registered);
-    CHECK(w.next() == waiter + "/" + sha1(s, holder) + "/7");
+    CHECK(s.command({"HGET", handoff, waiter}).str == "10000 " + registered);
+    // A name as any other (a release's message is never a grant: anyone may PUBLISH one).
+    CHECK(w.next() == waiter + "/" + sha1(s, holder));
   }
   SUBCASE("nobody listens on its channel (its client is gone): named only, the key stays free") {
     waiting_with_registration(s, later);
@@ -213,19 +215,19 @@ TEST_CASE("handoff: the waiter's next attempt takes a key handed over to it as g
   if (!redis_server_available()) return;
   RedisServer s;
   const long long later = server_ms(s) + 60'000;
-  auto attempt = [&](const std::string& who, const std::string& serial) {
+  auto attempt = [&](const std::string& who) {
     const auto r = s.command({"EVAL", std::string(script_body(ScriptId::acquire_fair)), "5", lock,
                               queue, heartbeats, ticket_counter, handoff, token, "20000", "3",
-                              "60000", who, serial, "next-registered"});
+                              "60000", who, "next-registered"});
     REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
     return r.integer;
   };
   // As a release leaves it: the key is the registered token, the waiter out of the queue.
   s.set(lock, registered);
   (void)s.command({"ZADD", heartbeats, std::to_string(later), waiter});
-  (void)s.command({"HSET", handoff, waiter, "7 10000 " + registered});
-  SUBCASE("the waiter: granted, with this attempt's token and ttl; its registration done") {
-    CHECK(attempt(waiter, "8") == 1);
+  (void)s.command({"HSET", handoff, waiter, "10000 " + registered});
+  SUBCASE("the waiter: granted (2: handed over), this attempt's token and ttl; registration done") {
+    CHECK(attempt(waiter) == 2);
     CHECK(s.get(lock) == token);
     CHECK(s.pttl(lock) > 10'000);
     CHECK(s.command({"HEXISTS", handoff, waiter}).integer == 0);
@@ -235,22 +237,22 @@ TEST_CASE("handoff: the waiter's next attempt takes a key handed over to it as g
     // Handed over at this node's own count, below its agreed ticket 3, ahead of x at 2
     // (ticket_take): x is first in truth.
     queue_up(s, "x@chan-x", 2, later);
-    CHECK(attempt(waiter, "8") == 0);
+    CHECK(attempt(waiter) == 0);
     CHECK_FALSE(s.exists(lock));
     CHECK(score(s, queue, waiter) == "3");
-    CHECK(s.command({"HGET", handoff, waiter}).str == "8 20000 next-registered");
+    CHECK(s.command({"HGET", handoff, waiter}).str == "20000 next-registered");
   }
   SUBCASE("a waiter below whose heartbeat lapsed is dropped: granted") {
     queue_up(s, "dead@chan-d", 2, 1);
-    CHECK(attempt(waiter, "8") == 1);
+    CHECK(attempt(waiter) == 2);
     CHECK(s.get(lock) == token);
     CHECK(score(s, queue, "dead@chan-d") == "nil");
   }
   SUBCASE("another waiter: not granted, and it registers its own token") {
     queue_up(s, "x@chan-x", 4, later);
-    CHECK(attempt("x@chan-x", "2") == 0);
+    CHECK(attempt("x@chan-x") == 0);
     CHECK(s.get(lock) == registered);
-    CHECK(s.command({"HGET", handoff, "x@chan-x"}).str == "2 20000 next-registered");
+    CHECK(s.command({"HGET", handoff, "x@chan-x"}).str == "20000 next-registered");
   }
 }
 
@@ -262,7 +264,7 @@ TEST_CASE("handoff: a waiter that leaves gives back a key handed over that it di
     (void)s.command({"EVAL", std::string(script_body(ScriptId::fair_leave)), "5", queue, heartbeats,
                      mark, lock, handoff, waiter, lock_channel});
   };
-  (void)s.command({"HSET", handoff, waiter, "7 10000 " + registered});
+  (void)s.command({"HSET", handoff, waiter, "10000 " + registered});
   (void)s.command({"ZADD", mark, "0", "*"});
   queue_up(s, "next@chan-n", 4, later);
   Listener next(s, "chan-n");
@@ -295,9 +297,9 @@ TEST_CASE("handoff: a ticket registers a token; an attempt's rollback leaves a h
   RedisServer s;
   const auto ticket = s.command({"EVAL", std::string(script_body(ScriptId::ticket_take)), "6",
                                  ticket_counter, queue, heartbeats, lock, mark, handoff, waiter,
-                                 "60000", "5000", "1", "20000", registered});
+                                 "60000", "5000", "20000", registered});
   REQUIRE_MESSAGE(ticket.type == Reply::Type::array, ticket.to_string());
-  CHECK(s.command({"HGET", handoff, waiter}).str == "1 20000 " + registered);
+  CHECK(s.command({"HGET", handoff, waiter}).str == "20000 " + registered);
   CHECK(s.pttl(handoff) > 60'000);  // as long as the queue
   auto rollback = [&] {
     return s
@@ -326,7 +328,7 @@ TEST_CASE("handoff: a ticket round asked to grant takes a free lock when first i
   auto take = [&](bool grant) {
     std::vector<std::string> cmd{"EVAL", std::string(script_body(ScriptId::ticket_take)), "6"};
     cmd.insert(cmd.end(), {ticket_counter, queue, heartbeats, lock, mark, handoff});
-    cmd.insert(cmd.end(), {waiter, "60000", "5000", "1", "20000", registered});
+    cmd.insert(cmd.end(), {waiter, "60000", "5000", "20000", registered});
     if (grant) cmd.push_back("grant");
     const auto r = s.command(cmd);
     REQUIRE_MESSAGE(r.type == Reply::Type::array, r.to_string());
@@ -342,7 +344,7 @@ TEST_CASE("handoff: a ticket round asked to grant takes a free lock when first i
     CHECK(s.pttl(lock) <= 20'000);
     CHECK(score(s, queue, waiter) == "nil");
     CHECK(score(s, heartbeats, waiter) != "nil");
-    CHECK(s.command({"HGET", handoff, waiter}).str == "1 20000 " + registered);
+    CHECK(s.command({"HGET", handoff, waiter}).str == "20000 " + registered);
   }
   SUBCASE("not asked: queued, the key left free") {
     CHECK(take(false) == 0);
@@ -383,7 +385,7 @@ TEST_CASE("handoff: a ticket round asked to grant takes a free lock when first i
   auto granted_before = [&] {
     s.set(lock, previous);
     (void)s.command({"ZADD", heartbeats, std::to_string(later), waiter});
-    (void)s.command({"HSET", handoff, waiter, "7 20000 " + previous});
+    (void)s.command({"HSET", handoff, waiter, "20000 " + previous});
   };
   SUBCASE("its own key from an earlier registration, first: granted again under this one") {
     granted_before();
@@ -406,7 +408,7 @@ TEST_CASE("handoff: a ticket round asked to grant takes a free lock when first i
   }
   SUBCASE("someone else's key: untouched") {
     s.set(lock, holder);
-    (void)s.command({"HSET", handoff, waiter, "7 20000 " + previous});
+    (void)s.command({"HSET", handoff, waiter, "20000 " + previous});
     CHECK(take(true) == 1);
     CHECK(s.get(lock) == holder);
   }
@@ -420,25 +422,25 @@ TEST_CASE(
   // A node whose counter lags (it missed a taker while a client could not reach it): the
   // newcomer's ticket round runs here and is placed by this node's count, 222, ahead of a waiter
   // queued at its agreed ticket 223; the newcomer's ticket, from the other nodes, is 224. A
-  // release here hands it the lock (its client does not count it: the count was not its ticket),
-  // and its attempt, at 224, gives the key back to the queue, where the waiter at 223 is first.
+  // release here hands it the key, and its attempt (the release's name woke it), at 224, gives
+  // the key back to the queue, where the waiter at 223 is first.
   s.set(lock, holder);
   (void)s.command({"SET", ticket_counter, "221"});
   queue_up(s, "x@chan-x", 223, later);
-  (void)s.command({"HSET", handoff, "x@chan-x", "5 10000 " + token});
+  (void)s.command({"HSET", handoff, "x@chan-x", "10000 " + token});
   const auto taken = s.command({"EVAL", std::string(script_body(ScriptId::ticket_take)), "6",
                                 ticket_counter, queue, heartbeats, lock, mark, handoff, waiter,
-                                "60000", "5000", "1", "20000", registered});
+                                "60000", "5000", "20000", registered});
   REQUIRE_MESSAGE(taken.type == Reply::Type::array, taken.to_string());
   REQUIRE(taken.elements.at(0).integer == 222);
   Listener w(s, "chan-w");
   Listener x(s, "chan-x");
   CHECK(release(s, holder) == 1);
   CHECK(s.get(lock) == registered);
-  CHECK(w.next() == waiter + "/" + sha1(s, holder) + "/1");
+  CHECK(w.next() == waiter + "/" + sha1(s, holder));
   const auto attempt = s.command({"EVAL", std::string(script_body(ScriptId::acquire_fair)), "5",
                                   lock, queue, heartbeats, ticket_counter, handoff, token, "20000",
-                                  "224", "60000", waiter, "2", "next-registered"});
+                                  "224", "60000", waiter, "next-registered"});
   REQUIRE_MESSAGE(attempt.type == Reply::Type::integer, attempt.to_string());
   CHECK(attempt.integer == 0);
   CHECK_FALSE(s.exists(lock));
@@ -450,15 +452,15 @@ TEST_CASE("handoff: the release of a lock handed over clears its waiter's heartb
   if (!redis_server_available()) return;
   RedisServer s;
   const long long later = server_ms(s) + 60'000;
-  // As a handoff leaves it: the key the waiter's registered token, its heartbeat and
-  // registration still there; another waiter in line behind it.
+  // As a ticket round's grant leaves it: the key the waiter's registered token, its heartbeat
+  // and registration still there; another waiter in line behind it.
   s.set(lock, registered);
   (void)s.command({"ZADD", heartbeats, std::to_string(later), waiter});
-  (void)s.command({"HSET", handoff, waiter, "7 10000 " + registered});
+  (void)s.command({"HSET", handoff, waiter, "10000 " + registered});
   queue_up(s, "x@chan-x", 4, later);
   auto release_handed = [&](const std::string& tok) {
     const auto r = s.command({"EVAL", std::string(script_body(ScriptId::release)), "5", lock, mark,
-                              queue, heartbeats, handoff, tok, lock_channel, "", waiter});
+                              queue, heartbeats, handoff, tok, lock_channel, waiter});
     REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
     return r.integer;
   };

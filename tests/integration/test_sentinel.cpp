@@ -3,6 +3,8 @@
 // never got the key: its vote must wait out the quarantine, for a long-lived client and for a
 // fresh one), and replicated votes (WAIT), with which the promoted replica has the key.
 #include <algorithm>
+#include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -163,6 +165,68 @@ TEST_CASE(
       },
       9000ms));
   CHECK(a.try_release(held.lock));
+}
+
+TEST_CASE(
+    "Sentinel promotion quarantine: waiters wait the retry delay, not each other's rollbacks") {
+  // Votes: m1 and m2 (Sentinel-managed, a replica each) and one standalone server. m1 and m2 fail
+  // over, and their promoted replicas' votes wait out the quarantine: every node is up, and no
+  // quorum can be had. Three clients wait for one lock with wake-ups (issue 41, item 1): each
+  // rollback of a failed attempt named another waiter, which tried again at once, hundreds of
+  // attempts per client and second. A failure of no quorum waits the retry delay whatever is
+  // heard meanwhile: about wait / delay attempts per client; at most twice that, plus the first.
+  SentinelFixture f(config({"m1", "m2"}));
+  RedisCluster plain(1);
+  const std::string csv =
+      sentinel_address(f, "m1") + "," + sentinel_address(f, "m2") + "," + plain.nodes_csv();
+  auto opts = sentinel_options(csv);
+  opts.restart_quarantine = 120s;  // longer than the test
+  opts.reconnect_max = 100ms;
+  opts.retry_delay = 100ms;
+  opts.retry_jitter = 50ms;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<Client>(opts));
+    REQUIRE(eventually([&] { return all_up(*clients.back(), "storm"); }, 5000ms));
+  }
+  f.failover("m1");
+  f.failover("m2");
+  // Every client knows both new masters, and counts neither.
+  for (auto& c : clients) {
+    AcquireResult probe;
+    REQUIRE_MESSAGE(eventually(
+                        [&] {
+                          probe = c->try_acquire({"storm-probe"}, ttl_opts(5s));
+                          return count_state(probe.nodes, NodeState::excluded) == 2;
+                        },
+                        10s),
+                    probe.message);
+  }
+  auto total_calls = [&] {
+    long long n = 0;
+    const std::string info = plain[0].command({"INFO", "commandstats"}).str;
+    for (auto at = info.find("calls="); at != std::string::npos; at = info.find("calls=", at + 1))
+      n += std::stoll(info.substr(at + 6));
+    return n;
+  };
+  const long long calls_before = total_calls();
+  constexpr auto wait = 2000ms;
+  std::vector<std::future<AcquireResult>> waits;
+  for (auto& c : clients) {
+    waits.push_back(std::async(
+        std::launch::async, [&c, wait] { return c->try_acquire({"storm"}, ttl_opts(5s, wait)); }));
+  }
+  std::vector<int> attempts;
+  for (auto& w : waits) {
+    auto r = w.get();
+    CHECK_FALSE(r);
+    attempts.push_back(r.attempts);
+  }
+  const long long calls = total_calls() - calls_before;
+  MESSAGE("attempts per client " << attempts[0] << ", " << attempts[1] << ", " << attempts[2]
+                                 << "; commands on the standalone node " << calls);
+  for (int a : attempts) CHECK(a <= 2 * static_cast<int>(wait / opts.retry_delay) + 2);
+  CHECK(eventually([&] { return !plain[0].exists("storm"); }));
 }
 
 TEST_CASE(

@@ -61,12 +61,12 @@ TEST_CASE("the plain kind sends exactly the wire format of the other Redlock cli
   CHECK(rel.args == std::vector<std::string>{"job", keys::waiting("job"), keys::queue("job"),
                                              keys::heartbeats("job"), keys::handoff("job"), "tok",
                                              keys::wake("job")});
-  // A fair lock handed over: its release also clears that waiter's heartbeat and registration
-  // (ARGV[4]; ARGV[3], a rollback's waiter, empty).
+  // A fair lock its ticket round granted: its release also clears that waiter's heartbeat and
+  // registration (ARGV[3]).
   const auto handed = plain.release(keys, "tok", true, "w@chan");
   CHECK(handed.args == std::vector<std::string>{"job", keys::waiting("job"), keys::queue("job"),
                                                 keys::heartbeats("job"), keys::handoff("job"),
-                                                "tok", keys::wake("job"), "", "w@chan"});
+                                                "tok", keys::wake("job"), "w@chan"});
   CHECK(plain.release(keys, "tok", false, "w@chan").args == std::vector<std::string>{"job", "tok"});
   const auto ext = plain.extend(keys, "tok", 5000ms);
   CHECK(ext.script == ScriptId::extend);
@@ -136,7 +136,8 @@ TEST_CASE("classify: scripted kinds grant on :1, refuse on :0; a fence is the po
     CAPTURE(k.name());
     CHECK(k.classify_acquire(integer(1)).vote == Vote::yes);
     CHECK(k.classify_acquire(integer(0)).vote == Vote::no);
-    CHECK(k.classify_acquire(integer(2)).vote == Vote::failed);
+    // (The fair kind's 2 is a grant too: a key handed over, taken by the attempt.)
+    CHECK(k.classify_acquire(integer(2)).vote == (o.fair ? Vote::yes : Vote::failed));
     CHECK(k.classify_acquire(status("OK")).vote == Vote::failed);
     CHECK(k.classify_acquire(nil()).vote == Vote::failed);
   }
@@ -220,21 +221,22 @@ TEST_CASE(
   // With wake-ups the attempt also registers a token of its own (a release hands the lock over
   // with it): the rollback, which deletes the attempt's token only, leaves such a key alone.
   AttemptArgs r = a;
-  r.serial = 12;
   r.registered_token = "reg";
   CHECK(fair_kind.rollback(r).args == fair.args);
   CHECK(fair_kind.acquire(r).args ==
         std::vector<std::string>{"q", keys::queue("q"), keys::heartbeats("q"), keys::ticket("q"),
-                                 keys::handoff("q"), "tok", "1000", "7", "2000", "w@c", "12",
-                                 "reg"});
-  const auto plain = kind_for_acquire(kind_opts(LockMode::exclusive), 1).rollback(a);
-  CHECK(plain.script == ScriptId::release);
-  // A named waiter's rollback says whose it is: the script names another waiter, not itself.
-  CHECK(plain.args == std::vector<std::string>{"q", keys::waiting("q"), keys::queue("q"),
-                                               keys::heartbeats("q"), keys::handoff("q"), "tok",
-                                               keys::wake("q"), "w@c"});
-  // A writer is not named (its mark is "*"): its rollback is the release.
-  const auto write = kind_for_acquire(kind_opts(LockMode::write), 1).rollback(a);
-  CHECK(write.args ==
-        kind_for_acquire(kind_opts(LockMode::write), 1).release(keys, "tok", /*wake=*/true).args);
+                                 keys::handoff("q"), "tok", "1000", "7", "2000", "w@c", "reg"});
+  // Its attempt's reply 2: it took a key handed over to that token, a vote like 1.
+  CHECK(fair_kind.classify_acquire(integer(2)).vote == Vote::yes);
+  CHECK(fair_kind.classify_acquire(integer(2)).detail == "handed over");
+  CHECK(fair_kind.classify_acquire(integer(1)).detail.empty());
+  CHECK(fair_kind.classify_acquire(integer(3)).vote == Vote::failed);
+  // The others' rollback is the compare-and-delete alone: it names and wakes nobody (an attempt
+  // that did not win frees nothing a waiter waits for; hazard 12).
+  for (auto mode : {LockMode::exclusive, LockMode::write, LockMode::read}) {
+    const auto& kind = kind_for_acquire(kind_opts(mode), 1);
+    CHECK(kind.rollback(a).args == kind.release(keys, "tok", /*wake=*/false).args);
+  }
+  CHECK(kind_for_acquire(kind_opts(LockMode::exclusive), 1).rollback(a).args ==
+        std::vector<std::string>{"q", "tok"});
 }

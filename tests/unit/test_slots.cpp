@@ -177,18 +177,15 @@ TEST_CASE("split_by_slot: a multi-resource command whose keys span slots, one pa
   for (const auto& p : *rp) {
     for (int i = 0; i < p.command.numkeys; ++i) CHECK(hash_slot(p.command.args[i]) == p.slot);
   }
-  // A rollback's: the rolling-back waiter's id goes to every part, after its channels.
+  // A rollback's: the compare-and-delete alone, lock keys only (it wakes nobody).
   const Command undo =
       kind_for_acquire(AcquireOptions{}, keys.size())
           .rollback(AttemptArgs{.keys = keys, .token = "tok", .ttl = Millis{1}, .waiter = "w@c"});
   auto up = split_by_slot(undo);
   REQUIRE(up);
   REQUIRE(up->size() == 2);
-  CHECK((*up)[0].command.args ==
-        std::vector<std::string>{"foo", "{foo}x", keys::waiting("foo"), keys::waiting("{foo}x"),
-                                 "tok", keys::wake("foo"), keys::wake("{foo}x"), "w@c"});
-  CHECK((*up)[1].command.args == std::vector<std::string>{"hello", keys::waiting("hello"), "tok",
-                                                          keys::wake("hello"), "w@c"});
+  CHECK((*up)[0].command.args == std::vector<std::string>{"foo", "{foo}x", "tok"});
+  CHECK((*up)[1].command.args == std::vector<std::string>{"hello", "tok"});
   // Without wake-ups: lock keys only.
   auto plain =
       split_by_slot(kind_for_acquire(AcquireOptions{}, keys.size()).release(keys, "tok", false));
