@@ -14,7 +14,8 @@
 //   - a resource sees fewer than 1000 fenced acquisitions per millisecond on average.
 // A counter lost in a crash or restart is guarded only by the clock condition in the same way,
 // with the time the node was down in place of the expiry; appendonly yes + appendfsync always
-// makes counters durable and is still the recommendation for fenced locks (README, "Safety model").
+// makes counters durable and is still the recommendation for fenced locks (docs/design.md, "Safety
+// model").
 
 #include <chrono>
 #include <string_view>
@@ -24,7 +25,7 @@
 namespace redlock {
 
 // How long a fence counter stays after its last use. Bounds the memory of many fenced resources
-// (one counter of about 70 bytes per resource used in that time; README, "Key layout").
+// (one counter of about 70 bytes per resource used in that time; docs/design.md, "Key layout").
 inline constexpr std::chrono::milliseconds fence_counter_idle_expiry{7LL * 24 * 3600 * 1000};
 
 // The resource-side check for data kept in Redis (also shipped as scripts/lua/fenced-set.lua for

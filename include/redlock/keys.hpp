@@ -1,5 +1,5 @@
 #pragma once
-// The key layout (README, "Key layout").
+// The key layout (docs/design.md, "Key layout").
 //
 // The lock key is the resource with the client's key prefix (Options::key_prefix): exactly the
 // key of the Redis-documented Redlock, so locks interoperate with the other clients. The advanced

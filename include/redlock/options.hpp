@@ -189,8 +189,8 @@ struct Options {
   // node by `WAIT min_replicas replica_timeout`, and the vote counts only when that many replicas
   // acknowledged the write. A failover (Sentinel, Cluster) then promotes a replica that has the
   // key, where the replica with the highest offset is preferred (a preference, not a guarantee:
-  // see the README, "Failover"). WAIT holds the node's connection until it answers, so
-  // replica_timeout must be below node_timeout (default: half of it). 0: off.
+  // see docs/topologies.md, "Failover checks"). WAIT holds the node's connection until it answers,
+  // so replica_timeout must be below node_timeout (default: half of it). 0: off.
   int min_replicas = 0;
   std::optional<Millis> replica_timeout;
 
@@ -215,7 +215,7 @@ struct AcquireOptions {
   // Fencing (see fencing.hpp): the lock gets a fence() that grows strictly with every successful
   // acquisition of the resource. Costs one more round trip. One resource per lock.
   bool fence = false;
-  // Read-write locks (see README, "Key layout"): read and write take one resource.
+  // Read-write locks (see docs/design.md, "Key layout"): read and write take one resource.
   LockMode mode = LockMode::exclusive;
   // Fair (FIFO) lock: waiters are served in the order of a ticket taken from the quorum, also
   // across processes. Waiting polls with a short backoff (5 ms doubling to 100 ms) and keeps a

@@ -4,7 +4,7 @@
  *
  * For C programs and for foreign-function interfaces (Python ctypes/cffi, Rust, Go cgo, ...).
  * It is a thin layer over the C++ redlock::Client and redlock::Guard: same engine, same I/O
- * thread, same guarantees (see README "Safety model" and docs/guide.md).
+ * thread, same guarantees (see docs/design.md "Safety model" and docs/guide.md).
  *
  * ABI. Only opaque handles, fixed-width integers, size_t, double, char pointers and one function
  * pointer type cross this boundary; no struct layout is public, so fields and functions can be

@@ -3,7 +3,7 @@
 // reply votes. Pure: the engine runs the rounds, this says what they send and what the answers
 // mean. A new kind is one class here and one line in kind_for_acquire().
 //
-// Kinds (README, "Key layout"):
+// Kinds (docs/design.md, "Key layout"):
 //   plain   SET key token NX PX ttl: the wire format of every Redlock client
 //   multi   one token over several keys, all-or-nothing on each node
 //   fenced  plain, plus a fence counter grown on the granting nodes (and a write-back round)

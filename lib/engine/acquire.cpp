@@ -294,7 +294,7 @@ void AcquireOp::hand_out_fenced() {
 }
 
 // Fences grow only while nodes keep their counters (appendfsync always); the restart guard does
-// not help (README, "Safety model"). Say so once per node that is known not to be durable.
+// not help (docs/design.md, "Safety model"). Say so once per node that is known not to be durable.
 void AcquireOp::warn_fence_durability() {
   for (auto& node : e_.nodes_) {
     if (node->fence_warned) continue;
