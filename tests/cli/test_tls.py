@@ -132,7 +132,10 @@ class Tls(unittest.TestCase):
 
     def test_wrong_ca_is_no_vote_with_the_verify_message(self):
         for ca in (["--cacert", self.other_ca], []):  # another CA; the system's CAs
-            r = run("-n", self.plain, "--tls", *ca, "--retry-count", "0", "-v", "acquire", "tls-wrong-ca")
+            # (a generous connect deadline: on a loaded machine loading the system's CAs and the
+            # handshake can take longer than the default 250 ms, and this is about the message)
+            r = run("-n", self.plain, "--tls", *ca, "--retry-count", "0", "--connect-timeout", "3s", "-v",
+                    "acquire", "tls-wrong-ca")
             self.assertEqual(r.returncode, 3, (ca, r.stderr))
             err = r.stderr.decode()
             self.assertIn("TLS handshake failed: certificate verify failed: ", err)
@@ -141,7 +144,7 @@ class Tls(unittest.TestCase):
 
     def test_sni_names_what_the_certificate_must_carry(self):
         r = run("-n", self.plain, "--tls", "--cacert", self.ca, "--sni", "wrong.example", "--retry-count", "0",
-                "-v", "acquire", "tls-sni")
+                "--connect-timeout", "3s", "-v", "acquire", "tls-sni")
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertIn("hostname mismatch", r.stderr.decode())
         self.assert_ok_token(run("-n", self.plain, "--tls", "--cacert", self.ca, "--sni", "localhost",
