@@ -327,8 +327,10 @@ void Engine::status(std::string resource, StatusCallback cb) {
 }
 
 Engine::HoldId Engine::hold(const Lock& lock, const HoldOptions& options,
-                            ExtendedCallback on_extended, LostCallback on_lost) {
-  return start_hold(*impl_, lock, options, std::move(on_extended), std::move(on_lost));
+                            ExtendedCallback on_extended, LostCallback on_lost,
+                            RenewFailingCallback on_renew_failing) {
+  return start_hold(*impl_, lock, options, std::move(on_extended), std::move(on_lost),
+                    std::move(on_renew_failing));
 }
 
 void Engine::stop_hold(HoldId id) {
