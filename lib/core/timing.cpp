@@ -25,4 +25,18 @@ std::optional<HoldSchedule> hold_schedule(Millis ttl, const HoldOptions& options
   return HoldSchedule{every, renew};
 }
 
+ReplicaWait replica_wait(const Options& options, const NodeAddress& address) {
+  ReplicaWait w;
+  w.replicas = address.min_replicas.value_or(options.min_replicas);
+  if (w.replicas <= 0) return {};
+  w.timeout = options.replica_timeout.value_or(std::max(Millis{1}, options.node_timeout / 2));
+  w.allowance = w.timeout + server_cycle;
+  return w;
+}
+
+bool any_replicated(const Options& options) {
+  return std::any_of(options.nodes.begin(), options.nodes.end(),
+                     [&](const NodeAddress& a) { return replica_wait(options, a).replicas > 0; });
+}
+
 }  // namespace redlock::detail

@@ -10,6 +10,7 @@
 
 #include "core/keys.hpp"
 #include "core/quorum.hpp"
+#include "core/timing.hpp"
 #include "core/token.hpp"
 #include "core/validate.hpp"
 #include "engine/acquire.hpp"
@@ -207,7 +208,8 @@ std::optional<std::string> Engine::Impl::vote_exclusion(
 std::optional<std::string> Engine::Impl::grant_exclusion(
     int i, std::string_view server, BootClock::time_point now,
     const std::vector<NodeOutcome>* outcomes) const {
-  if (options_.min_replicas > 0) return "replicated votes count a handoff only by an attempt";
+  if (detail::replica_wait(options_, options_.nodes[static_cast<std::size_t>(i)]).replicas > 0)
+    return "replicated votes count a handoff only by an attempt";
   if (server.empty() || server != nodes_[static_cast<std::size_t>(i)]->server_id())
     return "the handoff came through a connection to another server than the node's commands";
   return vote_exclusion(i, now, outcomes);

@@ -1,4 +1,4 @@
-// How long things wait (core/timing.hpp): the watchdog's schedule.
+// How long things wait (core/timing.hpp): the watchdog's schedule, the replicated vote's deadline.
 #include <doctest/doctest.h>
 
 #include "core/timing.hpp"
@@ -56,4 +56,28 @@ TEST_CASE("hold schedule: unusable values are refused with the value named") {
   o.extend_every.reset();
   o.renew_deadline.reset();
   CHECK_FALSE(hold_schedule(2ms, o, why));  // ttl/3 is 0
+}
+
+TEST_CASE("replicated votes: per vote, and a deadline that covers WAIT and the server's tick") {
+  Options o;
+  NodeAddress plain, own;
+  own.min_replicas = 2;
+  CHECK(replica_wait(o, plain).replicas == 0);
+  CHECK(replica_wait(o, plain).allowance == 0ms);
+  auto w = replica_wait(o, own);
+  CHECK(w.replicas == 2);
+  CHECK(w.timeout == 25ms);  // half of the 50 ms node_timeout
+  // Redis answers WAIT 1 25 on a master without replicas after up to 100 ms more.
+  CHECK(w.allowance == 125ms);
+  CHECK(o.node_timeout + w.allowance >= w.timeout + server_cycle);
+  o.min_replicas = 1;
+  o.replica_timeout = 40ms;
+  CHECK(replica_wait(o, plain).replicas == 1);
+  CHECK(replica_wait(o, plain).allowance == 140ms);
+  own.min_replicas = 0;  // off for this vote only
+  CHECK(replica_wait(o, own).replicas == 0);
+  o.nodes = {own};
+  CHECK_FALSE(any_replicated(o));
+  o.nodes.push_back(plain);
+  CHECK(any_replicated(o));
 }
