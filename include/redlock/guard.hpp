@@ -59,8 +59,10 @@ struct HoldOptions {
   // expires; a release now would let the next holder start while this one is still stopping.
   // Default: halfway between extend_every and the ttl (2/3 of the ttl with the default
   // extend_every). Must be above extend_every and at most the ttl (the ttl: give up only at the
-  // validity deadline). Not applied once max_hold or max_extensions stopped the extending: the
-  // loss then comes at the validity deadline (Errc::expired).
+  // validity deadline). An extension in flight at the renew deadline is waited for (at most
+  // node_timeout, never past the validity deadline), and a lock handed to Engine::hold() after its
+  // renew deadline gets one extension tried. Not applied once max_hold or max_extensions stopped
+  // the extending: the loss then comes at the validity deadline (Errc::expired).
   std::optional<Millis> renew_deadline;
   // Runs on the I/O thread when an extension fails while the lock is still held (a timeout, an
   // error reply, no quorum for another reason than a majority down): at most once per run of

@@ -80,10 +80,8 @@ BootClock::time_point HoldOp::give_up_at() const {
 void HoldOp::arm() {
   if (stopped_) return;
   auto due = lock_.deadline();
-  if (!limit_reached()) {
-    due = std::min(due, give_up_at());
-    if (!extending_) due = std::min(due, next_extend_);
-  }
+  // While an extension is in flight its answer decides (on_extend arms again).
+  if (!limit_reached() && !extending_) due = std::min({due, give_up_at(), next_extend_});
   const auto now = BootClock::now();
   const auto wait = due > now ? std::chrono::ceil<Millis>(due - now) : Millis{0};
   timer_->start(static_cast<std::uint64_t>(wait.count()));
@@ -99,12 +97,15 @@ void HoldOp::on_timer() {
          {});
     return;
   }
-  if (!limit_reached() && now >= give_up_at()) {
+  // Not while an extension is in flight (its answer, at most node_timeout away, may keep the
+  // lock), nor before one was tried (a lock handed to hold() late gets one try).
+  if (!limit_reached() && !extending_ && tried_ && now >= give_up_at()) {
     give_up();
     return;
   }
   if (!extending_ && !limit_reached() && now >= next_extend_) {
     extending_ = true;
+    tried_ = true;
     auto self = shared_from_this();
     start_extend(e_, lock_, lock_.ttl(), [self](ExtendResult r) { self->on_extend(std::move(r)); });
   }
@@ -160,7 +161,9 @@ void HoldOp::give_up() {
   if (last_failure_) {
     message += "; the last extension: " + last_failure_->message;
   } else {
-    message += "; the extension sent is still unanswered";
+    // (Only when extend_every is close to renew_deadline: the jittered next extension was due
+    // after it. An extension in flight is waited for, see on_timer.)
+    message += "; no extension was due since the last one succeeded";
   }
   auto nodes = last_failure_ ? std::move(last_failure_->nodes) : std::vector<NodeOutcome>{};
   e_.log(LogLevel::warning, "giving up '" + lock_.resource() + "': " + message);

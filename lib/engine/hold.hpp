@@ -53,6 +53,7 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
   std::optional<ExtendResult> last_failure_;  // since the last success; cleared by one
   int extensions_ = 0;
   bool extending_ = false;
+  bool tried_ = false;  // an extension was started (the renew deadline waits for one)
   bool stopped_ = false;
 };
 
