@@ -174,12 +174,11 @@ std::string owner_key(const HoldOptions& o, const std::vector<std::string>& reso
 
 std::pair<Guard, AcquireResult> Client::try_lock(std::vector<std::string> resources,
                                                  const LockOptions& options) {
-  if (options.hold.auto_extend && options.hold.extend_every &&
-      (*options.hold.extend_every <= Millis{0} ||
-       *options.hold.extend_every >= options.acquire.ttl)) {
+  if (auto why =
+          options.hold.auto_extend ? check_hold(options.acquire.ttl, options.hold) : std::nullopt) {
     AcquireResult r;
     r.error = make_error_code(Errc::invalid_argument);
-    r.message = "extend_every must be positive and below the ttl";
+    r.message = std::move(*why);
     return {Guard(), std::move(r)};
   }
   std::string key;

@@ -1,8 +1,15 @@
 // Guard: RAII ownership of a held lock (guard.hpp).
 
+#include "core/timing.hpp"
 #include "guard_state.hpp"
 
 namespace redlock {
+
+std::optional<std::string> check_hold(Millis ttl, const HoldOptions& options) {
+  std::string why;
+  if (detail::hold_schedule(ttl, options, why)) return std::nullopt;
+  return why;
+}
 
 Guard::Guard() noexcept = default;
 Guard::Guard(std::shared_ptr<State> state) noexcept : state_(std::move(state)) {}
@@ -21,6 +28,7 @@ Millis Guard::remaining() const noexcept { return state_ ? state_->remaining() :
 Lock Guard::lock() const { return state_ ? state_->lock() : Lock{}; }
 std::optional<LossInfo> Guard::lost() const { return state_ ? state_->lost() : std::nullopt; }
 int Guard::extensions() const noexcept { return state_ ? state_->extensions() : 0; }
+HoldState Guard::state() const noexcept { return state_ ? state_->state() : HoldState::none; }
 int Guard::hold_count() const noexcept { return state_ ? state_->holders() : 0; }
 
 ReleaseResult Guard::release() noexcept {

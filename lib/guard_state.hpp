@@ -41,6 +41,12 @@ class Guard::State {
     std::lock_guard<std::mutex> g(mu_);
     return extensions_;
   }
+  HoldState state() const {
+    std::lock_guard<std::mutex> g(mu_);
+    if (released_) return HoldState::none;
+    if (loss_ || lock_.empty() || lock_.remaining() <= Millis{0}) return HoldState::lost;
+    return renew_failing_ ? HoldState::renew_failing : HoldState::held;
+  }
   int holders() const {
     std::lock_guard<std::mutex> g(mu_);
     return holders_;
@@ -92,6 +98,7 @@ class Guard::State {
               std::lock_guard<std::mutex> g(s->mu_);
               s->lock_ = l;
               ++s->extensions_;
+              s->renew_failing_ = false;
             }
           },
           [weak](const LossInfo& info) {
@@ -105,6 +112,18 @@ class Guard::State {
               cb = s->options_.on_lost;
             }
             if (cb) cb(info);
+          },
+          [weak](const RenewFailure& failure) {
+            auto s = weak.lock();
+            if (!s) return;
+            std::function<void(const RenewFailure&)> cb;
+            {
+              std::lock_guard<std::mutex> g(s->mu_);
+              if (s->released_) return;
+              s->renew_failing_ = true;
+              cb = s->options_.on_renew_failing;
+            }
+            if (cb) cb(failure);
           });
     });
   }
@@ -167,6 +186,7 @@ class Guard::State {
   std::string key_;  // reentrancy key, empty when not reentrant
   std::optional<LossInfo> loss_;
   int extensions_ = 0;
+  bool renew_failing_ = false;  // the last extension failed (HoldState::renew_failing)
   int holders_ = 1;
   bool released_ = false;
   Engine::HoldId hold_id_ = 0;  // I/O thread only

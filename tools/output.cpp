@@ -147,7 +147,8 @@ void print_extend_json(const std::vector<std::string>& resources, const std::str
 
 // `nodes` is the count here too, as in every other output; what each node stores is in
 // `per_node`.
-void print_status_json(const std::string& resource, const StatusResult& res, std::size_t nodes) {
+void print_status_json(const std::string& resource, const StatusResult& res, std::size_t nodes,
+                       const StatusVerdict& verdict, std::string_view verdict_name) {
   Json records = Json::array();
   for (const auto& n : res.nodes) {
     Json o = {{"node", text(n.node)},
@@ -175,7 +176,17 @@ void print_status_json(const std::string& resource, const StatusResult& res, std
     }
     records.push_back(std::move(o));
   }
-  print_json({{"resource", text(resource)}, {"nodes", nodes}, {"per_node", std::move(records)}});
+  const bool held = verdict.kind == StatusVerdict::Kind::held;
+  print_json({{"resource", text(resource)},
+              {"verdict", std::string(verdict_name)},
+              {"token", held && !verdict.token.empty() ? text(verdict.token) : Json(nullptr)},
+              {"readers", verdict.readers},
+              {"held_on", verdict.holding},
+              {"answered", verdict.answered},
+              {"remaining_ms",
+               held && verdict.remaining ? Json(verdict.remaining->count()) : Json(nullptr)},
+              {"nodes", nodes},
+              {"per_node", std::move(records)}});
 }
 
 }  // namespace redlock::cli

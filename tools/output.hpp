@@ -39,6 +39,8 @@ void print_release_json(const std::vector<std::string>& resources, const std::st
                         const ReleaseResult& res, std::size_t nodes);
 void print_extend_json(const std::vector<std::string>& resources, const std::string& token,
                        Millis ttl, const ExtendResult& res, std::size_t nodes);
-void print_status_json(const std::string& resource, const StatusResult& res, std::size_t nodes);
+// status: the verdict (named `verdict_name`) beside the per-node records.
+void print_status_json(const std::string& resource, const StatusResult& res, std::size_t nodes,
+                       const StatusVerdict& verdict, std::string_view verdict_name);
 
 }  // namespace redlock::cli

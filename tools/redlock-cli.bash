@@ -18,7 +18,7 @@ _redlock_cli_takes_value() {
   case $1 in
     -n | --nodes | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
       --retry-delay | --min-uptime | --min-replicas | --replica-timeout | --key-prefix | --cacert | --cacertdir | --cert | --key | \
-      --sni | --ttl | --wait | --grace | -E | \
+      --sni | --ttl | --wait | --grace | --renew-deadline | -E | \
       --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --handoff | --count | --base-port | \
       --dir | --persistence | --topology | --replicas | --delay)
       return 0 ;;
@@ -33,7 +33,7 @@ _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
     release) echo '--read' ;;
     extend) echo '--ttl --read' ;;
     status) echo '' ;;
-    run) echo '--ttl --wait --grace -E --conflict-exit-code --fence --fair --read --write' ;;
+    run) echo '--ttl --wait --grace --renew-deadline -E --conflict-exit-code --fence --fair --read --write' ;;
     cluster)
       if [[ $2 == start ]]; then echo "$cluster_flags --delay"; else echo "$cluster_flags"; fi ;;
     bench) echo '--seconds --concurrency --ttl --hold --soak --handoff' ;;

@@ -30,6 +30,7 @@ class REDLOCK_API Engine {
   using HoldId = std::uint64_t;
   using ExtendedCallback = std::function<void(const Lock&)>;
   using LostCallback = std::function<void(const LossInfo&)>;
+  using RenewFailingCallback = std::function<void(const RenewFailure&)>;
 
   // Starts connecting to every node (non-blocking). Throws std::invalid_argument when the options
   // are unusable (no nodes, a zero timeout, ...), naming the bad value.
@@ -52,13 +53,17 @@ class REDLOCK_API Engine {
   // The watchdog: extends `lock` every `options.extend_every` (default ttl/3) with its own ttl,
   // on this loop (a timer, no thread), until stop_hold(), a loss, or a limit of `options`.
   // `on_extended` runs after each successful extension with the lock's new deadline. `on_lost`
-  // runs at most once: when an extend finds the token gone (not_held), or when the local deadline
-  // passes before an extend succeeded (expired), including after a limit stopped the extending.
-  // It never re-acquires. Neither callback runs after stop_hold() or close().
-  // `options.on_lost` is ignored here (use the parameter). Returns 0 and calls nothing when the
-  // options are unusable (extend_every not below the ttl) or the engine is closed.
+  // runs at most once: when an extend finds the token gone (not_held), when a majority of the
+  // nodes is down or no extend succeeded before the renew deadline (no_quorum), or when the local
+  // deadline passes after a limit stopped the extending (expired). `on_renew_failing` runs once
+  // per run of failed extends (HoldOptions::on_renew_failing). It never re-acquires, and it never
+  // releases. No callback runs after stop_hold() or close().
+  // `options.on_lost` and `options.on_renew_failing` are ignored here (use the parameters).
+  // Returns 0 and calls nothing when the options are unusable (extend_every not below the ttl,
+  // renew_deadline not between extend_every and the ttl) or the engine is closed.
   [[nodiscard]] HoldId hold(const Lock& lock, const HoldOptions& options,
-                            ExtendedCallback on_extended, LostCallback on_lost);
+                            ExtendedCallback on_extended, LostCallback on_lost,
+                            RenewFailingCallback on_renew_failing = {});
   void stop_hold(HoldId id);
 
   // Fails every pending operation with Errc::shutdown, closes the connections and then calls

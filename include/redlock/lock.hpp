@@ -161,4 +161,32 @@ struct StatusResult {
   std::vector<NodeKeyState> nodes;
 };
 
+// What a status read says about the lock as a whole, from the nodes that answered
+// (redlock-cli status's first line). Held means what a holder needs: one token on a quorum.
+struct StatusVerdict {
+  enum class Kind {
+    held,  // one token is stored on a quorum of the nodes (a read lock: one reader's entry is)
+    free,  // a quorum answered, and none of them stores anything for the resource
+    // Something is stored, but no token is on a quorum, and none could be even if every node
+    // that did not answer had it: no holder can believe it holds the lock (it needs a quorum),
+    // and no acquisition succeeds until those keys are released or expire. What an acquisition
+    // in flight, a rollback not yet done, keys expiring one by one or a contended split leave.
+    partly_held,
+    unknown,  // too few answers to tell: the silent nodes could make a quorum for a token
+  };
+  Kind kind = Kind::unknown;
+  std::string token;  // held: the token a quorum stores; empty when held by readers
+  int readers = 0;    // held by readers: how many readers have their entry on a quorum
+  int holding = 0;    // nodes storing the token (readers: the most for one reader); for
+                      // partly_held and unknown the most that store any one token
+  int answered = 0;   // nodes that answered the read
+  int nodes = 0;      // nodes asked
+  // held: until fewer than a quorum store it, by the ttls the nodes reported (the quorum-th
+  // longest), if no one extends it; nullopt for a key without expiry. Not set otherwise.
+  std::optional<Millis> remaining;
+};
+
+// The verdict on `status` (Client::status, Engine::status). Pure: no I/O.
+[[nodiscard]] REDLOCK_API StatusVerdict status_verdict(const StatusResult& status);
+
 }  // namespace redlock

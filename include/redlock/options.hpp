@@ -55,6 +55,8 @@ using Millis = std::chrono::milliseconds;
 // send the credentials to every discovered node and, with verification, check the discovered
 // address itself, which managed offerings defeat, so users turn it off; redis-py, go-redis and
 // Lettuce take the first sentinel that answers.)
+// Any of these forms (unix:// too) may add `?min_replicas=N` (0-100): replicated votes for this
+// vote only (see Options::min_replicas).
 struct REDLOCK_API NodeAddress {
   enum class Transport { tcp, unix_socket };
   enum class Kind {
@@ -95,6 +97,11 @@ struct REDLOCK_API NodeAddress {
   std::string sentinel_password;     // sentinel: ?sentinel_password=; empty: no AUTH to them
   std::vector<std::string> allow;    // sentinel, cluster: ?allow= entries (see above)
   std::string verify_name;           // sentinel, cluster over TLS: ?verify_name= (see above)
+
+  // Replicated votes of this vote (?min_replicas=N, 0-100), in place of Options::min_replicas:
+  // a Cluster or Sentinel vote whose masters have replicas beside standalone masters without any
+  // (0 turns them off for this vote). nullopt: Options::min_replicas. Not part of to_string().
+  std::optional<int> min_replicas;
 
   // Display form for logs and reports; never contains the password.
   [[nodiscard]] std::string to_string() const;
@@ -189,8 +196,11 @@ struct Options {
   // node by `WAIT min_replicas replica_timeout`, and the vote counts only when that many replicas
   // acknowledged the write. A failover (Sentinel, Cluster) then promotes a replica that has the
   // key, where the replica with the highest offset is preferred (a preference, not a guarantee:
-  // see docs/topologies.md, "Failover checks"). WAIT holds the node's connection until it answers,
-  // so replica_timeout must be below node_timeout (default: half of it). 0: off.
+  // see docs/topologies.md, "Failover checks"). replica_timeout must be below node_timeout
+  // (default: half of it). Such a vote's deadline is node_timeout + replica_timeout + 100 ms: the
+  // server answers a WAIT that timed out on its next cron tick (every 100 ms at Redis's default hz
+  // 10), and a node without enough replicas then says so (NOREPLICAS) instead of timing out.
+  // 0: off. A vote's address may set its own (NodeAddress::min_replicas).
   int min_replicas = 0;
   std::optional<Millis> replica_timeout;
 

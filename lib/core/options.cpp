@@ -161,6 +161,17 @@ bool parse_db(std::string_view s, NodeAddress& a, std::string& why) {
   return true;
 }
 
+// ?min_replicas=N: replicated votes for this vote only (Options::min_replicas has the same range).
+bool parse_min_replicas(std::string_view s, NodeAddress& a, std::string& why) {
+  long long n = 0;
+  if (!parse_int(s, 0, 100, n)) {
+    why = "min_replicas must be 0-100, got " + quoted(s);
+    return false;
+  }
+  a.min_replicas = static_cast<int>(n);
+  return true;
+}
+
 // The query of a redis:// or rediss:// address: TLS settings for this node only (rediss://); of a
 // sentinel address also `sentinel=host:port` (repeated) and `db=N`.
 bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
@@ -240,6 +251,8 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
        : name == "cacert" ? t.ca_file
        : name == "cert"   ? t.cert_file
                           : t.key_file) = std::move(value);
+    } else if (name == "min_replicas") {
+      if (!parse_min_replicas(value, a, why)) return false;
     } else if (sentinel && name == "db") {
       if (!parse_db(value, a, why)) return false;
     } else if (sentinel && (name == "sentinel_user" || name == "sentinel_password")) {
@@ -257,13 +270,16 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
       }
       a.verify_name = std::move(value);
     } else {
-      why = "unknown parameter " + param(name) +
-            (sentinel  ? " (a sentinel address takes sentinel, db, sentinel_user, "
-                         "sentinel_password, allow, and with rediss+sentinel:// verify_name, sni, "
-                         "cacert, cert, key, insecure)"
-             : cluster ? " (a cluster address takes seed, allow, and with rediss+cluster:// "
-                         "verify_name, sni, cacert, cert, key, insecure)"
-                       : " (rediss:// takes sni, cacert, cert, key, insecure)");
+      why =
+          "unknown parameter " + param(name) +
+          (sentinel ? " (a sentinel address takes sentinel, db, sentinel_user, "
+                      "sentinel_password, allow, min_replicas, and with rediss+sentinel:// "
+                      "verify_name, sni, "
+                      "cacert, cert, key, insecure)"
+           : cluster
+               ? " (a cluster address takes seed, allow, min_replicas, and with rediss+cluster:// "
+                 "verify_name, sni, cacert, cert, key, insecure)"
+               : " (redis:// takes min_replicas; rediss:// also sni, cacert, cert, key, insecure)");
       return false;
     }
   }
@@ -304,11 +320,22 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
     a.path = std::string(path);
     if (q != std::string_view::npos) {
       auto query = rest.substr(q + 1);
-      if (!query.starts_with("db=")) {
-        why = "only ?db=N is understood after a unix socket path";
-        return false;
+      bool db_seen = false;
+      while (true) {
+        const auto amp = query.find('&');
+        const auto item = query.substr(0, amp);
+        if (item.starts_with("db=") && !db_seen) {
+          db_seen = true;
+          if (!parse_db(item.substr(3), a, why)) return false;
+        } else if (item.starts_with("min_replicas=") && !a.min_replicas) {
+          if (!parse_min_replicas(item.substr(13), a, why)) return false;
+        } else {
+          why = "only ?db=N and min_replicas=N (each once) are understood after a unix socket path";
+          return false;
+        }
+        if (amp == std::string_view::npos) break;
+        query = query.substr(amp + 1);
       }
-      if (!parse_db(query.substr(3), a, why)) return false;
     }
     return true;
   }
@@ -612,6 +639,12 @@ std::optional<std::string> check_options(const Options& o) {
     return "restart_quarantine must be >= 0";
   if (o.min_replicas < 0 || o.min_replicas > 100)
     return "min_replicas must be 0-100, got " + std::to_string(o.min_replicas);
+  for (const auto& n : o.nodes) {
+    if (n.min_replicas && (*n.min_replicas < 0 || *n.min_replicas > 100)) {
+      return "min_replicas of node " + n.to_string() + " must be 0-100, got " +
+             std::to_string(*n.min_replicas);
+    }
+  }
   if (o.replica_timeout &&
       (*o.replica_timeout <= Millis{0} || *o.replica_timeout >= o.node_timeout)) {
     // WAIT 0 waits forever; a WAIT as long as the node's deadline makes every vote late.

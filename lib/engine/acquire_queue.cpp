@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "core/quorum.hpp"
+#include "core/timing.hpp"
 #include "core/token.hpp"
 #include "engine/acquire.hpp"
 #include "lock_builder.hpp"
@@ -57,7 +58,7 @@ void AcquireOp::start_ticket() {
   if (registers()) new_registration();
   // Where the key is free and we are first in line, the round also grants it
   // (take_ticket_grant); not with replicated votes, whose grants count only by an attempt.
-  const bool grant_if_free = registers() && e_.options_.min_replicas == 0;
+  const bool grant_if_free = registers() && !detail::any_replicated(e_.options_);
   start_round(Phase::ticket, counter_,
               detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl(),
                                   {opts_.ttl, reg_token_}, grant_if_free));

@@ -10,6 +10,7 @@
 
 #include "core/keys.hpp"
 #include "core/quorum.hpp"
+#include "core/timing.hpp"
 #include "core/token.hpp"
 #include "core/validate.hpp"
 #include "engine/acquire.hpp"
@@ -318,8 +319,10 @@ void Engine::status(std::string resource, StatusCallback cb) {
 }
 
 Engine::HoldId Engine::hold(const Lock& lock, const HoldOptions& options,
-                            ExtendedCallback on_extended, LostCallback on_lost) {
-  return start_hold(*impl_, lock, options, std::move(on_extended), std::move(on_lost));
+                            ExtendedCallback on_extended, LostCallback on_lost,
+                            RenewFailingCallback on_renew_failing) {
+  return start_hold(*impl_, lock, options, std::move(on_extended), std::move(on_lost),
+                    std::move(on_renew_failing));
 }
 
 void Engine::stop_hold(HoldId id) {

@@ -7,36 +7,50 @@
 
 namespace redlock {
 
+namespace {
+
+std::string ms_text(BootClock::duration d) {
+  return std::to_string(std::chrono::duration_cast<Millis>(d).count()) + " ms";
+}
+
+}  // namespace
+
 Engine::HoldId start_hold(Engine::Impl& e, const Lock& lock, const HoldOptions& options,
-                          Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost) {
+                          Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost,
+                          Engine::RenewFailingCallback on_renew_failing) {
   if (e.closing_ || lock.empty() || lock.ttl() <= Millis{0}) return 0;
-  const Millis period = options.extend_every.value_or(lock.ttl() / 3);
-  if (period <= Millis{0} || period >= lock.ttl()) return 0;
+  std::string why;
+  const auto schedule = detail::hold_schedule(lock.ttl(), options, why);
+  if (!schedule) return 0;
   const Engine::HoldId id = e.next_hold_id_++;
-  auto h = std::make_shared<HoldOp>(e, id, lock, options, period, std::move(on_extended),
-                                    std::move(on_lost));
+  auto h = std::make_shared<HoldOp>(
+      e, id, lock, options, *schedule,
+      HoldCallbacks{std::move(on_extended), std::move(on_lost), std::move(on_renew_failing)});
   e.holds_.emplace(id, h);
   h->start();
   return id;
 }
 
-HoldOp::HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions& o, Millis period,
-               Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost)
+HoldOp::HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions& o,
+               detail::HoldSchedule schedule, HoldCallbacks callbacks)
     : e_(e),
       id_(id),
       lock_(std::move(lock)),
       options_(o),
-      period_(period),
-      on_extended_(std::move(on_extended)),
-      on_lost_(std::move(on_lost)) {
+      schedule_(schedule),
+      callbacks_(std::move(callbacks)) {
+  // The hold keeps its own callbacks (the parameters); those of the options are the Guard's.
+  options_.on_lost = nullptr;
+  options_.on_renew_failing = nullptr;
   started_ = BootClock::now();
   // The first extension is due one period after the lock was taken or last extended (its
   // deadline is that moment + ttl - drift), not one period after hold() was called: a lock
   // handed to hold() late would otherwise reach its deadline before any extension was tried.
   const auto taken =
       lock_.deadline() - std::chrono::duration_cast<BootClock::duration>(lock_.ttl());
-  next_extend_ = std::min(started_ + period_,
-                          taken + std::chrono::duration_cast<BootClock::duration>(period_));
+  next_extend_ =
+      std::min(started_ + schedule_.extend_every,
+               taken + std::chrono::duration_cast<BootClock::duration>(schedule_.extend_every));
 }
 
 void HoldOp::start() {
@@ -56,10 +70,18 @@ bool HoldOp::limit_reached() const {
   return false;
 }
 
+BootClock::time_point HoldOp::give_up_at() const {
+  // deadline = t1 + ttl - drift, so this is t1 + renew_deadline - drift: the drift makes it a
+  // little earlier, the side of caution, as it does for the deadline itself.
+  return lock_.deadline() -
+         std::chrono::duration_cast<BootClock::duration>(lock_.ttl() - schedule_.renew_deadline);
+}
+
 void HoldOp::arm() {
   if (stopped_) return;
   auto due = lock_.deadline();
-  if (!extending_ && !limit_reached()) due = std::min(due, next_extend_);
+  // While an extension is in flight its answer decides (on_extend arms again).
+  if (!limit_reached() && !extending_) due = std::min({due, give_up_at(), next_extend_});
   const auto now = BootClock::now();
   const auto wait = due > now ? std::chrono::ceil<Millis>(due - now) : Millis{0};
   timer_->start(static_cast<std::uint64_t>(wait.count()));
@@ -75,8 +97,15 @@ void HoldOp::on_timer() {
          {});
     return;
   }
+  // Not while an extension is in flight (its answer, at most node_timeout away, may keep the
+  // lock), nor before one was tried (a lock handed to hold() late gets one try).
+  if (!limit_reached() && !extending_ && tried_ && now >= give_up_at()) {
+    give_up();
+    return;
+  }
   if (!extending_ && !limit_reached() && now >= next_extend_) {
     extending_ = true;
+    tried_ = true;
     auto self = shared_from_this();
     start_extend(e_, lock_, lock_.ttl(), [self](ExtendResult r) { self->on_extend(std::move(r)); });
   }
@@ -89,9 +118,11 @@ void HoldOp::on_extend(ExtendResult r) {
   if (r) {
     lock_ = std::move(r.lock);
     ++extensions_;
+    last_failure_.reset();
     // About +-10 % so locks taken together do not all extend in the same loop iteration.
-    next_extend_ = BootClock::now() + period_ - period_ / 10 + e_.jitter(period_ / 5);
-    if (on_extended_) on_extended_(lock_);
+    const auto period = schedule_.extend_every;
+    next_extend_ = BootClock::now() + period - period / 10 + e_.jitter(period / 5);
+    if (callbacks_.on_extended) callbacks_.on_extended(lock_);
   } else if (r.error == Errc::not_held) {
     // The nodes no longer have our token: extending again would never succeed, and re-acquiring
     // silently would hide the gap from the holder.
@@ -105,18 +136,43 @@ void HoldOp::on_extend(ExtendResult r) {
     lose(Errc::no_quorum, r.message, std::move(r.nodes));
     return;
   } else {
-    // Uncertain (timeouts, error replies): try again soon, while the deadline allows.
-    const auto retry = std::max(e_.options_.node_timeout * 2, period_ / 10);
+    // Uncertain (timeouts, error replies): try again soon, until the renew deadline.
+    const auto retry = std::max(e_.options_.node_timeout * 2, schedule_.extend_every / 10);
     next_extend_ = BootClock::now() + retry;
     e_.log(LogLevel::warning,
            "extending '" + lock_.resource() + "' failed: " + r.message + "; retrying");
+    const bool first = !last_failure_;
+    last_failure_ = std::move(r);
+    if (first && callbacks_.on_renew_failing) {
+      const auto left = give_up_at() - BootClock::now();
+      callbacks_.on_renew_failing(
+          RenewFailure{last_failure_->error, last_failure_->message, last_failure_->nodes,
+                       std::max(Millis{0}, std::chrono::floor<Millis>(left))});
+    }
   }
   arm();
 }
 
+void HoldOp::give_up() {
+  std::string message = "no extension succeeded within the renew deadline (" +
+                        ms_text(schedule_.renew_deadline) + " of the " + ms_text(lock_.ttl()) +
+                        " ttl); " + ms_text(lock_.deadline() - BootClock::now()) +
+                        " of the validity left to stop";
+  if (last_failure_) {
+    message += "; the last extension: " + last_failure_->message;
+  } else {
+    // (Only when extend_every is close to renew_deadline: the jittered next extension was due
+    // after it. An extension in flight is waited for, see on_timer.)
+    message += "; no extension was due since the last one succeeded";
+  }
+  auto nodes = last_failure_ ? std::move(last_failure_->nodes) : std::vector<NodeOutcome>{};
+  e_.log(LogLevel::warning, "giving up '" + lock_.resource() + "': " + message);
+  lose(Errc::no_quorum, std::move(message), std::move(nodes));
+}
+
 void HoldOp::lose(Errc why, std::string message, std::vector<NodeOutcome> nodes) {
   ++e_.metrics_.lost;
-  auto cb = std::move(on_lost_);
+  auto cb = std::move(callbacks_.on_lost);
   auto self = shared_from_this();  // stop() may drop the engine's reference
   e_.holds_.erase(id_);
   stop();

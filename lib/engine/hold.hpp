@@ -1,45 +1,59 @@
 #pragma once
-// The watchdog of one held lock (Engine::hold): one timer on the loop, due at the next extension
-// or at the local deadline, whichever comes first.
+// The watchdog of one held lock (Engine::hold): one timer on the loop, due at the next extension,
+// at the renew deadline or at the local deadline, whichever comes first.
 
 #include <memory>
+#include <optional>
 
+#include "core/timing.hpp"
 #include "engine/impl.hpp"
 
 namespace redlock {
 
+struct HoldCallbacks {
+  Engine::ExtendedCallback on_extended;
+  Engine::LostCallback on_lost;
+  Engine::RenewFailingCallback on_renew_failing;
+};
+
 [[nodiscard]] Engine::HoldId start_hold(Engine::Impl& e, const Lock& lock,
                                         const HoldOptions& options,
                                         Engine::ExtendedCallback on_extended,
-                                        Engine::LostCallback on_lost);
+                                        Engine::LostCallback on_lost,
+                                        Engine::RenewFailingCallback on_renew_failing);
 
 class HoldOp final : public std::enable_shared_from_this<HoldOp> {
  public:
-  HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions& o, Millis period,
-         Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost);
+  HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions& o,
+         detail::HoldSchedule schedule, HoldCallbacks callbacks);
   void start();
   // No callback runs after this.
   void stop();
 
  private:
   [[nodiscard]] bool limit_reached() const;
+  // When the hold gives up unless an extension succeeds first: the renew deadline counted from
+  // the current lock's start, i.e. with ttl - renew_deadline of its validity left.
+  [[nodiscard]] BootClock::time_point give_up_at() const;
   void arm();
   void on_timer();
   void on_extend(ExtendResult r);
+  void give_up();
   void lose(Errc why, std::string message, std::vector<NodeOutcome> nodes);
 
   Engine::Impl& e_;
   Engine::HoldId id_;
   Lock lock_;
   HoldOptions options_;
-  Millis period_;
-  Engine::ExtendedCallback on_extended_;
-  Engine::LostCallback on_lost_;
+  detail::HoldSchedule schedule_;
+  HoldCallbacks callbacks_;
   std::unique_ptr<net::Timer> timer_;
   BootClock::time_point started_{};
   BootClock::time_point next_extend_{};
+  std::optional<ExtendResult> last_failure_;  // since the last success; cleared by one
   int extensions_ = 0;
   bool extending_ = false;
+  bool tried_ = false;  // an extension was started (the renew deadline waits for one)
   bool stopped_ = false;
 };
 

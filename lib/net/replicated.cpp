@@ -116,7 +116,7 @@ bool send_replicated(Connection& c, const std::shared_ptr<const Request>& req, M
   auto wait = Request::make(Command::plain({"WAIT"})
                                 .arg(static_cast<long long>(policy.replicas))
                                 .arg(static_cast<long long>(policy.timeout.count())));
-  if (!c.send(wait, timeout, *w, 1, sent)) w->without_wait();
+  if (!c.send(wait, timeout + policy.allowance, *w, 1, sent)) w->without_wait();
   return true;
 }
 

@@ -8,17 +8,16 @@
 
 #include <memory>
 
+#include "core/timing.hpp"
 #include "net/connection.hpp"
 
 namespace redlock::net {
 
-struct ReplicaPolicy {
-  int replicas = 0;  // 0: off
-  Millis timeout{1};
-};
+// One vote's replicated votes (core/timing.hpp says how they are chosen and how long they wait).
+using ReplicaPolicy = detail::ReplicaWait;
 
 // As Connection::send (the same callback contract towards `sink`), with the WAIT added when
-// `policy.replicas` > 0.
+// `policy.replicas` > 0. The write keeps `timeout`; the WAIT gets `timeout + policy.allowance`.
 bool send_replicated(Connection& c, const std::shared_ptr<const Request>& req, Millis timeout,
                      Sink& sink, std::uint32_t tag, BootClock::time_point sent,
                      const ReplicaPolicy& policy);

@@ -64,10 +64,6 @@ std::optional<std::string> config_value(const Reply& r) {
   return std::nullopt;
 }
 
-ReplicaPolicy replica_policy(const Options& o) {
-  return {o.min_replicas, o.replica_timeout.value_or(std::max(Millis{1}, o.node_timeout / 2))};
-}
-
 ConnectionSettings settings_for(const Options& o) {
   ConnectionSettings s;
   s.connect_timeout = o.connect_timeout;
@@ -102,7 +98,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
         address_(address),
         name_(address.to_string()),
         options_(options),
-        replicas_(replica_policy(options)),
+        replicas_(detail::replica_wait(options, address)),
         conn_(loop, *this, index, endpoint_for(address), transport_(address.host),
               settings_for(options)) {
     conn_.set_metrics(metrics);

@@ -1,6 +1,7 @@
 """redlock-cli acquire / release / extend / status: the contract of docs/cli.md."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -109,11 +110,13 @@ class LockCommands(unittest.TestCase):
 
     def test_status_table_and_json(self):
         tok = self.cli("acquire", "t-status").stdout.decode().strip()
+        self.assertEqual(self.c.settled_count(5, "t-status", tok), 5)
         r = self.cli("status", "t-status")
         self.assertEqual(r.returncode, 0)
         lines = r.stdout.decode().splitlines()
-        self.assertEqual(len(lines), 6)
-        self.assertTrue(all(tok in l for l in lines[1:]))
+        self.assertEqual(len(lines), 7)  # the verdict, the header, a row per node
+        self.assertTrue(lines[0].startswith("held on 5 of 5 by %s..." % tok[:8]), lines[0])
+        self.assertTrue(all(tok in l for l in lines[2:]))
         self.c.servers[4].kill()
         try:
             r = self.cli("status", "t-status", "--json")
@@ -169,13 +172,66 @@ class LockCommands(unittest.TestCase):
             writer.wait()
             waiter.wait()
 
+    def verdict(self, resource, nodes=None):
+        """status's exit code, first line and --json object."""
+        r = self.cli("status", resource, nodes=nodes or self.c.nodes)
+        j = self.cli("status", resource, "--json", nodes=nodes or self.c.nodes)
+        self.assertEqual(j.returncode, r.returncode, j.stderr)
+        return r.returncode, r.stdout.decode().splitlines()[0], json.loads(j.stdout)
+
+    def test_status_verdicts_and_their_exit_codes(self):
+        dead = ["127.0.0.1:%d" % free_port() for _ in range(3)]  # nothing listens: down
+        # Held on a quorum: 0, with the token and how long a quorum keeps it.
+        tok = self.cli("acquire", "t-v-held", "--ttl", "20s").stdout.decode().strip()
+        self.assertEqual(self.c.settled_count(5, "t-v-held", tok), 5)
+        code, line, obj = self.verdict("t-v-held")
+        self.assertEqual(code, 0, line)
+        m = re.fullmatch(r"held on 5 of 5 by %s\.\.\. for (\d+\.\d) s more" % tok[:8], line)
+        self.assertTrue(m, line)
+        self.assertTrue(10.0 < float(m.group(1)) <= 20.0, line)
+        self.assertEqual((obj["verdict"], obj["token"], obj["held_on"], obj["answered"], obj["nodes"]),
+                         ("held", tok, 5, 5, 5))
+        self.assertTrue(10000 < obj["remaining_ms"] <= 20000, obj)
+        # ... also with nodes down, as long as the answers make a quorum of one token (3 of 5).
+        some_down = ",".join([s.address for s in self.c.servers[:3]] + dead[:2])
+        code, line, obj = self.verdict("t-v-held", nodes=some_down)
+        self.assertEqual(code, 0, line)
+        self.assertTrue(line.startswith("held on 3 of 5 by "), line)
+        # Free: 1.
+        code, line, obj = self.verdict("t-v-free")
+        self.assertEqual((code, line), (1, "free"))
+        self.assertEqual((obj["verdict"], obj["token"], obj["remaining_ms"]), ("free", None, None))
+        code, line, _ = self.verdict("t-v-free", nodes=",".join([s.address for s in self.c.servers[:3]] + dead[:2]))
+        self.assertEqual((code, line), (1, "free (3 of 5 nodes answered)"))
+        # A quorum holds different tokens (a contended split): no one holds the lock: 1.
+        for s, value in zip(self.c.servers, ["A" * 40, "A" * 40, "B" * 40, "B" * 40]):
+            command(s.port, "SET", "t-v-split", value, "PX", "30000")
+        code, line, obj = self.verdict("t-v-split")
+        self.assertEqual(code, 1, line)
+        self.assertTrue(line.startswith("partly held: no token is on a quorum"), line)
+        self.assertEqual((obj["verdict"], obj["token"], obj["held_on"]), ("partly-held", None, 2))
+        # Too few answers to tell: 3. Every node down ...
+        code, line, obj = self.verdict("t-v-held", nodes=",".join(dead))
+        self.assertEqual(code, 3, line)
+        self.assertEqual(line, "no quorum to tell: 0 of 3 nodes answered, 2 needed")
+        self.assertEqual((obj["verdict"], obj["answered"], obj["token"]), ("no-quorum", 0, None))
+        self.assertEqual([n["up"] for n in obj["per_node"]], [False] * 3)
+        # ... or a token on 2 of 5 with 2 nodes silent: they could make it 4 of 5.
+        split_down = ",".join([s.address for s in self.c.servers[1:4]] + dead[:2])
+        code, line, obj = self.verdict("t-v-split", nodes=split_down)
+        self.assertEqual(code, 3, line)
+        self.assertTrue(line.startswith("no quorum to tell: 3 of 5 nodes answered"), line)
+        for s in self.c.servers:
+            command(s.port, "DEL", "t-v-split")
+        self.assertEqual(self.cli("release", "t-v-held", tok).returncode, 0)
+
     def test_status_shows_a_key_without_expiry(self):
         # A lock key someone SET without PX never frees itself: the table must not show it with
         # the same "-" as a node that has no key.
         command(self.c.servers[0].port, "SET", "t-forever", "stuck-token")
         r = self.cli("status", "t-forever")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        rows = r.stdout.decode().splitlines()[1:]
+        self.assertEqual(r.returncode, 1, r.stderr)  # partly held: on one node of five
+        rows = r.stdout.decode().splitlines()[2:]
         self.assertIn("stuck-token", rows[0])
         self.assertTrue(rows[0].rstrip().endswith("no expiry"), rows[0])
         self.assertTrue(all(row.rstrip().endswith("-") for row in rows[1:]), rows)

@@ -269,6 +269,68 @@ class Run(unittest.TestCase):
             self.assertTrue(os.path.exists(marker))
             self.assertIn(b"lost", p.stderr.read())
 
+    def test_renew_deadline_signals_the_job_before_the_validity_ends(self):
+        # A majority of the nodes paused: no extension can succeed. The job gets SIGTERM at the
+        # renew deadline (2/3 of the ttl), a third of the ttl before another client could take
+        # the lock, not when its validity ends. (With --node-timeout 600ms the paused nodes'
+        # connections are not dropped as stalled before the ttl: they time out, never show as
+        # down.)
+        ttl, drift = 6.0, 6.0 * 0.01 + 0.002
+        for attempt in range(3):
+            resource = "run-renew-%d" % attempt
+            before, paused, termed, err = self.run_until_renew_deadline(resource, ttl)
+            # The nodes were paused before the first extension was due (ttl/3 after the
+            # acquisition started, which was after `before`): the deadlines are the acquisition's.
+            # Otherwise (a very slow start) this run cannot tell, and the next one tries again.
+            if paused - before < ttl / 3 - 0.1:
+                break
+        else:
+            self.fail("the lock was never taken within a third of the ttl")
+        # Before the lock's validity ends (at t1 + ttl - drift, later than before + that) ...
+        self.assertLess(termed, before + ttl - drift, "SIGTERM %.3f s after the start" % (termed - before))
+        # ... and not before the renew deadline (t1 + 2/3 ttl - drift, t1 >= before; the job's
+        # clock, /proc/uptime, counts in steps of 10 ms).
+        self.assertGreaterEqual(termed, before + ttl * 2 / 3 - drift - 0.01)
+        self.assertIn("renew deadline", err)
+        self.assertIn("extending the lock on '%s' failed" % resource, err)
+
+    def run_until_renew_deadline(self, resource, ttl):
+        """Runs a job under `run RESOURCE --ttl TTL`, pauses two of the three nodes as soon as they
+        have the lock, and returns (before run started, when the nodes were paused, when the job
+        got SIGTERM, run's stderr), in seconds of CLOCK_BOOTTIME (the library's clock, and what
+        /proc/uptime shows the job)."""
+        def now():
+            return time.clock_gettime(time.CLOCK_BOOTTIME)
+        with tempfile.TemporaryDirectory() as d:
+            term = os.path.join(d, "term")
+            # sh, not a heavier interpreter: under load its start alone took seconds.
+            job = ('trap \'read up _ < /proc/uptime; echo "$up" > "%s"; exit 0\' TERM; '
+                   'while :; do sleep 0.05; done' % term)
+            before = now()
+            p = subprocess.Popen([CLI, "--node-timeout", "600ms", "run", resource, "--ttl", "%gs" % ttl, "--",
+                                  "sh", "-c", job],
+                                 env=self.env(), stderr=subprocess.PIPE)
+            try:
+                held = [s for s in self.c.servers[:2]]
+                self.assertTrue(wait_until(lambda: all(get(s.port, resource) for s in held), timeout=20))
+                for s in held:
+                    s.stop()
+                paused = now()
+                self.assertEqual(p.wait(30), 4)
+            finally:
+                for s in self.c.servers[:2]:
+                    s.cont()
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            with open(term) as f:
+                termed = float(f.read())
+            err = p.stderr.read().decode()
+            p.stderr.close()
+        # Released by run once the job ended, or expired: gone either way.
+        self.assertEqual(self.c.settled_count(0, resource), 0)
+        return before, paused, termed, err
+
     def test_lost_lock_then_sigkill_after_grace(self):
         with tempfile.TemporaryDirectory() as d:
             ready = os.path.join(d, "ready")

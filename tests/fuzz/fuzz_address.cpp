@@ -2,7 +2,7 @@
 //
 // Invariants checked on every input:
 // - a parsed address is well-formed (port 1-65535, db >= 0, absolute unix path of <= 107 bytes, a
-//   user only with a password);
+//   user only with a password, min_replicas 0-100);
 // - to_string() is exactly the display form built from transport/host/port/db/path, so it never
 //   contains the user or the password, and it parses back as it is to the same host/port/db/path
 //   with no credentials;
@@ -134,6 +134,8 @@ void check_address(std::string_view input, const NodeAddress& a) {
   FUZZ_CHECK(a.user.empty() || !a.password.empty(), "a user without a password from " + in);
   FUZZ_CHECK(a.tls || a.tls_override == NodeAddress::TlsOverride{},
              "TLS settings without TLS from " + in);
+  FUZZ_CHECK(!a.min_replicas || (*a.min_replicas >= 0 && *a.min_replicas <= 100),
+             "min_replicas out of 0-100 from " + in);
   if (a.transport == NodeAddress::Transport::unix_socket) {
     FUZZ_CHECK(!a.path.empty() && a.path.front() == '/' && a.path.size() <= 107, in);
   } else {

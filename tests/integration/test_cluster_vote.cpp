@@ -267,6 +267,26 @@ TEST_CASE("cluster votes mix with standalone votes; a bad seed is no vote, with 
                 down.nodes[0].detail);
 }
 
+TEST_CASE("cluster votes: replicated votes for the cluster vote alone (?min_replicas=1)") {
+  // The cluster's masters have replicas, the standalone masters none: Options::min_replicas
+  // would take the standalone votes away; the cluster's address asks for it for itself.
+  ClusterFixture c(with_replicas());
+  RedisCluster plain(2);
+  Options o = cluster_options(cluster_address(c) + "?min_replicas=1," + client_csv(plain));
+  REQUIRE(o.nodes[0].min_replicas == 1);
+  plain[1].kill();  // the quorum of two needs the cluster's vote
+  Client client(o);
+  const std::string key = "per-vote-cluster";
+  const auto owner = c.owner_of_key(key);
+  const long long waits_before = calls_of(c.node(owner), "wait");
+  auto r = client.try_acquire({key}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(r.nodes[0].state == NodeState::ok);
+  CHECK(calls_of(c.node(owner), "wait") > waits_before);  // the vote waited for a replica
+  CHECK(calls_of(plain[0], "wait") == 0);                 // the standalone one did not
+  CHECK(client.try_release(r.lock));
+}
+
 TEST_CASE("cluster votes: slots migrated while locks are held and taken (MOVED, ASK)") {
   ClusterFixture c0(masters_only()), c1(masters_only()), c2(masters_only());
   const std::string csv =

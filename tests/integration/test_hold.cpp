@@ -382,3 +382,115 @@ TEST_CASE("the watchdog and the guard work for read locks and fair locks") {
   CHECK(c[0].command({"ZCARD", derived_key("rw-held", KeyRole::readers)}).integer == 0);
   CHECK(c.count_with_key("fair-held") == 0);
 }
+
+namespace {
+// Sanitizer builds run 5-20x slower: the timings below scale with the build.
+constexpr int slow = sanitized_build ? 3 : 1;
+}  // namespace
+
+TEST_CASE("renew deadline: with a majority paused the loss comes at it, well before the validity") {
+  RedisCluster c(3);
+  Options opts = options_for(c);
+  // Paused nodes time out (they do not show as down): with node_timeout * 10 = the ttl, a
+  // connection is not dropped as stalled before the validity deadline either, so the only early
+  // loss is the renew deadline's.
+  opts.node_timeout = 300ms * slow;
+  Client client(opts);
+  const Millis ttl = 3s * slow;  // extends at 1 s, gives up at 2 s, validity ends at 3 s
+  std::atomic<int> lost{0}, failing{0};
+  std::atomic<BootClock::rep> lost_at{0}, failing_at{0};
+  std::optional<LossInfo> loss;
+  std::optional<RenewFailure> failure;
+  std::mutex mu;
+  auto o = held(ttl);
+  o.hold.on_lost = [&](const LossInfo& info) {
+    lost_at = BootClock::now().time_since_epoch().count();
+    std::lock_guard<std::mutex> g(mu);
+    loss = info;
+    ++lost;
+  };
+  o.hold.on_renew_failing = [&](const RenewFailure& f) {
+    failing_at = BootClock::now().time_since_epoch().count();
+    std::lock_guard<std::mutex> g(mu);
+    failure = f;
+    ++failing;
+  };
+  Guard g = client.lock({"renew"}, o);
+  REQUIRE(eventually([&] { return c.count_with_key("renew") == 3; }));
+  c[0].stop();
+  c[1].stop();
+  // No extension has succeeded yet (the first is due at ttl/3): the deadlines of the lock taken.
+  const auto validity_end = g.lock().deadline();
+  REQUIRE(g.lock().remaining() > ttl / 2);
+  const auto renew_deadline = validity_end - (ttl - ttl * 2 / 3);
+  CHECK(g.state() == HoldState::held);
+  REQUIRE(eventually([&] { return lost.load() > 0; }, ttl * 2));
+  c.heal();
+  const BootClock::time_point at{BootClock::duration{lost_at.load()}};
+  // At the renew deadline (never before: a timer due then, checked against the clock; at most
+  // an extension in flight later, node_timeout), with most of the remaining third of the ttl
+  // still left: not at the validity deadline.
+  CHECK(at >= renew_deadline);
+  CHECK_MESSAGE(at < validity_end - (validity_end - renew_deadline) / 4,
+                "the loss came " << std::chrono::duration_cast<Millis>(validity_end - at).count()
+                                 << " ms before the validity deadline");
+  std::lock_guard<std::mutex> lk(mu);
+  REQUIRE(loss);
+  CHECK(loss->reason == Errc::no_quorum);
+  CHECK_MESSAGE(loss->message.find("renew deadline") != std::string::npos, loss->message);
+  // "Extensions are failing" came first, once, with the time left before giving up.
+  CHECK(failing == 1);
+  REQUIRE(failure);
+  const BootClock::time_point failed_at{BootClock::duration{failing_at.load()}};
+  CHECK(failed_at < at);
+  CHECK(failure->give_up_in > Millis{0});
+  CHECK(failure->give_up_in <= ttl / 3);
+  CHECK(count_state(failure->nodes, NodeState::timeout) >= 2);
+  CHECK(g.state() == HoldState::lost);
+  CHECK_FALSE(g.owns());
+  CHECK(lost == 1);
+}
+
+TEST_CASE("renew deadline: extensions that fail and recover report it once, and keep the lock") {
+  RedisCluster c(3);
+  Options opts = options_for(c);
+  opts.node_timeout = 300ms * slow;
+  Client client(opts);
+  const Millis ttl = 3s * slow;
+  std::atomic<int> lost{0}, failing{0};
+  auto o = held(ttl);
+  o.hold.on_lost = [&](const LossInfo&) { ++lost; };
+  o.hold.on_renew_failing = [&](const RenewFailure&) { ++failing; };
+  Guard g = client.lock({"renew-back"}, o);
+  REQUIRE(eventually([&] { return c.count_with_key("renew-back") == 3; }));
+  c[0].stop();
+  c[1].stop();
+  REQUIRE(eventually([&] { return failing.load() > 0; }, ttl));
+  CHECK(g.state() == HoldState::renew_failing);
+  CHECK(g.owns());  // still held: the validity has not run out
+  c.heal();
+  // The next retry succeeds (before the renew deadline: retries come every 2 x node_timeout).
+  REQUIRE(eventually([&] { return g.extensions() > 0; }, ttl));
+  CHECK(g.state() == HoldState::held);
+  std::this_thread::sleep_for(ttl);
+  CHECK(lost == 0);
+  CHECK(failing == 1);
+  CHECK(g.owns());
+  g.release();
+  CHECK(g.state() == HoldState::none);
+}
+
+TEST_CASE("renew deadline: unusable values are refused before anything is sent") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto o = held(3s);
+  o.hold.renew_deadline = 1s;  // not above extend_every (ttl/3)
+  std::error_code ec;
+  Guard g = client.lock({"bad-renew"}, o, ec);
+  CHECK(ec == Errc::invalid_argument);
+  o.hold.renew_deadline = 4s;  // past the ttl
+  auto [g2, r] = client.try_lock({"bad-renew"}, o);
+  CHECK(r.error == Errc::invalid_argument);
+  CHECK_MESSAGE(r.message.find("renew_deadline") != std::string::npos, r.message);
+  CHECK(c.count_with_key("bad-renew") == 0);
+}

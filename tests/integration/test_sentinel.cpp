@@ -274,6 +274,63 @@ TEST_CASE(
   }));
 }
 
+TEST_CASE("replicated votes: the deadline covers WAIT's timeout and the server's tick") {
+  // Redis answers a WAIT that timed out only at its next cron tick (every 100 ms): here between
+  // 249 and 349 ms after it was sent, past a deadline of node_timeout (250 ms) alone, which
+  // turned every vote into a bare "timeout" (the CLI's default 50 ms and replica timeout of 25 ms
+  // did that too). The vote's deadline is node_timeout + replica_timeout + the tick.
+  RedisCluster c(3);
+  auto opts = options_for(c);
+  opts.min_replicas = 1;
+  opts.replica_timeout = opts.node_timeout - 1ms;
+  Client client(opts);
+  auto r = client.try_acquire({"wait-deadline"}, ttl_opts(10s));
+  CHECK_FALSE(r);
+  int refused = 0;
+  for (const auto& n : r.nodes) {
+    if (n.state == NodeState::pending) continue;  // the outcome was known without it
+    CHECK_MESSAGE(n.state == NodeState::error, n.node << ": " << to_string(n.state));
+    CHECK_MESSAGE(n.detail.find("reached 0 of 1 replicas") != std::string::npos, n.detail);
+    ++refused;
+  }
+  CHECK(refused >= 2);
+  CHECK(eventually([&] { return c.count_with_key("wait-deadline") == 0; }));
+}
+
+TEST_CASE("replicated votes per vote: ?min_replicas= on one master, the others without") {
+  RedisCluster c(3);
+  RedisServer replica;
+  replica.replica_of(c[0]);
+  REQUIRE(eventually([&] {
+    // Synced, not only connected: WAIT counts the acknowledgements of online replicas.
+    return c[0].command({"INFO", "replication"}).str.find("state=online") != std::string::npos;
+  }));
+  // Vote 0 has a replica and waits for it; votes 1 and 2 have none and do not wait. With
+  // Options::min_replicas = 1 for all, votes 1 and 2 could never vote.
+  const std::string first = test_tls() ? "rediss://127.0.0.1:" + std::to_string(c[0].tls_port())
+                                       : "redis://" + c[0].address();
+  auto opts = options_for(first + "?min_replicas=1," + client_csv(c, {1, 2}));
+  REQUIRE(opts.nodes[0].min_replicas == 1);
+  c[2].kill();  // the quorum of two needs vote 0's replicated vote
+  Client client(opts);
+  const long long waits_before = calls_of(c[0], "wait");
+  auto r = client.try_acquire({"per-vote"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(r.nodes[0].state == NodeState::ok);
+  CHECK(calls_of(c[0], "wait") > waits_before);
+  CHECK(calls_of(c[1], "wait") == 0);
+  CHECK(replica.command({"GET", "per-vote"}).str == r.lock.token());
+  CHECK(client.try_release(r.lock));
+  auto all = opts;
+  all.nodes[0].min_replicas.reset();
+  all.min_replicas = 1;
+  Client everyone(all);
+  auto none = everyone.try_acquire({"per-vote-all"}, ttl_opts(10s));
+  CHECK_FALSE(none);  // vote 1 has no replica: NOREPLICAS, and vote 2 is down
+  REQUIRE(none.nodes.size() == 3);
+  CHECK_MESSAGE(none.nodes[1].detail.find("NOREPLICAS") != std::string::npos, none.nodes[1].detail);
+}
+
 TEST_CASE("replicated votes on standalone masters without replicas: no vote, with the reason") {
   RedisCluster c(3);
   auto opts = options_for(c);

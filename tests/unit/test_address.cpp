@@ -275,6 +275,41 @@ TEST_CASE("node list: cluster votes mix with others; one seed named twice is ref
   CHECK(err.find("twice") != std::string::npos);
 }
 
+TEST_CASE("address: ?min_replicas=N sets replicated votes for one vote") {
+  CHECK_FALSE(ok("redis://h:1").min_replicas);
+  CHECK(ok("redis://h:1?min_replicas=2").min_replicas == 2);
+  CHECK(ok("redis://h:1/3?min_replicas=0").min_replicas == 0);
+  CHECK(ok("rediss://h:1?sni=x&min_replicas=1").min_replicas == 1);
+  CHECK(ok("redis+cluster://h:1?seed=h:2&min_replicas=1").min_replicas == 1);
+  CHECK(ok("redis+sentinel://h:1/m?min_replicas=1&db=2").min_replicas == 1);
+  const auto u = ok("unix:///run/r.sock?db=2&min_replicas=1");
+  CHECK(u.db == 2);
+  CHECK(u.min_replicas == 1);
+  CHECK(ok("unix:///run/r.sock?min_replicas=3").min_replicas == 3);
+  // Not part of the display form (the node's name in records and logs): it names the server.
+  CHECK(ok("redis://h:1?min_replicas=2").to_string() == "h:1");
+  CHECK(bad("redis://h:1?min_replicas=101").find("min_replicas must be 0-100, got '101'") !=
+        std::string::npos);
+  CHECK(bad("redis://h:1?min_replicas=-1").find("'-1'") != std::string::npos);
+  CHECK(bad("redis://h:1?min_replicas=").find("min_replicas") != std::string::npos);
+  CHECK(bad("redis://h:1?min_replicas=1&min_replicas=2").find("twice") != std::string::npos);
+  CHECK(bad("unix:///r.sock?min_replicas=1&min_replicas=1").find("each once") != std::string::npos);
+  CHECK(bad("unix:///r.sock?db=1&color=2").find("min_replicas") != std::string::npos);
+  // A vote of its own beside votes that follow Options::min_replicas.
+  std::string err;
+  auto l = parse_node_list("redis+cluster://a:7000?min_replicas=1,b:6379,c:6379", err);
+  REQUIRE_MESSAGE(l, err);
+  CHECK((*l)[0].min_replicas == 1);
+  CHECK_FALSE((*l)[1].min_replicas);
+  Options o;
+  o.nodes = *l;
+  CHECK_FALSE(check_options(o));
+  o.nodes[1].min_replicas = 101;
+  const auto why = check_options(o);
+  REQUIRE(why);
+  CHECK(why->find("min_replicas of node b:6379 must be 0-100, got 101") != std::string::npos);
+}
+
 TEST_CASE("node list: Sentinel votes mix with others; one master named twice is refused") {
   std::string err;
   auto l = parse_node_list("redis+sentinel://s:1/m1,redis+sentinel://s:1/m2,h:7001", err);

@@ -7,8 +7,11 @@
 // No process of the job outlives the lock. COMMAND runs in a process group of its own, with a
 // watchdog that ends the group when run dies, however it dies (run_job.hpp says how and why).
 // If the lock is lost, the whole group gets SIGTERM, then SIGKILL after the grace period, and
-// run exits 4. When COMMAND exits and processes it started are still running, they get the same
-// (they would otherwise work on without the lock); then the lock is released.
+// run exits 4. Lost includes the renew deadline (--renew-deadline, 2/3 of the ttl by default):
+// when no extension has succeeded for that long, run gives up while a third of the ttl is still
+// left, so the job can stop before another holder may start; a first failed extension is said
+// on stderr when it happens. When COMMAND exits and processes it started are still running, they
+// get the same (they would otherwise work on without the lock); then the lock is released.
 //
 // Signals: they are blocked in every thread before the client starts and read from a signalfd,
 // so none can land in the I/O thread. While the lock is being acquired (`--wait`), SIGINT, SIGTERM,
@@ -27,6 +30,8 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <mutex>
 
 #include "cli.hpp"
 #include "output.hpp"
@@ -43,6 +48,7 @@ struct RunArgs {
   std::string ttl = "30s";
   std::string wait;
   std::string grace = "5s";
+  std::string renew_deadline;  // default: the library's (2/3 of the ttl)
   bool fence = false;
   bool read = false;
   bool write = false;
@@ -108,6 +114,13 @@ int run_run(const RunArgs& a, const Globals& g) {
   }
   const Millis grace = duration_arg("--grace", a.grace);
   lo.hold.auto_extend = true;
+  if (!a.renew_deadline.empty()) {
+    lo.hold.renew_deadline = duration_arg("--renew-deadline", a.renew_deadline);
+    if (auto why = check_hold(lo.acquire.ttl, lo.hold)) {
+      throw UsageError("--renew-deadline: '" + a.renew_deadline + "' with --ttl '" + a.ttl +
+                       "': " + *why);
+    }
+  }
   lo.acquire.fence = a.fence;
   lo.acquire.mode = lock_mode(a.read, a.write);
   lo.acquire.fair = a.fair;
@@ -125,7 +138,8 @@ int run_run(const RunArgs& a, const Globals& g) {
   sigprocmask(SIG_BLOCK, &blocked, &old_mask);  // before the client's thread exists
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   int lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (sfd < 0 || lost_fd < 0)
+  int failing_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (sfd < 0 || lost_fd < 0 || failing_fd < 0)
     throw std::runtime_error(std::string("signalfd/eventfd: ") + std::strerror(errno));
 
   StopOnSignal interrupt;  // a signal while acquiring ends the wait; the command is not started
@@ -135,6 +149,21 @@ int run_run(const RunArgs& a, const Globals& g) {
   lo.hold.on_lost = [lost_fd](const LossInfo&) {
     std::uint64_t one = 1;
     (void)!write(lost_fd, &one, sizeof one);
+  };
+  // Extensions are failing: said on stderr by the main thread (this runs on the I/O thread).
+  struct RenewNotice {
+    std::mutex mu;
+    std::string text;
+  };
+  auto notice = std::make_shared<RenewNotice>();
+  lo.hold.on_renew_failing = [failing_fd, notice](const RenewFailure& f) {
+    {
+      std::lock_guard<std::mutex> hold(notice->mu);
+      notice->text = f.message + "; giving up in " + std::to_string(f.give_up_in.count()) +
+                     " ms unless an extension succeeds";
+    }
+    std::uint64_t one = 1;
+    (void)!write(failing_fd, &one, sizeof one);
   };
   Guard guard;
   AcquireResult res;
@@ -209,14 +238,22 @@ int run_run(const RunArgs& a, const Globals& g) {
     }
     // Members of the group that are not our children end without telling us: look again soon.
     if (job->command_status()) timeout = timeout < 0 ? 20 : std::min(timeout, 20);
-    pollfd fds[2] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
-    if (poll(fds, 2, timeout) < 0 && errno != EINTR) {
+    pollfd fds[3] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0}, {failing_fd, POLLIN, 0}};
+    if (poll(fds, 3, timeout) < 0 && errno != EINTR) {
       throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
     }
     if (BootClock::now() >= kill_at) {
       job->signal(SIGKILL);
       kill_at = never;
       given_up_at = BootClock::now() + std::max(grace, Millis{1000});
+    }
+    if (fds[2].revents & POLLIN) {
+      std::uint64_t v;
+      (void)!read(failing_fd, &v, sizeof v);
+      std::lock_guard<std::mutex> hold(notice->mu);
+      if (!lost)
+        say("extending the lock on '" + printable(resources.front()) + "' failed (" + notice->text +
+            ")");
     }
     if (fds[1].revents & POLLIN) {
       std::uint64_t v;
@@ -263,6 +300,7 @@ int run_run(const RunArgs& a, const Globals& g) {
   }
   close(sfd);
   close(lost_fd);
+  close(failing_fd);
   return lost ? exit_lost : exit_code;
 }
 
@@ -282,7 +320,8 @@ Command run_command(const Globals& g) {
           "also when\nrun is killed (a watchdog, redlock-watch, ends the group). Signals to run "
           "are forwarded to it.\n"
           "Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere (or -E's "
-          "N),\n2 usage, 3 no quorum, 4 the lock was lost while COMMAND ran.\n"
+          "N),\n2 usage, 3 no quorum, 4 the lock was lost while COMMAND ran (also when no "
+          "extension\nsucceeded before the renew deadline).\n"
           "COMMAND sees REDLOCK_RESOURCE (the first resource), REDLOCK_RESOURCES (all, one per "
           "line),\nREDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its environment.",
       .options =
@@ -295,6 +334,9 @@ Command run_command(const Globals& g) {
               {"--wait", &a->wait,
                "Keep retrying the acquisition this long (default 0: a lock held elsewhere fails "
                "at once, no quorum is retried --retry-count times)"},
+              {"--renew-deadline", &a->renew_deadline,
+               "Give up when no extension has succeeded for this long (default 2/3 of the ttl): "
+               "COMMAND then gets SIGTERM with the rest of the validity left to stop"},
               {"--grace", &a->grace,
                "After a loss, or when processes outlive COMMAND: SIGTERM to its process group, "
                "then SIGKILL after this long (default 5s)"},

@@ -1,6 +1,7 @@
 // redlock-cli status RESOURCE
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "cli.hpp"
 #include "output.hpp"
@@ -42,14 +43,74 @@ void print_lock_details(const NodeKeyState& n) {
   }
 }
 
+// The verdicts' names (--json) and exit codes (cli.md: 0 held on a quorum, 1 free, 3 no quorum
+// to tell). Partly held exits 1 like free: the question status answers is whether someone holds
+// the lock, and no one can (a holder needs its token on a quorum). The verdict line and the name
+// tell the two apart for whoever needs it (an acquisition fails while the keys stay).
+struct VerdictInfo {
+  StatusVerdict::Kind kind;
+  const char* name;
+  int exit_code;
+};
+constexpr VerdictInfo verdicts[] = {
+    {StatusVerdict::Kind::held, "held", exit_ok},
+    {StatusVerdict::Kind::free, "free", exit_held},
+    {StatusVerdict::Kind::partly_held, "partly-held", exit_held},
+    {StatusVerdict::Kind::unknown, "no-quorum", exit_no_quorum},
+};
+
+const VerdictInfo& info_of(StatusVerdict::Kind kind) {
+  for (const auto& v : verdicts) {
+    if (v.kind == kind) return v;
+  }
+  return verdicts[3];
+}
+
+// "9.8 s"
+std::string seconds(Millis ms) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << static_cast<double>(ms.count()) / 1000.0 << " s";
+  return out.str();
+}
+
+// The first line: "held on 4 of 5 by 3f2a1b2c... for 9.8 s more", "free", "partly held: ...",
+// "no quorum to tell: ...".
+std::string verdict_line(const StatusVerdict& v) {
+  const std::string of = std::to_string(v.holding) + " of " + std::to_string(v.nodes);
+  const std::string answered = std::to_string(v.answered) + " of " + std::to_string(v.nodes) +
+                               (v.nodes == 1 ? " node answered" : " nodes answered");
+  switch (v.kind) {
+    case StatusVerdict::Kind::held: {
+      std::string line =
+          v.token.empty()
+              ? "held for reading by " + std::to_string(v.readers) +
+                    (v.readers == 1 ? " reader" : " readers") + " on " + of
+              : "held on " + of + " by " +
+                    printable(v.token.size() > 8 ? v.token.substr(0, 8) + "..." : v.token);
+      return line + (v.remaining ? " for " + seconds(*v.remaining) + " more" : " with no expiry");
+    }
+    case StatusVerdict::Kind::free:
+      return v.answered == v.nodes ? "free" : "free (" + answered + ")";
+    case StatusVerdict::Kind::partly_held:
+      return "partly held: no token is on a quorum of the nodes (at most on " + of +
+             "); no one holds the lock, and none can take it until those keys go";
+    case StatusVerdict::Kind::unknown:
+      break;
+  }
+  return "no quorum to tell: " + answered + ", " + std::to_string(v.nodes / 2 + 1) + " needed";
+}
+
 int run_status(const std::string& resource, const Globals& g) {
   if (resource.empty()) throw UsageError("empty resource name");
   Client client(make_options(g));
   auto res = client.status(resource);
+  const auto verdict = status_verdict(res);
+  const auto& info = info_of(verdict.kind);
   if (g.json) {
-    print_status_json(resource, res, client.options().nodes.size());
-    return exit_ok;
+    print_status_json(resource, res, client.options().nodes.size(), verdict, info.name);
+    return info.exit_code;
   }
+  std::cout << verdict_line(verdict) << "\n";
   std::size_t w = 4;
   for (const auto& n : res.nodes) w = std::max(w, n.node.size());
   std::cout << std::left << std::setw(static_cast<int>(w)) << "NODE"
@@ -72,7 +133,7 @@ int run_status(const std::string& resource, const Globals& g) {
     std::cout << "\n";
     print_lock_details(n);
   }
-  return exit_ok;
+  return info.exit_code;
 }
 
 }  // namespace
@@ -81,8 +142,11 @@ Command status_command(const Globals& g) {
   auto resource = std::make_shared<std::string>();
   return {
       .name = "status",
-      .description = "Show what every node stores for a resource",
-      .footer = "Exit status: 0 (also when nodes are down: the table says which), 2 usage.",
+      .description = "Say whether a resource is locked, and what every node stores for it",
+      .footer =
+          "The first line is the verdict: held on a quorum (by which token, for how long), free,\n"
+          "partly held (keys, but no token on a quorum: no one holds it), or no quorum to tell.\n"
+          "Exit status: 0 held, 1 free or partly held, 2 usage, 3 no quorum to tell.",
       .options = {{.names = "resource",
                    .target = resource.get(),
                    .help = "Resource name",

@@ -1,0 +1,42 @@
+#include "core/timing.hpp"
+
+#include <algorithm>
+
+namespace redlock::detail {
+
+std::optional<HoldSchedule> hold_schedule(Millis ttl, const HoldOptions& options,
+                                          std::string& why) {
+  const Millis every = options.extend_every.value_or(ttl / 3);
+  if (every <= Millis{0} || every >= ttl) {
+    why = "extend_every must be positive and below the ttl (" + std::to_string(ttl.count()) +
+          " ms), got " + std::to_string(every.count()) + " ms";
+    return std::nullopt;
+  }
+  // (At least 1 ms past the first extension, so that a usable extend_every always has a usable
+  // default.)
+  const Millis renew =
+      options.renew_deadline.value_or(every + std::max(Millis{1}, (ttl - every) / 2));
+  if (renew <= every || renew > ttl) {
+    why = "renew_deadline must be above extend_every (" + std::to_string(every.count()) +
+          " ms) and at most the ttl (" + std::to_string(ttl.count()) + " ms), got " +
+          std::to_string(renew.count()) + " ms";
+    return std::nullopt;
+  }
+  return HoldSchedule{every, renew};
+}
+
+ReplicaWait replica_wait(const Options& options, const NodeAddress& address) {
+  ReplicaWait w;
+  w.replicas = address.min_replicas.value_or(options.min_replicas);
+  if (w.replicas <= 0) return {};
+  w.timeout = options.replica_timeout.value_or(std::max(Millis{1}, options.node_timeout / 2));
+  w.allowance = w.timeout + server_cycle;
+  return w;
+}
+
+bool any_replicated(const Options& options) {
+  return std::any_of(options.nodes.begin(), options.nodes.end(),
+                     [&](const NodeAddress& a) { return replica_wait(options, a).replicas > 0; });
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,83 @@
+// How long things wait (core/timing.hpp): the watchdog's schedule, the replicated vote's deadline.
+#include <doctest/doctest.h>
+
+#include "core/timing.hpp"
+
+using namespace redlock;
+using namespace redlock::detail;
+using namespace std::chrono_literals;
+
+namespace {
+std::optional<HoldSchedule> schedule(Millis ttl, std::optional<Millis> every = {},
+                                     std::optional<Millis> renew = {}) {
+  HoldOptions o;
+  o.extend_every = every;
+  o.renew_deadline = renew;
+  std::string why;
+  auto s = hold_schedule(ttl, o, why);
+  if (!s) INFO(why);
+  CHECK(s.has_value() == why.empty());
+  return s;
+}
+}  // namespace
+
+TEST_CASE("hold schedule: extend at ttl/3, give up at 2/3 of the ttl by default") {
+  auto s = schedule(30s);
+  REQUIRE(s);
+  CHECK(s->extend_every == 10s);
+  CHECK(s->renew_deadline == 20s);
+  // Halfway between the first extension and the ttl, whatever extend_every is.
+  s = schedule(10s, 5s);
+  REQUIRE(s);
+  CHECK(s->renew_deadline == 7500ms);
+  s = schedule(30ms, 29ms);  // at least 1 ms past the first extension: at the ttl here
+  REQUIRE(s);
+  CHECK(s->renew_deadline == 30ms);
+  s = schedule(9s, {}, 4s);
+  REQUIRE(s);
+  CHECK(s->renew_deadline == 4s);
+  CHECK(schedule(9s, {}, 9s));  // at the ttl: give up only at the validity deadline
+}
+
+TEST_CASE("hold schedule: unusable values are refused with the value named") {
+  HoldOptions o;
+  std::string why;
+  o.extend_every = 3s;
+  CHECK_FALSE(hold_schedule(3s, o, why));
+  CHECK(why.find("extend_every must be positive and below the ttl (3000 ms), got 3000 ms") !=
+        std::string::npos);
+  o.extend_every = 1s;
+  o.renew_deadline = 1s;
+  CHECK_FALSE(hold_schedule(3s, o, why));
+  CHECK(why.find("renew_deadline must be above extend_every (1000 ms) and at most the ttl "
+                 "(3000 ms), got 1000 ms") != std::string::npos);
+  o.renew_deadline = 3001ms;
+  CHECK_FALSE(hold_schedule(3s, o, why));
+  o.extend_every.reset();
+  o.renew_deadline.reset();
+  CHECK_FALSE(hold_schedule(2ms, o, why));  // ttl/3 is 0
+}
+
+TEST_CASE("replicated votes: per vote, and a deadline that covers WAIT and the server's tick") {
+  Options o;
+  NodeAddress plain, own;
+  own.min_replicas = 2;
+  CHECK(replica_wait(o, plain).replicas == 0);
+  CHECK(replica_wait(o, plain).allowance == 0ms);
+  auto w = replica_wait(o, own);
+  CHECK(w.replicas == 2);
+  CHECK(w.timeout == 25ms);  // half of the 50 ms node_timeout
+  // Redis answers WAIT 1 25 on a master without replicas after up to 100 ms more.
+  CHECK(w.allowance == 125ms);
+  CHECK(o.node_timeout + w.allowance >= w.timeout + server_cycle);
+  o.min_replicas = 1;
+  o.replica_timeout = 40ms;
+  CHECK(replica_wait(o, plain).replicas == 1);
+  CHECK(replica_wait(o, plain).allowance == 140ms);
+  own.min_replicas = 0;  // off for this vote only
+  CHECK(replica_wait(o, own).replicas == 0);
+  o.nodes = {own};
+  CHECK_FALSE(any_replicated(o));
+  o.nodes.push_back(plain);
+  CHECK(any_replicated(o));
+}
