@@ -3,6 +3,7 @@
 #include "core/info.hpp"
 #include "core/keys.hpp"
 #include "core/scripts.hpp"
+#include "core/secret.hpp"
 
 namespace redlock::net {
 namespace {
@@ -33,6 +34,8 @@ Subscriber::Subscriber(uv_loop_t* loop, WakeHandler& handler, int node, Endpoint
       conn_(loop, *this, node, std::move(endpoint), std::move(transport), settings) {
   conn_.set_push_handler(this);
 }
+
+Subscriber::~Subscriber() { detail::wipe(password_); }
 
 void Subscriber::subscribe(const std::string& lock_key) {
   if (closed_) return;
