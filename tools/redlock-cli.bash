@@ -20,14 +20,14 @@ _redlock_cli_takes_value() {
       --retry-delay | --min-uptime | --min-replicas | --replica-timeout | --key-prefix | --cacert | --cacertdir | --cert | --key | \
       --sni | --ttl | --wait | --grace | -E | \
       --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --handoff | --count | --base-port | \
-      --dir | --persistence | --topology | --replicas | --delay)
+      --dir | --persistence | --topology | --replicas | --bus-port-offset | --delay)
       return 0 ;;
   esac
   return 1
 }
 
 _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
-  local cluster_flags='--count --base-port --dir --persistence --topology --replicas'
+  local cluster_flags='--count --base-port --dir --persistence --topology --replicas --bus-port-offset'
   case $1 in
     acquire) echo '--ttl --wait --fair --read --write --fence' ;;
     release) echo '--read' ;;
