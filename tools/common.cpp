@@ -265,16 +265,20 @@ std::optional<std::string> shared_password(const Globals& g) {
 // Gives every node without a password of its own the shared one; a node that names a user and
 // still has no password is a usage error (nothing would authenticate it).
 void fill_in_passwords(std::vector<NodeAddress>& nodes, const Globals& g) {
-  std::optional<std::string> password = shared_password(g);
+  struct Wiped {  // however this ends
+    std::optional<std::string> password;
+    ~Wiped() {
+      if (password) wipe(*password);
+    }
+  } shared{shared_password(g)};
   for (auto& n : nodes) {
-    if (n.password.empty() && password) n.password = *password;
+    if (n.password.empty() && shared.password) n.password = *shared.password;
     if (!n.user.empty() && n.password.empty()) {
       throw UsageError("node " + n.to_string() + " names the user '" + n.user +
                        "' but no password: give it with --password-file FILE, "
                        "REDLOCK_PASSWORD_FILE or REDLOCK_PASSWORD");
     }
   }
-  if (password) wipe(*password);
 }
 
 // A list of one or two nodes is legal but has no fault tolerance; say so once per process (a
