@@ -180,6 +180,15 @@ class Secrets(unittest.TestCase):
         self.assertNotIn("REDLOCK_PASSWORD", job_env)
         self.assertEqual(job_env["REDLOCK_NODES"], stripped)
         self.assertRegex(job_env["REDLOCK_TOKEN"], r"^[0-9a-f]{40}$")
+        # A variable that -n overrides and that does not parse (here a raw ',' in a password) is
+        # dropped: its pieces cannot be told apart.
+        r = self.cli("run", "s-job", "--", "env", nodes=self.plain,
+                     env={"REDLOCK_NODES": "redis://default:AAKX,BBQZ@127.0.0.1:1",
+                          "REDLOCK_PASSWORD": PASSWORD})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"REDLOCK_NODES=", r.stdout)
+        self.assertNotIn(b"AAKX", r.stdout)
+        self.assertNotIn(b"BBQZ", r.stdout)
         # A redlock-cli in the job reaches the same nodes with the password file...
         nested = with_test_deadline([CLI, "--json", "status", "s-job"])
         r = self.cli("run", "s-job", "--", *nested,

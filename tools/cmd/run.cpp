@@ -92,7 +92,8 @@ std::string without_passwords(std::string_view list) {
 
 // run's environment for COMMAND, with the lock's variables and without a password: the job
 // (and whatever it starts) gets no credential of run's. REDLOCK_PASSWORD is dropped and
-// REDLOCK_NODES keeps its nodes without their passwords; REDLOCK_PASSWORD_FILE, a path, stays.
+// REDLOCK_NODES keeps its nodes without their passwords (or is dropped when it does not parse);
+// REDLOCK_PASSWORD_FILE, a path, stays.
 std::vector<std::string> job_environment(const std::vector<std::string>& resources,
                                          const std::string& token,
                                          std::optional<std::uint64_t> fence) {
@@ -106,7 +107,12 @@ std::vector<std::string> job_environment(const std::vector<std::string>& resourc
     }
     constexpr std::string_view nodes = "REDLOCK_NODES=";
     if (v.starts_with(nodes)) {
-      env.push_back(std::string(nodes) + without_passwords(v.substr(nodes.size())));
+      // Unused (-n was given) and malformed, it is dropped: where its ',' are is not known (a
+      // raw one in a password would leave a piece of it behind).
+      std::string why;  // not shown: it is about a variable this run does not use
+      if (parse_node_list(v.substr(nodes.size()), why)) {
+        env.push_back(std::string(nodes) + without_passwords(v.substr(nodes.size())));
+      }
       continue;
     }
     env.emplace_back(v);
