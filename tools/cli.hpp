@@ -42,6 +42,10 @@ struct UsageError : std::runtime_error {
 struct Globals {
   std::string nodes;         // -n/--nodes; falls back to REDLOCK_NODES, then the local demo nodes
   bool nodes_given = false;  // -n was on the command line (then it must not be empty)
+  // --password-file (also REDLOCK_PASSWORD_FILE), else REDLOCK_PASSWORD: the password of every
+  // node whose address has none, so that it need not be in -n (any user can read a process's
+  // command line) or REDLOCK_NODES.
+  std::string password_file;
   bool json = false;
   bool verbose = false;
   bool quiet = false;
@@ -114,8 +118,12 @@ struct Command {
 inline constexpr const char* default_nodes =
     "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,"
     "127.0.0.1:7004,127.0.0.1:7005";
+// The same in a few words, for messages.
+inline constexpr const char* default_nodes_summary = "127.0.0.1:7001-7005";
 
-// Parses a duration flag or throws UsageError naming the flag and the value.
+// Parses a duration flag (or variable) or throws UsageError naming it and the value. A unit is
+// required (docs/cli.md, "Durations"): a bare `30` is refused with a suggestion, a lone `0` is
+// zero.
 [[nodiscard]] Millis duration_arg(const std::string& flag, const std::string& text);
 
 // A --ttl value: a duration that is positive and at most 365 days, or UsageError.
@@ -134,7 +142,13 @@ inline constexpr const char* default_nodes =
 // anything is sent.
 [[nodiscard]] TlsOptions make_tls_options(const Globals& g);
 
+// True when neither -n nor REDLOCK_NODES named the nodes: the local `cluster up` nodes are used.
+[[nodiscard]] bool default_nodes_used(const Globals& g);
+
 // Builds engine options from the global flags and the environment; throws UsageError.
+// The password of --password-file / REDLOCK_PASSWORD_FILE / REDLOCK_PASSWORD goes to every node
+// whose address has none (`redis://user:@host` names a user for it). A list of one or two nodes
+// gets a one-time warning on stderr (not with -q) saying what its quorum means.
 // Its logger is the CLI's sink for the library's messages: with -v every message (connection
 // events included), else only the warnings about the nodes' configuration; never any with -q.
 // Those configuration warnings come once per node from the library; the sink keeps them and

@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -21,7 +22,7 @@ namespace redlock::cli {
 
 Millis duration_arg(const std::string& flag, const std::string& text) {
   std::string err;
-  auto d = parse_duration(text, err);
+  auto d = parse_duration(text, err, BareNumbers::refused);
   if (!d) throw UsageError(flag + ": " + err);
   return *d;
 }
@@ -201,7 +202,99 @@ TlsOptions make_tls_options(const Globals& g) {
   return t;
 }
 
+bool default_nodes_used(const Globals& g) { return g.nodes.empty() && !env("REDLOCK_NODES"); }
+
 namespace {
+
+// Overwrites a password copy of ours before its memory is freed.
+void wipe(std::string& s) noexcept {
+  explicit_bzero(s.data(), s.size());
+  s.clear();
+}
+
+// The file's one line, without its line end. Its contents never appear in a message.
+std::string read_password_file(const std::string& what, const std::string& path) {
+  constexpr std::size_t limit = 64 * 1024;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UsageError(what + " " + path + ": " + std::strerror(errno));
+  std::string text(limit + 1, '\0');
+  std::size_t got = 0;
+  ssize_t n = 0;
+  while (got < text.size() && (n = ::read(fd, text.data() + got, text.size() - got)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      wipe(text);
+      throw UsageError(what + " " + path + ": " + std::strerror(err));
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  std::string password(text.data(), got);
+  wipe(text);
+  if (got > limit) {
+    wipe(password);
+    throw UsageError(what + " " + path + ": longer than 64 KiB (a password file holds one line)");
+  }
+  if (password.ends_with('\n')) password.pop_back();
+  if (password.ends_with('\r')) password.pop_back();
+  const bool several_lines = password.find('\n') != std::string::npos;
+  const bool empty = password.empty();
+  if (several_lines || empty) {
+    wipe(password);
+    throw UsageError(what + " " + path + (empty ? ": empty" : ": more than one line"));
+  }
+  return password;
+}
+
+// The password for nodes without one: --password-file, else REDLOCK_PASSWORD_FILE or
+// REDLOCK_PASSWORD (both set is a usage error: which one was meant?). nullopt: none given.
+std::optional<std::string> shared_password(const Globals& g) {
+  if (!g.password_file.empty()) return read_password_file("--password-file", g.password_file);
+  const char* file = env("REDLOCK_PASSWORD_FILE");
+  const char* password = env("REDLOCK_PASSWORD");
+  if (file != nullptr && password != nullptr) {
+    throw UsageError("REDLOCK_PASSWORD and REDLOCK_PASSWORD_FILE are both set: unset one of them");
+  }
+  if (file != nullptr) return read_password_file("REDLOCK_PASSWORD_FILE:", file);
+  if (password != nullptr) return std::string(password);
+  return std::nullopt;
+}
+
+// Gives every node without a password of its own the shared one; a node that names a user and
+// still has no password is a usage error (nothing would authenticate it).
+void fill_in_passwords(std::vector<NodeAddress>& nodes, const Globals& g) {
+  struct Wiped {  // however this ends
+    std::optional<std::string> password;
+    ~Wiped() {
+      if (password) wipe(*password);
+    }
+  } shared{shared_password(g)};
+  for (auto& n : nodes) {
+    if (n.password.empty() && shared.password) n.password = *shared.password;
+    if (!n.user.empty() && n.password.empty()) {
+      throw UsageError("node " + n.to_string() + " names the user '" + n.user +
+                       "' but no password: give it with --password-file FILE, "
+                       "REDLOCK_PASSWORD_FILE or REDLOCK_PASSWORD");
+    }
+  }
+}
+
+// A list of one or two nodes is legal but has no fault tolerance; say so once per process (a
+// command may make several clients), unless -q.
+void warn_small_quorum(std::size_t nodes, bool quiet) {
+  static std::atomic<bool> said{false};
+  if (nodes > 2 || quiet || said.exchange(true)) return;
+  std::cerr << "redlock-cli: warning: "
+            << (nodes == 1
+                    ? "1 node: a quorum of 1 of 1, so a lock is as safe as that one server and "
+                      "none can be taken while it is down"
+                    : "2 nodes: a quorum of 2 of 2, so either node down stops every lock (no "
+                      "more tolerance of a failure than 1 node)")
+            << "; Redlock wants 3 or 5 independent masters\n";
+}
+
 // The one line an operator must not miss, said once however many clients a command makes.
 void warn_insecure(const Options& o, bool quiet) {
   static std::atomic<bool> said{false};
@@ -229,6 +322,7 @@ Options make_options(const Globals& g) {
   auto nodes = parse_node_list(list, err);
   if (!nodes) throw UsageError(err);
   o.nodes = std::move(*nodes);
+  fill_in_passwords(o.nodes, g);
   o.key_prefix = g.key_prefix;
   o.wake_ups = !g.no_wake_ups;
   if (!g.node_timeout.empty()) o.node_timeout = duration_arg("--node-timeout", g.node_timeout);
@@ -273,6 +367,7 @@ Options make_options(const Globals& g) {
     }
   }
   warn_insecure(o, g.quiet);
+  warn_small_quorum(o.nodes.size(), g.quiet);
   log_sink().configure(g.verbose, g.quiet, o.nodes.size());
   o.logger = [](LogLevel level, std::string_view msg) { log_sink().log(level, msg); };
   return o;

@@ -104,6 +104,21 @@ int split_rest(int argc, char** argv, const std::vector<Option>& globals,
   return argc;
 }
 
+// CLI11 says "--nodes: At Most 1 required but received 2" of an option given twice; this says
+// what to do instead. Any other mismatch is passed on as CLI11 words it.
+std::string given_more_than_once(const std::string& what) {
+  static constexpr std::string_view marker = ": At Most 1 required but received ";
+  const auto at = what.find(marker);
+  if (at == std::string::npos) return what;
+  const std::string name = what.substr(0, at);
+  const std::string times = what.substr(at + marker.size());
+  std::string out = name + " was given " + times + " times; give it once";
+  if (name == "--nodes" || name == "-n") {
+    out += ", with every node in one comma-separated list (-n host1:port,host2:port,host3:port)";
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace redlock::cli
 
@@ -123,7 +138,14 @@ int main(int argc, char** argv) {
        "redis+sentinel://[user:pass@]host:port/master-name[?sentinel=host:port...], a Redis "
        "Cluster as redis+cluster://[user:pass@]host:port[?seed=host:port...]; rediss://, "
        "rediss+sentinel:// and rediss+cluster:// for TLS). Default: $REDLOCK_NODES, else "
-       "127.0.0.1:7001..7005"},
+       "127.0.0.1:7001..7005. A password in an address is %-encoded (',' as %2C); better, "
+       "give it with --password-file"},
+      {.names = "--password-file",
+       .target = &g.password_file,
+       .help = "Read the password of every node whose address has none (redis://user:@host "
+               "names its user) from the first line of FILE, so it is not on the command line "
+               "(default $REDLOCK_PASSWORD_FILE, else the password $REDLOCK_PASSWORD)",
+       .type_name = "FILE"},
       {"--json", &g.json, "Print one JSON object on stdout"},
       {"-v,--verbose", &g.verbose, "Per-node outcomes and connection events on stderr"},
       {"-q,--quiet", &g.quiet,
@@ -222,6 +244,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ArgumentMismatch& e) {
+    std::cerr << "redlock-cli: " << given_more_than_once(e.what()) << "\n";
+    std::cerr << "Run 'redlock-cli --help' (or 'redlock-cli COMMAND --help') for usage.\n";
+    return exit_usage;
   } catch (const CLI::ParseError& e) {
     std::cerr << "redlock-cli: " << e.what() << "\n";
     std::cerr << "Run 'redlock-cli --help' (or 'redlock-cli COMMAND --help') for usage.\n";

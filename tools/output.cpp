@@ -81,6 +81,12 @@ void report_failure(const Globals& g, std::error_code ec, const std::string& wha
                     const std::string& message, const std::vector<NodeOutcome>& nodes) {
   if (g.quiet && exit_code_for(ec) == exit_held) return;
   std::cerr << "redlock-cli: " << what << ": " << message << "\n";
+  if (exit_code_for(ec) == exit_no_quorum && default_nodes_used(g)) {
+    // "(5 down)" alone does not say which nodes were tried when nobody named any.
+    std::cerr << "redlock-cli: no nodes were given (-n or REDLOCK_NODES), so the local ones of "
+                 "`redlock-cli cluster up` were used: "
+              << default_nodes_summary << "\n";
+  }
   if (g.verbose) print_nodes(std::cerr, nodes);
 }
 

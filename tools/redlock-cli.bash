@@ -5,29 +5,29 @@
 #
 # Completes subcommands, `cluster` subcommands, the flags of each (global flags are accepted after
 # the subcommand too), --persistence and --topology values, --dir and --cacertdir directories, the files of
-# --cacert, --cert and --key, and after `run ... --` the command to run. Resources, tokens and durations are the user's to type.
+# --cacert, --cert, --key and --password-file, and after `run ... --` the command to run. Resources, tokens and durations are the user's to type.
 #
 # Keep in sync with `redlock-cli [COMMAND] --help` (tests/packaging/test_docs.py checks it).
 
-_redlock_cli_global_flags='-h --help --version -n --nodes --json -v --verbose -q --quiet
+_redlock_cli_global_flags='-h --help --version -n --nodes --password-file --json -v --verbose -q --quiet
   --node-timeout --connect-timeout --drift-factor --retry-count --retry-delay --min-uptime
   --min-replicas --replica-timeout --key-prefix --no-wake-ups --tls --cacert --cacertdir --cert --key --sni --insecure'
 
 # Flags followed by a value: the word after them is never a subcommand.
 _redlock_cli_takes_value() {
   case $1 in
-    -n | --nodes | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
+    -n | --nodes | --password-file | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
       --retry-delay | --min-uptime | --min-replicas | --replica-timeout | --key-prefix | --cacert | --cacertdir | --cert | --key | \
       --sni | --ttl | --wait | --grace | --renew-deadline | -E | \
       --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --handoff | --count | --base-port | \
-      --dir | --persistence | --topology | --replicas | --delay)
+      --dir | --persistence | --topology | --replicas | --bus-port-offset | --delay)
       return 0 ;;
   esac
   return 1
 }
 
 _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
-  local cluster_flags='--count --base-port --dir --persistence --topology --replicas'
+  local cluster_flags='--count --base-port --dir --persistence --topology --replicas --bus-port-offset'
   case $1 in
     acquire) echo '--ttl --wait --fair --read --write --fence' ;;
     release) echo '--read' ;;
@@ -104,7 +104,7 @@ _redlock_cli() {
     --dir | --cacertdir)
       mapfile -t COMPREPLY < <(compgen -d -- "$cur")
       return 0 ;;
-    --cacert | --cert | --key)
+    --cacert | --cert | --key | --password-file)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return 0 ;;
   esac

@@ -21,8 +21,10 @@ using Millis = std::chrono::milliseconds;
 // Accepted forms (see the man page, "Addresses"): `redis://[[user]:password@]host[:port][/db]`,
 // `rediss://...` (the same over TLS, with optional `?sni=NAME&cacert=FILE&cert=FILE&key=FILE&
 // insecure` for this node only), `unix:///path/to/socket[?db=N]`, `host:port`, `host`, and IPv6 as
-// `redis://[::1]:7001`. In a user or password, '/', '@', '?' and ':' (user) are written %2F, %40,
-// %3F, %3A.
+// `redis://[::1]:7001`. In a user or password, '/', '@', '?', ',' and ':' (user) are written %2F,
+// %40, %3F, %2C, %3A; any byte may be written %XX. `redis://user:@host` names a user and leaves
+// the password to the caller (redlock-cli: --password-file): an Options with such a node is
+// refused by check_options until a password is filled in.
 // A Sentinel-managed master: `redis+sentinel://[[user]:password@]host[:port]/master-name` (port
 // 26379 by default; `redis-sentinel://` is the same), more sentinels as `?sentinel=host:port`
 // repeated, a database as `?db=N`, `rediss+sentinel://` for TLS to the sentinels and the master.
@@ -113,7 +115,8 @@ struct REDLOCK_API NodeAddress {
   friend bool operator==(const NodeAddress&, const NodeAddress&) = default;
 };
 
-// Parses a comma-separated list of addresses ("a:1,b:2"). Empty items are errors.
+// Parses a comma-separated list of addresses ("a:1,b:2"). Empty items are errors; so is a raw ','
+// in a user name or password (write %2C), with an error that shows no part of either.
 // Duplicates (the same address twice) are refused: they would count twice towards a quorum. One
 // server under two names is found by the engine once both connections have named it (equal
 // run_id): its vote never counts twice, and every operation after that fails with
@@ -127,6 +130,19 @@ struct REDLOCK_API NodeAddress {
 // naming the value.
 [[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text,
                                                                std::string& error);
+
+// What parse_duration makes of a number without a unit.
+enum class BareNumbers {
+  milliseconds,  // "1500" is 1500 ms: what the two-argument parse_duration does
+  // Refused with a message that suggests a unit ("a duration needs a unit, e.g. 30s or 30ms"):
+  // for text that people write, who may count in seconds (flock -w, redis-cli EX). A lone "0"
+  // is still zero, the same in every unit. What redlock-cli does with every duration.
+  refused,
+};
+// parse_duration, with the choice of what a bare number means.
+[[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text,
+                                                               std::string& error,
+                                                               BareNumbers bare);
 
 enum class LogLevel { debug, info, warning, error };
 

@@ -36,9 +36,9 @@
  *     a signal handler excepted.
  *   - redlock_result, redlock_options, redlock_acquire_options: not synchronized; one thread at a
  *     time (they are cheap: use one per thread).
- *   - Inside a loss callback (the client's I/O thread) the functions that wait for that thread
- *     (acquire, extend, client_free) and redlock_client_quorum() return REDLOCK_E_INVALID at once
- *     instead of deadlocking. redlock_release() and redlock_lock_free() are allowed there (the
+ *   - Inside a loss or log callback (the client's I/O thread) the functions that wait for that
+ * thread (acquire, extend, client_free) and redlock_client_quorum() return REDLOCK_E_INVALID at
+ * once instead of deadlocking. redlock_release() and redlock_lock_free() are allowed there (the
  *     release is sent, not awaited), and so is every accessor.
  *   - Not fork-safe: a child process must create its own client.
  *
@@ -61,7 +61,7 @@ extern "C" {
 #endif
 
 /** Grows by one with every release that adds functions; compare with redlock_c_api_version(). */
-#define REDLOCK_C_API_VERSION 3 /* 2: redlock_cancel; 3: redlock_options_set_tls* */
+#define REDLOCK_C_API_VERSION 4 /* 2: redlock_cancel; 3: redlock_options_set_tls*; 4: logger */
 
 /** Return codes. Values are stable (part of the ABI). */
 #define REDLOCK_OK 0
@@ -94,6 +94,23 @@ typedef struct redlock_cancel redlock_cancel;
  */
 typedef void (*redlock_loss_fn)(void* user, int reason, const char* message);
 
+/** Log levels of redlock_log_fn (C API version 4). */
+#define REDLOCK_LOG_DEBUG 0   /**< connection events, each reconnect */
+#define REDLOCK_LOG_INFO 1    /**< the restart guard's notes, a node's change of state */
+#define REDLOCK_LOG_WARNING 2 /**< the nodes' configuration (eviction, fencing without AOF) */
+#define REDLOCK_LOG_ERROR 3
+
+/*
+ * Logger (C API version 4): the library's messages, for a service to route into its own log.
+ * `level` is a REDLOCK_LOG_* value; `message` is NUL-terminated English text, valid during the
+ * call only, and never contains a password. Runs on the client's I/O thread (never on the thread
+ * that made the call that led to it), one call at a time per client; several clients sharing one
+ * logger call it from their own threads at once. Same rules as the loss callback: return quickly,
+ * do not block (no network or disk I/O that may stall: queue the message instead); the functions
+ * that wait for the I/O thread return REDLOCK_E_INVALID there.
+ */
+typedef void (*redlock_log_fn)(void* user, int level, const char* message);
+
 /* ---- library --------------------------------------------------------------------------------*/
 
 /** The library version ("0.1.0"). Never NULL. */
@@ -122,8 +139,9 @@ REDLOCK_C_API int redlock_result_attempts(const redlock_result* result);
 REDLOCK_C_API size_t redlock_result_node_count(const redlock_result* result);
 /** Display address ("127.0.0.1:7001"); never contains a password. NULL for a bad handle/index. */
 REDLOCK_C_API const char* redlock_result_node_name(const redlock_result* result, size_t i);
-/** "ok", "held-by-other", "not-held", "timeout", "down", "error", "excluded" or "pending".
- * NULL for a bad handle/index. */
+/** "ok", "held-by-other", "not-held", "timeout", "down", "error", "excluded", "pending" or
+ * "auth-failed" (the server refused the credentials or the database: AUTH, ACL, SELECT; the
+ * detail has its words, never the password). NULL for a bad handle/index. */
 REDLOCK_C_API const char* redlock_result_node_state(const redlock_result* result, size_t i);
 /** Error reply text or the reason for an exclusion; "" when nothing to add. NULL for a bad
  * handle/index. */
@@ -159,6 +177,13 @@ REDLOCK_C_API int redlock_options_set_key_prefix(redlock_options* options, const
 REDLOCK_C_API int redlock_options_set_min_node_uptime_ms(redlock_options* options, uint64_t ms);
 /** Nonzero: nodes run appendonly yes + appendfsync always; turns the restart guard off. */
 REDLOCK_C_API int redlock_options_set_durable_nodes(redlock_options* options, int durable);
+
+/** Sends the messages of clients made from these options (from now on) at `min_level` and above
+ * (REDLOCK_LOG_DEBUG .. REDLOCK_LOG_ERROR) to `fn` with `user` (see redlock_log_fn). `fn` NULL:
+ * silent, the default. `user` must stay valid until every client made with it has been freed
+ * (redlock_client_free returned): until then the logger may be called. C API version 4. */
+REDLOCK_C_API int redlock_options_set_logger(redlock_options* options, redlock_log_fn fn,
+                                             int min_level, void* user);
 
 /* TLS (C API version 3). Verification of the servers' certificates is on unless turned off by
  * name. The files are read by redlock_client_new, which fails with REDLOCK_E_INVALID and a message

@@ -179,8 +179,8 @@ std::shared_ptr<T> find(const void* handle) {
   return registry().find<T>(handle);
 }
 
-// Set while a loss callback runs on the I/O thread: blocking calls would wait for that very
-// thread, and dropping the last reference to a Client there would make it join itself.
+// Set while a loss callback or the logger runs on the I/O thread: blocking calls would wait for
+// that very thread, and dropping the last reference to a Client there would make it join itself.
 extern thread_local int in_loss_callback;
 
 [[nodiscard]] int code_of(std::error_code ec) noexcept;
@@ -208,6 +208,6 @@ inline const char* const bad_client = "invalid client handle (NULL, freed, or no
 inline const char* const bad_lock = "invalid lock handle (NULL, freed, or not a lock)";
 inline const char* const bad_detail = "invalid result handle (freed, or not a result)";
 inline const char* const from_callback =
-    "blocking redlock call made inside a loss callback (on the client's I/O thread)";
+    "blocking redlock call made inside a loss or log callback (on the client's I/O thread)";
 
 }  // namespace redlock::capi

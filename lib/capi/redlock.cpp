@@ -9,6 +9,7 @@
 //   - length-delimited strings in, stable NUL-terminated strings out.
 
 #include "capi/handles.hpp"
+#include "core/secret.hpp"
 
 using namespace redlock::capi;
 
@@ -139,9 +140,19 @@ int redlock_options_new(redlock_options** out) {
   });
 }
 
+namespace {
+// The passwords of `nodes` are overwritten before their memory is freed.
+void wipe_passwords(std::vector<redlock::NodeAddress>& nodes) noexcept {
+  for (auto& n : nodes) redlock::detail::wipe(n.password);
+}
+}  // namespace
+
 int redlock_options_free(redlock_options* options) {
   return guarded([&] {
-    return registry().remove<redlock::Options>(options) ? REDLOCK_OK : REDLOCK_E_INVALID;
+    auto o = registry().remove<redlock::Options>(options);
+    if (!o) return REDLOCK_E_INVALID;
+    if (o.use_count() == 1) wipe_passwords(o->nodes);  // nobody else reads them now
+    return REDLOCK_OK;
   });
 }
 
@@ -158,6 +169,7 @@ int redlock_options_set_nodes(redlock_options* options, const char* list, size_t
     std::string err;
     auto nodes = redlock::parse_node_list(std::string_view(list ? list : "", len), err);
     if (!nodes) return finish(res.get(), REDLOCK_E_INVALID, err);
+    wipe_passwords(o->nodes);
     o->nodes = std::move(*nodes);
     return finish(res.get(), REDLOCK_OK);
   });
@@ -231,6 +243,37 @@ int redlock_options_set_durable_nodes(redlock_options* options, int durable) {
     auto o = find<redlock::Options>(options);
     if (!o) return REDLOCK_E_INVALID;
     o->durable_nodes = durable != 0;
+    return REDLOCK_OK;
+  });
+}
+
+static_assert(static_cast<int>(redlock::LogLevel::debug) == REDLOCK_LOG_DEBUG &&
+              static_cast<int>(redlock::LogLevel::info) == REDLOCK_LOG_INFO &&
+              static_cast<int>(redlock::LogLevel::warning) == REDLOCK_LOG_WARNING &&
+              static_cast<int>(redlock::LogLevel::error) == REDLOCK_LOG_ERROR);
+
+int redlock_options_set_logger(redlock_options* options, redlock_log_fn fn, int min_level,
+                               void* user) {
+  return guarded([&] {
+    auto o = find<redlock::Options>(options);
+    if (!o || min_level < REDLOCK_LOG_DEBUG || min_level > REDLOCK_LOG_ERROR)
+      return REDLOCK_E_INVALID;
+    if (!fn) {
+      o->logger = nullptr;
+      return REDLOCK_OK;
+    }
+    o->logger = [fn, min_level, user](redlock::LogLevel level, std::string_view message) {
+      const int c_level = static_cast<int>(level);  // the REDLOCK_LOG_* values, in the same order
+      if (c_level < min_level) return;
+      try {
+        const std::string text(message);  // NUL-terminated for C
+        ++in_loss_callback;
+        fn(user, c_level, text.c_str());
+        --in_loss_callback;
+      } catch (...) {
+        // Out of memory for the copy: the message is lost, the I/O thread goes on.
+      }
+    };
     return REDLOCK_OK;
   });
 }

@@ -16,22 +16,7 @@
 namespace redlock {
 namespace {
 
-std::string quoted(std::string_view s) {
-  // Show the value the user gave, but keep control bytes from messing up a terminal.
-  std::string out = "'";
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += "'";
-  return out;
-}
+using detail::quoted;
 
 bool parse_int(std::string_view s, long long lo, long long hi, long long& out) {
   if (s.empty()) return false;
@@ -412,10 +397,8 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
           return false;
         }
       }
-      if (pass.empty() && !user.empty()) {
-        why = "a user needs a password";
-        return false;
-      }
+      // A user without a password (`redis://alice:@host`) is left for the caller to complete
+      // (redlock-cli: --password-file); check_options refuses it if nobody does.
       a.user = std::move(user);
       a.password = std::move(pass);
     }
@@ -468,6 +451,25 @@ std::string redacted_userinfo(std::string_view text) {
   const std::string user =
       plain_user ? std::string(userinfo.substr(0, colon)) + ":" : std::string();
   return std::string(text.substr(0, start)) + user + "***" + std::string(text.substr(at));
+}
+
+// A ',' separates nodes, so a raw one in a user name or password cuts the address in two, and
+// the first part, a piece of the password, would be quoted by the error about it. Credentials
+// end at the last '@' before the path, as in parse_address: when a ',' comes before that '@',
+// the node that starts at `start` has one in its credentials. Returns the error, which shows
+// no part of them, or nullopt.
+std::optional<std::string> comma_in_credentials(std::string_view list, std::size_t start) {
+  constexpr auto npos = std::string_view::npos;
+  const auto scheme = list.find("://", start);
+  const std::size_t from = scheme < list.find(',', start) ? scheme + 3 : start;
+  const auto slash = list.find('/', from);
+  const auto span = list.substr(from, slash == npos ? npos : slash - from);
+  const auto at = span.rfind('@');
+  if (at == npos || span.substr(0, at).find(',') == npos) return std::nullopt;
+  const auto host = list.substr(from + at, list.find(',', from + at) - (from + at));
+  return "bad node address " +
+         quoted(std::string(list.substr(start, from - start)) + "***" + std::string(host)) +
+         ": a ',' in a user name or password must be written %2C (a ',' separates nodes)";
 }
 
 }  // namespace
@@ -541,6 +543,10 @@ std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text, s
   }
   std::size_t start = 0;
   while (true) {
+    if (auto why = comma_in_credentials(text, start)) {
+      error = std::move(*why);
+      return std::nullopt;
+    }
     auto comma = text.find(',', start);
     auto item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
     auto a = NodeAddress::parse(item, error);
@@ -555,62 +561,6 @@ std::optional<std::vector<NodeAddress>> parse_node_list(std::string_view text, s
     start = comma + 1;
   }
   return out;
-}
-
-std::optional<Millis> parse_duration(std::string_view text, std::string& error) {
-  auto fail = [&](const char* why) {
-    error =
-        "bad duration " + quoted(text) + ": " + why + " (examples: 250ms, 1.5s, 10s, 2m, 1h, 7d)";
-    return std::optional<Millis>{};
-  };
-  if (text.empty()) return fail("empty");
-  std::size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0) return fail(text.front() == '-' ? "negative" : "must start with a number");
-  std::string_view fraction;
-  std::size_t end = digits;
-  if (end < text.size() && text[end] == '.') {
-    std::size_t f = end + 1;
-    while (f < text.size() && text[f] >= '0' && text[f] <= '9') ++f;
-    fraction = text.substr(end + 1, f - end - 1);
-    if (fraction.empty()) return fail("a '.' needs digits after it");
-    end = f;
-  }
-  const auto unit = text.substr(end);
-  long long mult = 0;
-  if (unit.empty() || unit == "ms") {
-    mult = 1;
-  } else if (unit == "s") {
-    mult = 1000;
-  } else if (unit == "m") {
-    mult = 60'000;
-  } else if (unit == "h") {
-    mult = 3'600'000;
-  } else if (unit == "d") {
-    mult = 86'400'000;
-  } else {
-    return fail("unknown unit");
-  }
-  constexpr long long limit = std::numeric_limits<long long>::max();
-  long long whole = 0;
-  if (!parse_int(text.substr(0, digits), 0, limit, whole) || whole > limit / mult)
-    return fail("too large");
-  long long ms = whole * mult;
-  // The fraction, in ms: digits d1 d2 ... of the unit. Trailing zeros say nothing; the rest must
-  // come to a whole number of milliseconds (mult has at most 8 digits, so 18 fraction digits
-  // keep every product below 2^63).
-  while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);
-  if (fraction.size() > 10) return fail("finer than a millisecond");
-  long long num = 0, den = 1;
-  for (char c : fraction) {
-    num = num * 10 + (c - '0');
-    den *= 10;
-  }
-  if ((num * mult) % den != 0) return fail("finer than a millisecond");
-  const long long extra = num * mult / den;
-  if (extra > limit - ms) return fail("too large");
-  ms += extra;
-  return Millis{ms};
 }
 
 std::optional<std::string> check_options(const Options& o) {
@@ -656,6 +606,8 @@ std::optional<std::string> check_options(const Options& o) {
   for (const auto& n : o.nodes) {
     if (!seen.insert(identity(n)).second)
       return "node " + n.to_string() + " appears twice (it would vote twice)";
+    if (!n.user.empty() && n.password.empty())
+      return "node " + n.to_string() + " names the user " + quoted(n.user) + " but no password";
   }
   return std::nullopt;
 }

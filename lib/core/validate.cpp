@@ -9,6 +9,22 @@
 
 namespace redlock::detail {
 
+std::string quoted(std::string_view s) {
+  std::string out = "'";
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += "'";
+  return out;
+}
+
 std::optional<std::string> check_resources(const std::vector<std::string>& resources,
                                            std::string_view key_prefix) {
   if (resources.empty()) return "no resource given";

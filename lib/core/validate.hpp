@@ -19,6 +19,9 @@ inline constexpr std::size_t max_resource_bytes = 1 << 20;
 [[nodiscard]] std::optional<std::string> check_resources(const std::vector<std::string>& resources,
                                                          std::string_view key_prefix = {});
 [[nodiscard]] std::optional<std::string> check_ttl(Millis ttl, double drift_factor);
+// A value the user gave, for an error message: in single quotes, control bytes as \xNN so that
+// they cannot mess up a terminal.
+[[nodiscard]] std::string quoted(std::string_view s);
 // A token that names its number of resources (token.hpp) must come with exactly that many.
 [[nodiscard]] std::optional<std::string> check_token_resources(std::string_view token,
                                                                std::size_t resources);

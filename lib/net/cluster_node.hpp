@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/restart_guard.hpp"
+#include "core/secret.hpp"
 #include "core/slots.hpp"
 #include "net/node.hpp"
 #include "net/pending.hpp"
@@ -87,14 +88,11 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
         slots_(detail::cluster_slots, nullptr) {
     seeds_.push_back({address.host, address.port});
     for (const auto& s : address.more_seeds) seeds_.push_back({s.host, s.port});
-    if (!address_.password.empty()) {
-      Command auth = Command::plain({"AUTH"});
-      if (!address_.user.empty()) auth.arg(address_.user);
-      auth.arg(address_.password);
-      auth_ = Request::make(std::move(auth));
-    }
+    auth_ = auth_request(address_);
     map_error_ = "no slot map yet: asking the cluster";
   }
+
+  ~ClusterNode() override { detail::wipe(address_.password); }
 
   void start() override {
     map_timer_.unref();

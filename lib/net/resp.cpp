@@ -6,6 +6,8 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "core/secret.hpp"
+
 namespace redlock::net::resp {
 namespace {
 
@@ -75,3 +77,26 @@ void append_command(std::string& out, const detail::Command& cmd, ScriptForm for
 }
 
 }  // namespace redlock::net::resp
+
+namespace redlock::net {
+
+std::shared_ptr<const Request> auth_request(const NodeAddress& address) {
+  if (address.password.empty()) return nullptr;
+  detail::Command auth = detail::Command::plain({"AUTH"});
+  if (!address.user.empty()) auth.arg(address.user);
+  auth.arg(address.password);
+  auto r = std::shared_ptr<Request>(new Request, [](Request* q) {
+    detail::wipe(q->wire);
+    for (auto& a : q->command.args) detail::wipe(a);
+    delete q;
+  });
+  r->command = std::move(auth);
+  // Room for all of it first: a buffer outgrown while appending would be freed unwiped.
+  std::size_t size = 16;
+  for (const auto& a : r->command.args) size += a.size() + 32;
+  r->wire.reserve(size);
+  resp::append_command(r->wire, r->command);
+  return r;
+}
+
+}  // namespace redlock::net

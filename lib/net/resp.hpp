@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/command.hpp"
+#include "redlock/options.hpp"
 
 namespace redlock::net::resp {
 
@@ -48,5 +49,10 @@ struct Request {
     return r;
   }
 };
+
+// The AUTH command of a node ("AUTH [user] password"), or nullptr when its address has no
+// password. Kept by the node for every reconnect; when the last holder lets it go, its encoded
+// bytes and its arguments are overwritten (detail::wipe) before the memory is freed.
+[[nodiscard]] std::shared_ptr<const Request> auth_request(const NodeAddress& address);
 
 }  // namespace redlock::net

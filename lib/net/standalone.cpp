@@ -7,6 +7,7 @@
 
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
+#include "core/secret.hpp"
 #include "net/node.hpp"
 #include "net/replicated.hpp"
 
@@ -102,15 +103,12 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
         conn_(loop, *this, index, endpoint_for(address), transport_(address.host),
               settings_for(options)) {
     conn_.set_metrics(metrics);
-    if (!address_.password.empty()) {
-      Command auth = Command::plain({"AUTH"});
-      if (!address_.user.empty()) auth.arg(address_.user);
-      auth.arg(address_.password);
-      auth_ = shared(std::move(auth));
-    }
+    auth_ = auth_request(address_);
     if (address_.db != 0)
       select_ = shared(Command::plain({"SELECT"}).arg(static_cast<long long>(address_.db)));
   }
+
+  ~StandaloneNode() override { detail::wipe(address_.password); }
 
   void start() override { conn_.start(); }
   void close() override {

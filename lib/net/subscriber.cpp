@@ -2,6 +2,7 @@
 
 #include "core/keys.hpp"
 #include "core/scripts.hpp"
+#include "core/secret.hpp"
 
 namespace redlock::net {
 namespace {
@@ -32,6 +33,8 @@ Subscriber::Subscriber(uv_loop_t* loop, WakeHandler& handler, int node, Endpoint
       conn_(loop, *this, node, std::move(endpoint), std::move(transport), settings) {
   conn_.set_push_handler(this);
 }
+
+Subscriber::~Subscriber() { detail::wipe(password_); }
 
 void Subscriber::subscribe(const std::string& lock_key) {
   if (closed_) return;

@@ -55,6 +55,9 @@ class Subscriber final : Connection::Listener, Sink, Connection::PushHandler {
   Subscriber(uv_loop_t* loop, WakeHandler& handler, int node, Endpoint endpoint,
              std::unique_ptr<TransportFactory> transport, ConnectionSettings settings,
              std::shared_ptr<const Request> auth, std::string password, int db, std::string name);
+  ~Subscriber();  // wipes its copy of the password
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
 
   // Counted: the channels of `lock_key` are listened to while more subscribe() than
   // unsubscribe() calls were made for it. The connection starts with the first.

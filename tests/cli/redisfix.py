@@ -109,11 +109,12 @@ def command(port, *args, timeout=2.0):
         return data
 
 
-def query(port, *args, timeout=2.0):
+def query(port, *args, timeout=2.0, password=None):
     """Sends one command and returns its whole reply parsed: bytes, int, None, a list, or an
-    Exception for an error reply (returned, not raised)."""
+    Exception for an error reply (returned, not raised). With `password`, AUTH first (an error
+    reply to it is returned)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(resp(*args))
+        s.sendall((resp("AUTH", password) if password is not None else b"") + resp(*args))
         buf = s.makefile("rb")
 
         def read():
@@ -135,6 +136,10 @@ def query(port, *args, timeout=2.0):
                 return None if n < 0 else [read() for _ in range(n)]
             raise ValueError("unexpected reply line %r" % line)
 
+        if password is not None:
+            auth = read()
+            if isinstance(auth, Exception):
+                return auth
         return read()
 
 

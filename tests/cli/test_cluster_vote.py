@@ -10,6 +10,7 @@ leaves no process behind.
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -263,21 +264,112 @@ class ClusterVotes(TopologyCase):
             r = self.cluster("up", "--count", "1", "--base-port", str(base), *args)
             self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
             self.assertIn(named, r.stderr)
-        # The cluster bus of the last node must fit below 65536 too.
-        r = self.cluster("up", "--topology", "cluster", "--count", "1", "--base-port", "55531")
+        # The cluster bus of the last node must fit below 65536 too, and no bus port may be a
+        # node's own; the offset is for the cluster topology only.
+        for args, named in (
+                (["--base-port", "55531"], "cluster buses of nodes 1..6 on ports 65531..65536, "
+                                           "outside 1024..65535"),
+                (["--base-port", str(base), "--bus-port-offset", "5"],
+                 "on ports %d..%d, among the nodes' own ports" % (base + 5, base + 10)),
+                (["--base-port", str(base), "--bus-port-offset", "-5"], "bus port offset -5"),
+                (["--base-port", str(base), "--bus-port-offset", "x"], "--bus-port-offset x")):
+            r = self.cluster("up", "--topology", "cluster", "--count", "1", *args)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertIn(named, r.stderr)
+        r = self.cluster("up", "--count", "1", "--base-port", str(base), "--bus-port-offset", "100")
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        self.assertIn("cluster bus", r.stderr)
-        self.assertIn("65536, above 65535", r.stderr)
-        # A taken bus port refuses `up` before anything starts, naming it.
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", base + 10002))
-            s.listen(1)
-            r = self.cluster("up", "--topology", "cluster", "--count", "1", "--base-port", str(base))
-        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("port %d (the cluster bus of node 3)" % (base + 10002), r.stderr)
+        self.assertIn("only with --topology cluster", r.stderr)
         self.assertFalse(any(f.endswith(".pid") for f in os.listdir(self.dir)))
         for port in range(base, base + PER):
             self.assertFalse(pings(port, timeout=0.2), port)
+
+    def bus_ports(self, base, count):
+        """{port: cluster bus port} of nodes base..base+count-1, as each node says of itself,
+        checked against what the other nodes know of it."""
+        views = {}
+        for port in range(base, base + count):
+            for line in redis(port, "CLUSTER", "NODES").splitlines():
+                addr = line.split()[1].split(",")[0]  # ip:port@cport[,hostname]
+                p, bus = addr.rsplit(":", 1)[1].split("@")
+                views.setdefault(int(p), set()).add(int(bus))
+        self.assertTrue(all(len(b) == 1 for b in views.values()), views)
+        return {p: b.pop() for p, b in views.items()}
+
+    def test_bus_ports_follow_the_offset_and_a_taken_one_is_replaced(self):
+        # The user chooses where the buses go; one that is taken when its node starts is replaced
+        # by a free port above the range (the trial lost nodes to "Address already in use"),
+        # kept by the node, and known to the others: the cluster forms and takes locks.
+        offset = 10000 + 100  # not Redis's own
+        base = free_cluster_base(3)
+        while base + 2 + offset >= 32768:  # below the ephemeral ports, as free_cluster_base's
+            base = free_cluster_base(3)
+        taken = base + 1 + offset
+        with socket.socket() as blocker:
+            blocker.bind(("127.0.0.1", taken))
+            blocker.listen(1)
+            r = self.ok(self.cluster("up", "--topology", "cluster", "--count", "1", "--replicas",
+                                     "0", "--base-port", str(base), "--bus-port-offset",
+                                     str(offset)))
+            self.assertEqual(r.stdout.count("started"), 3, r.stdout)
+            bus = self.bus_ports(base, 3)
+        self.assertNotEqual(bus[base + 1], taken)
+        self.assertGreater(bus[base + 1], base + 2 + offset)
+        for port in (base, base + 2):
+            # Where asked, unless something else took that one meanwhile.
+            self.assertTrue(bus[port] == port + offset or bus[port] > base + 2 + offset, bus)
+        with open(os.path.join(self.dir, "cluster.conf")) as f:
+            self.assertIn("bus_port_offset=%d\n" % offset, f.read())
+        env = self.nodes_env()
+        a = self.ok(self.run_cli("acquire", "bus-job", env=env))
+        self.ok(self.run_cli("release", "bus-job", a.stdout.strip(), env=env))
+        # Started again with its preferred bus port free: it goes back there, and the others
+        # learn it.
+        self.ok(self.cluster("kill", "2"))
+        self.ok(self.cluster("start", "2"))
+        self.assertTrue(wait_until(lambda: self.bus_ports(base, 3)[base + 1] == taken, 10),
+                        self.bus_ports(base, 3))
+        # Another offset while it runs: refused, like the other settings.
+        r = self.cluster("up", "--bus-port-offset", str(offset + 1))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("bus port offset %d, not %d" % (offset, offset + 1), r.stderr)
+
+    def test_a_port_taken_after_the_check_is_picked_again(self):
+        # The race of the trial: free when `up` checked, taken by the time the server binds. A
+        # wrapper holds node 2's bus port and node 3's own port while their first start binds;
+        # the bus port is replaced, the own port (the node's address) tried again.
+        base = free_cluster_base(3)
+        real = os.environ.get("REDLOCK_REDIS_SERVER") or shutil.which("redis-server")
+        holder = ('import socket, sys, time\n'
+                  's = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)\n'
+                  'open(sys.argv[2], "w").close(); time.sleep(float(sys.argv[3]))\n')
+        wrapper = os.path.join(self.dir, "racing-server")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/bash\n'
+                    'port=$(sed -n "s/^port //p" "$1"); bus=$(sed -n "s/^cluster-port //p" "$1")\n'
+                    'hold() {  # port seconds: taken until then, once per node\n'
+                    '  [ -e "%(dir)s/held-$port" ] && return\n'
+                    '  python3 -c \'%(holder)s\' "$1" "%(dir)s/held-$port" "$2" &\n'
+                    '  while [ ! -e "%(dir)s/held-$port" ]; do sleep 0.01; done\n'
+                    '}\n'
+                    '[ "$port" = %(node2)d ] && hold "$bus" 5\n'
+                    '[ "$port" = %(node3)d ] && hold "$port" 0.3\n'
+                    'exec -a redis-server %(real)s "$@"\n'
+                    % {"dir": self.dir, "holder": holder, "node2": base + 1, "node3": base + 2,
+                       "real": real})
+        os.chmod(wrapper, 0o755)
+        env = clean_env(REDLOCK_REDIS_SERVER=wrapper)
+        r = self.ok(self.cluster("up", "--topology", "cluster", "--count", "1", "--replicas", "0",
+                                 "--base-port", str(base), env=env))
+        bus = self.bus_ports(base, 3)
+        self.assertNotEqual(bus[base + 1], base + 1 + 10000, bus)
+        for node in (2, 3):
+            with open(os.path.join(self.dir, "node-%d.log" % node)) as f:
+                self.assertIn("Address already in use", f.read())  # the race did happen
+        nodes = self.status()
+        self.assertEqual([n["state"] for n in nodes], ["up"] * 3)
+        self.assertEqual([n["pid"] for n in nodes],
+                         [int(re.search(r"node %d .*pid (\d+)" % i, r.stdout).group(1))
+                          for i in (1, 2, 3)])
 
     def test_help_names_the_topology(self):
         for args in (("cluster", "up", "--help"), ("demo", "--help")):

@@ -12,6 +12,13 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 from redisfix import Cluster, Server, command, free_port, get, query, wait_until, with_test_deadline  # noqa: E402
 
+
+def command_answers(port):
+    try:
+        return command(port, "PING", timeout=0.5).startswith(b"+PONG")
+    except OSError:
+        return False
+
 CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 
 
@@ -467,7 +474,7 @@ class LockCommands(unittest.TestCase):
             (["release", "x"], b"TOKEN"),
             (["--node-timeout", "fast", "acquire", "x"], b"fast"),
             (["--drift-factor", "2", "acquire", "x"], b"drift"),
-            (["acquire", "x", "--ttl", "2"], b"drift"),  # could never be valid
+            (["acquire", "x", "--ttl", "2ms"], b"drift"),  # could never be valid
             (["--node-timeout", "0s", "acquire", "x"], b"'0s'"),
             (["--connect-timeout", "0", "acquire", "x"], b"'0'"),
             # The prefix makes the key one of the library's own: the prefix is named.
@@ -483,6 +490,89 @@ class LockCommands(unittest.TestCase):
         r = self.cli("acquire", "x", env={"REDLOCK_TLS": "TRUE"})
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(b"'TRUE': expected 1, true or yes, or 0, false or no", r.stderr)
+
+    def test_a_duration_needs_its_unit(self):
+        # A bare 30 used to be 30 ms (`--ttl 30` took a 30 ms lock and exited 0): every duration
+        # flag and variable refuses it and suggests a unit; a lone 0 is zero in any unit.
+        cases = [
+            ["acquire", "x", "--ttl", "30"], ["acquire", "x", "--wait", "30"],
+            ["extend", "x", "0" * 40, "--ttl", "30"], ["run", "x", "--ttl", "30", "--", "true"],
+            ["run", "x", "--wait", "30", "--", "true"], ["run", "x", "--grace", "30", "--", "true"],
+            ["--node-timeout", "30", "acquire", "x"], ["--connect-timeout", "30", "acquire", "x"],
+            ["--retry-delay", "30", "acquire", "x"], ["--min-uptime", "30", "acquire", "x"],
+            ["--replica-timeout", "30", "acquire", "x"], ["bench", "--ttl", "30"],
+            ["cluster", "start", "1", "--delay", "30", "--dir", "/nonexistent/redlock-cli-test"],
+        ]
+        for args in cases:
+            with self.subTest(args=args):
+                r = self.cli(*args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                flag = args[args.index("30") - 1].encode()  # the message names it
+                self.assertIn(flag + b": bad duration '30': a duration needs a unit, e.g. 30s or "
+                              b"30ms", r.stderr)
+                self.assertEqual(r.stdout, b"")
+        r = self.cli("acquire", "x", env={"REDLOCK_MIN_UPTIME": "60"})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"REDLOCK_MIN_UPTIME: bad duration '60': a duration needs a unit, e.g. 60s", r.stderr)
+        r = self.cli("acquire", "x", "--ttl", "1.5")
+        self.assertIn(b"e.g. 1.5s\n", r.stderr)
+        self.assertEqual(self.c.settled_count(0, "x"), 0)
+        # Zero: a usage error for a ttl, "none" for the rest.
+        for args in (["--ttl", "0"], ["--ttl", "0s"], ["--ttl", "-1s"]):
+            r = self.cli("acquire", "x", *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(b"--ttl", r.stderr)
+        r = self.cli("--min-uptime", "0", "acquire", "t-zero", "--wait", "0", "--ttl", "10s")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.cli("release", "t-zero", r.stdout.decode().strip()).returncode, 0)
+
+    def test_nodes_given_twice_says_what_to_do(self):
+        r = run("-n", self.c.servers[0].address, "--nodes", self.c.servers[1].address, "acquire", "x")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"--nodes was given 2 times; give it once, with every node in one "
+                      b"comma-separated list", r.stderr)
+        self.assertNotIn(b"At Most", r.stderr)
+        r = self.cli("acquire", "x", "--ttl", "1s", "--ttl", "2s")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"--ttl was given 2 times; give it once", r.stderr)
+        self.assertEqual(self.c.settled_count(0, "x"), 0)
+
+    def test_one_or_two_nodes_are_accepted_with_a_warning(self):
+        for count, words in ((1, b"a quorum of 1 of 1"), (2, b"a quorum of 2 of 2")):
+            nodes = ",".join(s.address for s in self.c.servers[:count])
+            r = self.cli("acquire", "t-small-%d" % count, nodes=nodes)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr.count(b"warning"), 1, r.stderr)
+            self.assertIn(words, r.stderr)
+            self.assertIn(b"3 or 5", r.stderr)
+            # -q: the token is the answer, nothing else.
+            tok = r.stdout.decode().strip()
+            r = self.cli("-q", "release", "t-small-%d" % count, tok, nodes=nodes)
+            self.assertEqual((r.returncode, r.stderr), (0, b""))
+        r = self.cli("acquire", "t-small-3", nodes=",".join(s.address for s in self.c.servers[:3]))
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
+        self.assertEqual(self.cli("release", "t-small-3", r.stdout.decode().strip()).returncode, 0)
+
+    def test_an_error_says_when_the_default_nodes_were_used(self):
+        # Without -n and REDLOCK_NODES the local `cluster up` nodes are tried; "no quorum (5
+        # down)" alone would not say which nodes those were.
+        if any(command_answers(p) for p in range(7001, 7006)):
+            # (A lock taken there would be on somebody's nodes; scripts/test.sh runs on a
+            # machine of its own.)
+            self.skipTest("something answers on 127.0.0.1:7001-7005: the default nodes may be up")
+        note = b"no nodes were given (-n or REDLOCK_NODES), so the local ones of " \
+               b"`redlock-cli cluster up` were used: 127.0.0.1:7001-7005"
+        for args in (["acquire", "t-default"], ["-q", "release", "t-default", "0" * 40],
+                     ["extend", "t-default", "0" * 40], ["run", "t-default", "--", "true"]):
+            with self.subTest(args=args):
+                r = run("--connect-timeout", "50ms", "--retry-count", "0", *args)
+                self.assertEqual(r.returncode, 3, r.stderr)
+                self.assertIn(note, r.stderr)
+        # Named nodes (even the same ones) say nothing of the kind.
+        r = run("--connect-timeout", "50ms", "--retry-count", "0", "acquire", "t-default",
+                env={"REDLOCK_NODES": "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"})
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertNotIn(b"were used", r.stderr)
 
     def test_empty_node_list_is_refused_not_replaced(self):
         # `-n "$UNSET"` must not fall back to REDLOCK_NODES (or the local demo nodes).

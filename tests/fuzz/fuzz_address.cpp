@@ -1,17 +1,21 @@
 // Fuzz target: node addresses (NodeAddress::parse, parse_node_list, NodeAddress::to_string).
 //
 // Invariants checked on every input:
-// - a parsed address is well-formed (port 1-65535, db >= 0, absolute unix path of <= 107 bytes, a
-//   user only with a password, min_replicas 0-100);
+// - a parsed address is well-formed (port 1-65535, db >= 0, absolute unix path of <= 107 bytes,
+//   min_replicas 0-100; a user without a password is allowed: `redis://user:@host` leaves it to
+//   the caller);
 // - to_string() is exactly the display form built from transport/host/port/db/path, so it never
 //   contains the user or the password, and it parses back as it is to the same host/port/db/path
 //   with no credentials;
 // - an error message is set on failure, names the value, and carries no raw control bytes, and
 //   never the password part of the value (what lies between the scheme and the last '@');
 // - parse_node_list accepts exactly the lists whose items all parse and name distinct servers
-//   (host+port or socket path), and returns the same addresses as parsing each item alone.
+//   (host+port or socket path), and returns the same addresses as parsing each item alone;
+//   an item whose credentials hold a raw ',' (one before the last '@' ahead of the first '/'
+//   after its scheme) is refused with every byte of the credentials masked.
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -131,7 +135,6 @@ void check_error(std::string_view input, const std::string& error, std::string_v
 void check_address(std::string_view input, const NodeAddress& a) {
   const std::string in = fuzz::show(input);
   FUZZ_CHECK(a.db >= 0, in);
-  FUZZ_CHECK(a.user.empty() || !a.password.empty(), "a user without a password from " + in);
   FUZZ_CHECK(a.tls || a.tls_override == NodeAddress::TlsOverride{},
              "TLS settings without TLS from " + in);
   FUZZ_CHECK(!a.min_replicas || (*a.min_replicas >= 0 && *a.min_replicas <= 100),
@@ -171,6 +174,31 @@ void check_address(std::string_view input, const NodeAddress& a) {
              "credentials came back from " + fuzz::show(display));
 }
 
+// The error of parse_node_list for an item (starting at `start`) with a raw ',' in its
+// credentials, or nullopt: the credentials are what lies between the item's scheme (if it has
+// one) and the last '@' before the first '/' after it; they are shown as "***" whole.
+std::optional<std::string> comma_in_credentials(std::string_view text, std::size_t start) {
+  const auto next_comma = text.find(',', start);
+  const auto scheme = text.find("://", start);
+  const std::size_t from =
+      scheme != std::string_view::npos && scheme < next_comma ? scheme + 3 : start;
+  std::size_t slash = text.find('/', from);
+  if (slash == std::string_view::npos) slash = text.size();
+  std::size_t at = std::string_view::npos;
+  for (std::size_t i = from; i < slash; ++i) {
+    if (text[i] == '@') at = i;
+  }
+  if (at == std::string_view::npos) return std::nullopt;
+  bool comma = false;
+  for (std::size_t i = from; i < at; ++i) comma = comma || text[i] == ',';
+  if (!comma) return std::nullopt;
+  std::size_t end = at;
+  while (end < text.size() && text[end] != ',') ++end;
+  return "bad node address '" + as_quoted(text.substr(start, from - start)) + "***" +
+         as_quoted(text.substr(at, end - at)) +
+         "': a ',' in a user name or password must be written %2C (a ',' separates nodes)";
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -197,7 +225,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::set<std::string> seen;
   bool valid = !text.empty();
   std::string_view bad_item;  // the first item that does not parse, if any
+  std::string comma_error;    // the error expected for a raw ',' in credentials
   for (auto item : items) {
+    if (auto masked =
+            comma_in_credentials(text, static_cast<std::size_t>(item.data() - text.data()))) {
+      comma_error = *masked;
+      valid = false;
+      break;
+    }
     std::string e;
     auto a = NodeAddress::parse(item, e);
     if (!a) bad_item = item;
@@ -216,6 +251,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(*list == expect,
                "parse_node_list differs from item-wise parsing for " + fuzz::show(text));
     for (std::size_t i = 0; i < list->size(); ++i) check_address(items[i], (*list)[i]);
+  } else if (!comma_error.empty()) {
+    FUZZ_CHECK(list_err == comma_error, "error " + fuzz::show(list_err) + " for " +
+                                            fuzz::show(text) + ", expected " +
+                                            fuzz::show(comma_error));
   } else if (!text.empty()) {
     // (A duplicate is named by display forms, which never carry credentials.)
     check_error(text, list_err, list_err.rfind("node '", 0) == 0 ? "node '" : "bad node address '",

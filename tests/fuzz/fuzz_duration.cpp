@@ -5,7 +5,9 @@
 //   milliseconds that fits in a signed 64-bit count (checked with 128-bit arithmetic here), and
 //   the result is that value: nothing overflows and the result is never negative;
 // - printing the result in ms and parsing it again gives the same duration (bare and with "ms");
-// - on failure the message is set, names the value and carries no raw control bytes.
+// - on failure the message is set, names the value and carries no raw control bytes;
+// - with BareNumbers::refused: the same, except that a number without a unit (other than "0")
+//   is refused.
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -89,6 +91,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                "error " + fuzz::show(err) + " for " + in);
     for (unsigned char c : err)
       FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in " + fuzz::show(err));
+  }
+  // With a unit required, the same text is accepted exactly when it has a unit (or is "0"), with
+  // the same value.
+  std::string strict_err;
+  auto strict = redlock::parse_duration(text, strict_err, redlock::BareNumbers::refused);
+  const bool needs_unit = unit.empty() && text != "0";
+  FUZZ_CHECK(strict.has_value() == (fits && !needs_unit), "unit required: " + in);
+  if (strict) FUZZ_CHECK(*strict == *d, "unit required: another value for " + in);
+  if (!strict) {
+    FUZZ_CHECK(strict_err.rfind("bad duration '", 0) == 0, "error " + fuzz::show(strict_err));
+    for (unsigned char c : strict_err)
+      FUZZ_CHECK(c >= 0x20 && c != 0x7f, "raw control byte in " + fuzz::show(strict_err));
   }
   return 0;
 }

@@ -128,7 +128,6 @@ class Installed(unittest.TestCase):
     def test_pkg_config_file_is_relocatable(self):
         self.assertRegex(self.pc, r"(?m)^Version: %s$" % re.escape(self.version))
         self.assertRegex(self.pc, r"(?m)^Libs: .*-lredlock")
-        self.assertRegex(self.pc, r"(?m)^Requires:.*libuv")
         others = [ln for ln in self.pc.splitlines() if not ln.startswith("prefix=")]
         self.assertFalse([ln for ln in others if self.prefix in ln],
                          "paths must derive from ${prefix}: %r" % others)
@@ -145,6 +144,25 @@ class Installed(unittest.TestCase):
         self.assertTrue(os.path.isfile(comp))
         with open(comp) as f:
             self.assertIn("complete -F _redlock_cli redlock-cli", f.read())
+
+    def test_pkg_config_brings_no_dependency_flags(self):
+        # No public header includes hiredis, libuv or OpenSSL (test_layers.py), so a consumer
+        # gets none of their flags: hiredis's -I/usr/include/hiredis -D_FILE_OFFSET_BITS=64 used to
+        # come with every --cflags (issue 41). Only a static link needs the libraries.
+        self.assertNotRegex(self.pc, r"(?m)^Requires:")
+        self.assertNotRegex(self.pc, r"(?m)^Requires\.private:.*hiredis")
+        r = run(["pkg-config", "--cflags", "redlock"], env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("hiredis", r.stdout)
+        self.assertNotIn("-D", r.stdout)
+        self.assertEqual([f for f in r.stdout.split() if not f.startswith("-I")], [], r.stdout)
+        r = run(["pkg-config", "--libs", "redlock"], env=self.env)
+        self.assertEqual(r.stdout.split()[-1:], ["-lredlock"], r.stdout)
+        self.assertNotIn("-lhiredis", r.stdout)
+        r = run(["pkg-config", "--static", "--libs", "redlock"], env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for lib in ("-lredlock", "-lhiredis", "-luv", "-lssl", "-lcrypto"):
+            self.assertIn(lib, r.stdout.split())
 
     def test_pkg_config_says_the_cxx_standard(self):
         # Cflags carries no -std (it would break C consumers, and lower a newer standard a C++

@@ -112,6 +112,58 @@ TEST_CASE("address: a password with an unescaped '/', '@' or ':' never shows eit
   CHECK_MESSAGE(err.find("redis://user:password@host:port") != std::string::npos, err);
 }
 
+TEST_CASE("node list: a ',' in a password is written %2C; a raw one shows no part of it") {
+  // Issue 40 item 8: the list was split at the ',' and the first half, "redis://user:pa", was
+  // quoted in the error ("port must be 1-65535").
+  std::string err;
+  auto nodes = parse_node_list("redis://user:S3K%2CR1T@127.0.0.1:7001,127.0.0.1:7002", err);
+  REQUIRE(nodes);
+  REQUIRE(nodes->size() == 2);
+  CHECK((*nodes)[0].user == "user");
+  CHECK((*nodes)[0].password == "S3K,R1T");
+  CHECK((*nodes)[0].port == 7001);
+  // Any byte may be escaped, all of them at once too.
+  nodes = parse_node_list("redis://:%2C%40%2F%3A%3F%25@h:1", err);
+  REQUIRE(nodes);
+  CHECK((*nodes)[0].password == ",@/:?%");
+  // Raw: refused, naming the fix, without a piece of the password (each contains S3K and R1T on
+  // both sides of the ',').
+  for (const char* list :
+       {"redis://user:S3K,R1T@127.0.0.1:7001", "a:1,redis://user:S3K,R1T@h:2,b:3",
+        "redis://S3K,R1T@h:1", "rediss://u:S3K,R1T,x@h:1/2", "redis+sentinel://u:S3K,R1T@s:1/m",
+        "redis+cluster://u:S3K,R1T@h:1?seed=h:2", "user:S3K,R1T@h:1",
+        "redis://u:S3K,R1T@h:1,redis://u:S3K,R1T@h:2"}) {
+    CAPTURE(list);
+    err.clear();
+    CHECK_FALSE(parse_node_list(list, err));
+    CHECK_MESSAGE(err.find("S3K") == std::string::npos, err);
+    CHECK_MESSAGE(err.find("R1T") == std::string::npos, err);
+    CHECK_MESSAGE(err.find("%2C") != std::string::npos, err);
+  }
+  CHECK_FALSE(parse_node_list("a:1,redis://user:S3K,R1T@h:2,b:3", err));
+  CHECK(err ==
+        "bad node address 'redis://***@h:2': a ',' in a user name or password must be "
+        "written %2C (a ',' separates nodes)");
+  // Lists whose other nodes have '@' or '/' are not taken for it.
+  CHECK(parse_node_list("a:1,redis://u:p@h:2,unix:///tmp/x.sock,redis+sentinel://s:1/m", err));
+  CHECK(parse_node_list("rediss://h:1?sni=x,redis://u:p@h:2", err));
+}
+
+TEST_CASE("address: a user without a password is left to the caller to complete") {
+  // `redis://alice:@host`: redlock-cli fills in the password of --password-file; an Options
+  // that still has none is refused before anything is sent.
+  const NodeAddress a = ok("redis://alice:@127.0.0.1:7001");
+  CHECK(a.user == "alice");
+  CHECK(a.password.empty());
+  Options o;
+  o.nodes = {a};
+  auto why = check_options(o);
+  REQUIRE(why);
+  CHECK_MESSAGE(why->find("user 'alice' but no password") != std::string::npos, *why);
+  o.nodes[0].password = "pw";
+  CHECK_FALSE(check_options(o));
+}
+
 TEST_CASE("address: rediss:// is TLS, with per-node settings as query parameters") {
   auto a = ok(
       "rediss://u:p%3Fw@db.example:6380/2?sni=lock.example&cacert=/etc/ca%20dir/ca.pem&insecure");
@@ -165,26 +217,10 @@ TEST_CASE("address: unix sockets") {
 }
 
 TEST_CASE("address: malformed ones are refused with the bad value named") {
-  for (std::string_view s : {"",
-                             ":",
-                             "host:",
-                             "host:0",
-                             "host:65536",
-                             "host:-1",
-                             "host:abc",
-                             "redis://",
-                             "redis://h:1/x",
-                             "redis://h:1/-2",
-                             "http://h:1",
-                             "redis://[::1",
-                             "redis://[::1]x",
-                             "redis://[zz]:1",
-                             "ho st:1",
-                             "host\t:1",
-                             "redis://u:@h:1",
-                             "redis://u:p%zz@h",
-                             "h:1:2",
-                             "redis://user@h:99999"}) {
+  for (std::string_view s : {"", ":", "host:", "host:0", "host:65536", "host:-1", "host:abc",
+                             "redis://", "redis://h:1/x", "redis://h:1/-2", "http://h:1",
+                             "redis://[::1", "redis://[::1]x", "redis://[zz]:1", "ho st:1",
+                             "host\t:1", "redis://u:p%zz@h", "h:1:2", "redis://user@h:99999"}) {
     std::string err = bad(s);
     CHECK(err.find("bad node address '") == 0);
   }
@@ -361,4 +397,23 @@ TEST_CASE("durations") {
     CHECK_FALSE(parse_duration(s, err));
     CHECK(err.find("bad duration") == 0);
   }
+}
+
+TEST_CASE("durations: a bare number refused where a unit is required") {
+  // redlock-cli's rule (issue 41 item 6): `--ttl 30` took a 30 ms lock.
+  std::string err;
+  CHECK_FALSE(parse_duration("30", err, BareNumbers::refused));
+  CHECK(err == "bad duration '30': a duration needs a unit, e.g. 30s or 30ms");
+  CHECK_FALSE(parse_duration("1.5", err, BareNumbers::refused));
+  CHECK(err == "bad duration '1.5': a duration needs a unit, e.g. 1.5s");  // 1.5ms is none
+  // Zero is zero in any unit; with a unit everything parses as before.
+  CHECK(parse_duration("0", err, BareNumbers::refused) == Millis{0});
+  CHECK(parse_duration("30s", err, BareNumbers::refused) == Millis{30000});
+  CHECK(parse_duration("0ms", err, BareNumbers::refused) == Millis{0});
+  CHECK(parse_duration("1.5s", err, BareNumbers::refused) == Millis{1500});
+  CHECK_FALSE(parse_duration("00", err, BareNumbers::refused));
+  CHECK_FALSE(parse_duration("-5s", err, BareNumbers::refused));
+  // The library's default keeps its documented meaning (API compatibility).
+  CHECK(parse_duration("30", err, BareNumbers::milliseconds) == Millis{30});
+  CHECK(parse_duration("30", err) == Millis{30});
 }

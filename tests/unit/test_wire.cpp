@@ -142,3 +142,16 @@ TEST_CASE("a refused AUTH's error text never carries the password") {
   // A password that is in the text it replaces with does not loop.
   CHECK(auth_error_text("a*b", "*") == "a***b");
 }
+
+TEST_CASE("a node's AUTH command: AUTH [user] password, none without a password") {
+  // (That its bytes are overwritten when the last holder lets it go cannot be observed without
+  // reading freed memory: net/resp.cpp, auth_request.)
+  NodeAddress a;
+  CHECK(net::auth_request(a) == nullptr);
+  a.password = "p,w";
+  CHECK(net::auth_request(a)->wire == "*2\r\n$4\r\nAUTH\r\n$3\r\np,w\r\n");
+  a.user = "alice";
+  const auto auth = net::auth_request(a);
+  CHECK(auth->wire == "*3\r\n$4\r\nAUTH\r\n$5\r\nalice\r\n$3\r\np,w\r\n");
+  CHECK(auth->command.args == std::vector<std::string>{"AUTH", "alice", "p,w"});
+}

@@ -20,7 +20,7 @@ using namespace redlock::nodes;
 namespace {
 
 struct ClusterFlags {
-  std::string count, base_port, dir, persistence, topology, replicas, delay, node;
+  std::string count, base_port, dir, persistence, topology, replicas, bus_port_offset, delay, node;
 };
 
 int int_flag(const char* flag, const std::string& text, int lo, int hi) {
@@ -77,6 +77,14 @@ ClusterSettings resolve(const ClusterFlags& f, bool up, const Globals& g) {
                        (s.topology == Topology::sentinel ? "one replica per master)" : "none)"));
     }
     s.replicas = *replicas;
+  }
+  if (!f.bus_port_offset.empty()) {
+    if (s.topology != Topology::cluster) {
+      throw UsageError("--bus-port-offset " + f.bus_port_offset +
+                       ": only with --topology cluster (the " + to_string(s.topology) +
+                       " topology has no cluster bus)");
+    }
+    s.bus_port_offset = int_flag("--bus-port-offset", f.bus_port_offset, -max_port, max_port);
   }
   if (up) s.tls = tls_wanted(g);
   return s;
@@ -307,7 +315,7 @@ std::vector<Option> settings_flags(ClusterFlags& f) {
            "R replicas per master, --replicas: COUNT*3*(1+R) processes on consecutive ports, "
            "grouped by "
            "cluster, each cluster's 3 masters first, then their replicas; every node's cluster "
-           "bus on its port + 10000; the votes are redis+cluster:// addresses, "
+           "bus on its port + --bus-port-offset; the votes are redis+cluster:// addresses, "
            "rediss+cluster:// with --tls) (default standalone, or what `up` saved)",
        .type_name = "standalone|sentinel|cluster"},
       {.names = "--replicas",
@@ -315,6 +323,12 @@ std::vector<Option> settings_flags(ClusterFlags& f) {
        .help = "With --topology cluster: replicas per master, 0..4 (default 1, or what `up` "
                "saved; with 0 nothing can fail over)",
        .type_name = "R"},
+      {.names = "--bus-port-offset",
+       .target = &f.bus_port_offset,
+       .help = "With --topology cluster: node I's cluster bus listens on its port + N (may be "
+               "negative; no bus port may be a node's port); a bus port taken when its node "
+               "starts is replaced by a free one (default 10000, Redis's own, or what `up` saved)",
+       .type_name = "N"},
   };
 }
 
@@ -392,9 +406,10 @@ Command cluster_command(const Globals& g) {
     if (spec.verb == Verb::start) {
       sub.options.push_back({.names = "--delay",
                              .target = &flags->delay,
-                             .help = "Sleep this long first (250ms, 10s, 2m, 1h, or integer ms): "
-                                     "the delayed restart that keeps a restarted node from voting "
-                                     "for a lock it forgot",
+                             .help =
+                                 "Sleep this long first (250ms, 10s, 2m, 1h: a unit is needed): "
+                                 "the delayed restart that keeps a restarted node from voting "
+                                 "for a lock it forgot",
                              .type_name = "DUR"});
     }
     sub.run = [flags, name = std::string(spec.name), verb = spec.verb, &g] {

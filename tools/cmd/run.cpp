@@ -66,17 +66,62 @@ int status_to_exit(int status) {
   return 1;
 }
 
-// run's environment for COMMAND, with the lock's variables.
+// A node list with the passwords taken out, for the job's REDLOCK_NODES: `scheme://user:pw@host`
+// becomes `scheme://user:@host` (a redlock-cli in the job fills the password in from
+// REDLOCK_PASSWORD_FILE, or refuses naming the node), `scheme://pw@host` becomes
+// `scheme://host`. The job still names the same nodes: it must never fall back to the local
+// default ones. Credentials end at the last '@' before the path, as for the parser; a ',' in
+// them is %2C, so every ',' separates nodes.
+std::string without_passwords(std::string_view list) {
+  std::string out;
+  while (true) {
+    const auto comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    const auto scheme = item.find("://");
+    const auto from = scheme == std::string_view::npos ? 0 : scheme + 3;
+    const auto at = item.substr(from, item.find('/', from) - from).rfind('@');
+    if (at != std::string_view::npos) {
+      const auto userinfo = item.substr(from, at);
+      const auto colon = userinfo.find(':');
+      const bool keep_user = colon != std::string_view::npos && colon > 0;
+      out += std::string(item.substr(0, from)) +
+             (keep_user ? std::string(userinfo.substr(0, colon)) + ":@" : std::string()) +
+             std::string(item.substr(from + at + 1));
+    } else {
+      out += item;
+    }
+    if (comma == std::string_view::npos) return out;
+    out += ',';
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// run's environment for COMMAND, with the lock's variables and without a password: the job
+// (and whatever it starts) gets no credential of run's. REDLOCK_PASSWORD is dropped and
+// REDLOCK_NODES keeps its nodes without their passwords (or is dropped when it does not parse);
+// REDLOCK_PASSWORD_FILE, a path, stays.
 std::vector<std::string> job_environment(const std::vector<std::string>& resources,
                                          const std::string& token,
                                          std::optional<std::uint64_t> fence) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view v = *e;
-    if (!v.starts_with("REDLOCK_RESOURCE=") && !v.starts_with("REDLOCK_RESOURCES=") &&
-        !v.starts_with("REDLOCK_TOKEN=") && !v.starts_with("REDLOCK_FENCE=")) {
-      env.emplace_back(v);
+    if (v.starts_with("REDLOCK_RESOURCE=") || v.starts_with("REDLOCK_RESOURCES=") ||
+        v.starts_with("REDLOCK_TOKEN=") || v.starts_with("REDLOCK_FENCE=") ||
+        v.starts_with("REDLOCK_PASSWORD=")) {
+      continue;
     }
+    constexpr std::string_view nodes = "REDLOCK_NODES=";
+    if (v.starts_with(nodes)) {
+      // Unused (-n was given) and malformed, it is dropped: where its ',' are is not known (a
+      // raw one in a password would leave a piece of it behind).
+      std::string why;  // not shown: it is about a variable this run does not use
+      if (parse_node_list(v.substr(nodes.size()), why)) {
+        env.push_back(std::string(nodes) + without_passwords(v.substr(nodes.size())));
+      }
+      continue;
+    }
+    env.emplace_back(v);
   }
   env.push_back("REDLOCK_RESOURCE=" + resources.front());
   std::string all = "REDLOCK_RESOURCES=";
@@ -323,7 +368,8 @@ Command run_command(const Globals& g) {
           "N),\n2 usage, 3 no quorum, 4 the lock was lost while COMMAND ran (also when no "
           "extension\nsucceeded before the renew deadline).\n"
           "COMMAND sees REDLOCK_RESOURCE (the first resource), REDLOCK_RESOURCES (all, one per "
-          "line),\nREDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its environment.",
+          "line),\nREDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its environment, and no "
+          "password:\nREDLOCK_PASSWORD is removed, REDLOCK_NODES has its passwords taken out.",
       .options =
           {
               {.names = "resource",

@@ -97,6 +97,8 @@ NodeConf read_node_conf(const fs::path& conf) {
         nc.tls = true;
         if (!nc.port) nc.port = static_cast<int>(*v);
       }
+    } else if (line.rfind("cluster-port ", 0) == 0) {
+      if (auto v = parse_int(line.substr(13)); v && *v > 0) nc.bus_port = static_cast<int>(*v);
     } else if (line.rfind("appendonly ", 0) == 0) {
       nc.persistence = line.substr(11) == "yes" ? Persistence::aof : Persistence::none;
     }

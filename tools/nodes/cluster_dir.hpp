@@ -35,7 +35,8 @@ class DirLock {
 
 // What node-I.conf says: the port, persistence and TLS the node was last started with.
 struct NodeConf {
-  std::optional<int> port;  // the TLS port when there is no plaintext one
+  std::optional<int> port;      // the TLS port when there is no plaintext one
+  std::optional<int> bus_port;  // cluster topology: `cluster-port`
   std::optional<Persistence> persistence;
   bool tls = false;
 };

@@ -82,6 +82,9 @@ class ClusterManager::ClusterVote final : public ClusterMembers {
   [[nodiscard]] std::uint16_t announced_port(std::size_t i) const override {
     return static_cast<std::uint16_t>(m_.port_of(index(i)));
   }
+  [[nodiscard]] std::uint16_t bus_port(std::size_t i) const override {
+    return static_cast<std::uint16_t>(m_.bus_port_of(index(i)));
+  }
   [[nodiscard]] std::string name(std::size_t i) const override {
     return node_name(index(i), m_.port_of(index(i)));
   }
@@ -158,7 +161,8 @@ void ClusterManager::prepare_fresh_clusters(const std::optional<ClusterSettings>
   // its role; a node's data must belong to its slots) when they were formed with these settings.
   const bool same = saved && saved->topology == Topology::cluster &&
                     saved->replicas == settings_.replicas &&
-                    saved->base_port == settings_.base_port && saved->tls == settings_.tls;
+                    saved->base_port == settings_.base_port && saved->tls == settings_.tls &&
+                    saved->bus_port_offset == settings_.bus_port_offset;
   for (int v = 1; v <= settings_.count; ++v) {
     const ClusterVote c(*this, v);
     std::error_code ec;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 
 #include "process.hpp"
@@ -209,6 +210,21 @@ pid_t launch(const Launch& l) {
     throw LaunchError(Stage::exec, exec_err, "exec " + l.exe);
   }
   return server;
+}
+
+std::optional<int> port_taken_at_start(std::string_view log) {
+  // Redis 7 and Valkey 8 both say, when a listener cannot be made:
+  //   # Warning: Could not create server TCP listening socket *:7001: bind: Address already in use
+  //   # Failed listening on port 7001 (tcp), aborting.     ("(TCP)", "(tls)", "(cluster)")
+  if (log.find("Address already in use") == std::string_view::npos) return std::nullopt;
+  constexpr std::string_view marker = "Failed listening on port ";
+  const auto at = log.find(marker);
+  if (at == std::string_view::npos) return std::nullopt;
+  int port = 0;
+  const char* first = log.data() + at + marker.size();
+  const auto [end, ec] = std::from_chars(first, log.data() + log.size(), port);
+  if (ec != std::errc() || end == first || port <= 0) return std::nullopt;
+  return port;
 }
 
 }  // namespace redlock::nodes

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -69,5 +70,10 @@ class LaunchError : public std::system_error {
 // Starts redis-server and returns its pid once the exec has succeeded (not once it answers: see
 // answers_ping() in client.hpp). Throws LaunchError.
 [[nodiscard]] pid_t launch(const Launch& launch);
+
+// The port a redis-server (or valkey-server) could not listen on because it was taken, from what
+// it logged ("Failed listening on port 7001 (tcp), aborting."), or nullopt: for a caller that picks
+// a port again. `log` is what the server wrote during this start only.
+[[nodiscard]] std::optional<int> port_taken_at_start(std::string_view log);
 
 }  // namespace redlock::nodes

@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -193,16 +194,31 @@ ClusterManager::ClusterManager(ClusterSettings settings, bool create_dir)
     fail(K::usage, "replicas " + std::to_string(settings_.replicas) + " is out of range (0.." +
                        std::to_string(max_cluster_replicas) + ")");
   }
-  const bool cluster = settings_.topology == Topology::cluster;
-  // The cluster bus of the last node listens 10000 above it.
-  const int top = settings_.base_port + process_count() - 1 + (cluster ? cluster_bus_offset : 0);
+  const int top = settings_.base_port + process_count() - 1;
   if (top > max_port) {
     fail(K::usage, "base port " + std::to_string(settings_.base_port) + " with " +
                        std::to_string(process_count()) +
                        (settings_.topology == Topology::standalone ? " nodes" : " processes") +
-                       " would put " + (cluster ? "the cluster bus of " : "") + "node " +
-                       std::to_string(process_count()) + " on port " + std::to_string(top) +
-                       ", above 65535");
+                       " would put node " + std::to_string(process_count()) + " on port " +
+                       std::to_string(top) + ", above 65535");
+  }
+  if (settings_.topology == Topology::cluster) {
+    // The bus ports must be ports, and none the client port of a node.
+    const int offset = settings_.bus_port_offset;
+    const int low = settings_.base_port + offset, high = top + offset;
+    if (low < min_port || high > max_port ||
+        (offset < process_count() && -offset < process_count())) {
+      fail(K::usage,
+           "bus port offset " + std::to_string(offset) +
+               " would put the cluster buses of "
+               "nodes 1.." +
+               std::to_string(process_count()) + " on ports " + std::to_string(low) + ".." +
+               std::to_string(high) +
+               (low < min_port || high > max_port
+                    ? ", outside " + std::to_string(min_port) + ".." + std::to_string(max_port)
+                    : ", among the nodes' own ports " + std::to_string(settings_.base_port) + ".." +
+                          std::to_string(top)));
+    }
   }
   if (settings_.dir.empty()) settings_.dir = default_dir();
   std::error_code ec;
@@ -281,6 +297,10 @@ std::optional<ClusterSettings> ClusterManager::load_saved(const fs::path& dir) {
       auto v = parse_int(value);
       if (!v || *v < 0 || *v > max_cluster_replicas) bad();
       s.replicas = static_cast<int>(*v);
+    } else if (key == "bus_port_offset") {
+      auto v = parse_int(value);
+      if (!v || *v < -max_port || *v > max_port) bad();
+      s.bus_port_offset = static_cast<int>(*v);
     }
   }
   return s;
@@ -384,7 +404,8 @@ void ClusterManager::save_settings() const {
                         "persistence=" + to_string(settings_.persistence) + "\n" +
                         "tls=" + (settings_.tls ? "yes" : "no") + "\n" +
                         "topology=" + to_string(settings_.topology) + "\n" +
-                        "replicas=" + std::to_string(settings_.replicas) + "\n");
+                        "replicas=" + std::to_string(settings_.replicas) + "\n" +
+                        "bus_port_offset=" + std::to_string(settings_.bus_port_offset) + "\n");
 }
 
 ClusterManager::Proc ClusterManager::inspect(int index) const {
@@ -449,9 +470,14 @@ pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
     if (!fs::exists(conf, ec)) write_file_atomic(conf, sentinel_conf(index));
   } else {
     if (settings_.topology == Topology::sentinel) text += data_node_conf(index);
-    if (settings_.topology == Topology::cluster) text += cluster_node_conf();
+    if (settings_.topology == Topology::cluster) {
+      text += cluster_node_conf() + "cluster-port " + std::to_string(choose_bus_port(index)) + "\n";
+    }
     write_file_atomic(conf, text);
   }
+  std::error_code size_ec;
+  const auto log_size = fs::file_size(log, size_ec);
+  log_start_[index] = size_ec ? 0 : log_size;
 
   std::vector<std::string> args{conf.string()};
   if (sentinel) args.emplace_back("--sentinel");
@@ -470,15 +496,33 @@ pid_t ClusterManager::spawn(int index, const std::string& redis_server) {
   return pid;
 }
 
-void ClusterManager::wait_ready(const std::vector<std::pair<int, pid_t>>& nodes) const {
+void ClusterManager::wait_ready(std::vector<std::pair<int, pid_t>>& nodes,
+                                const std::string& redis_server) {
   std::vector<std::pair<int, pid_t>> pending = nodes;
   std::vector<std::string> problems;
+  std::map<int, int> restarts;  // node -> starts again after a port was taken
+  constexpr int max_restarts = 5;
   const auto deadline = std::chrono::steady_clock::now() + startup_deadline;
   while (!pending.empty()) {
     for (auto it = pending.begin(); it != pending.end();) {
       auto [index, pid] = *it;
       if (answers_ping(endpoint(index), ping_timeout)) {
         it = pending.erase(it);
+      } else if (!alive(pid) && restarts[index] < max_restarts &&
+                 port_taken_at_start(log_since_start(index)).has_value()) {
+        // Taken between our check and its bind. Its own port is its address, so it gets it
+        // again a moment later; a cluster bus port is replaced (choose_bus_port no longer
+        // offers the taken one).
+        const int taken = *port_taken_at_start(log_since_start(index));
+        if (taken == port_of(index)) std::this_thread::sleep_for(100ms);
+        ++restarts[index];
+        remove_file(node_file(index, ".pid"));
+        const pid_t again = spawn(index, redis_server);
+        it->second = again;
+        for (auto& n : nodes) {
+          if (n.first == index) n.second = again;
+        }
+        ++it;
       } else if (!alive(pid)) {
         remove_file(node_file(index, ".pid"));
         problems.push_back(node_name(index, port_of(index)) + " (pid " + std::to_string(pid) +
@@ -501,6 +545,42 @@ void ClusterManager::wait_ready(const std::vector<std::pair<int, pid_t>>& nodes)
     for (auto& p : problems) msg += (msg.empty() ? "" : "\n") + p;
     fail(ClusterError::Kind::failed, msg);
   }
+}
+
+std::string ClusterManager::log_since_start(int index) const {
+  const auto text = read_text(node_file(index, ".log")).value_or("");
+  const auto it = log_start_.find(index);
+  const std::size_t from = it == log_start_.end() ? 0 : static_cast<std::size_t>(it->second);
+  return from <= text.size() ? text.substr(from) : text;
+}
+
+int ClusterManager::bus_port_of(int index) const {
+  return read_node_conf(node_file(index, ".conf"))
+      .bus_port.value_or(port_of(index) + settings_.bus_port_offset);
+}
+
+int ClusterManager::choose_bus_port(int index) const {
+  std::set<int> others;  // the nodes' own ports, and the bus ports the other nodes have or prefer
+  for (int j = 1; j <= process_count(); ++j) {
+    others.insert(port_of(j));
+    if (j != index) {
+      others.insert(bus_port_of(j));
+      others.insert(port_of(j) + settings_.bus_port_offset);
+    }
+  }
+  auto usable = [&](int p) {
+    return p >= min_port && p <= max_port && others.count(p) == 0 && port_busy(p).empty();
+  };
+  const int preferred = port_of(index) + settings_.bus_port_offset;
+  if (usable(preferred)) return preferred;
+  if (const int last = bus_port_of(index); usable(last)) return last;
+  const int above = settings_.base_port + process_count() - 1 + settings_.bus_port_offset;
+  for (int p = above + 1; p <= max_port; ++p) {
+    if (usable(p)) return p;
+  }
+  fail(ClusterError::Kind::refused, "the cluster bus of " + node_name(index, port_of(index)) +
+                                        ": port " + std::to_string(preferred) +
+                                        " is taken and no port above it is free");
 }
 
 std::vector<NodeReport> ClusterManager::up() {
@@ -543,6 +623,12 @@ std::vector<NodeReport> ClusterManager::up() {
       fail(K::refused, node_name(i, p.port) + " is running in clusters with " +
                            std::to_string(saved->replicas) + " replicas per master, not " +
                            std::to_string(settings_.replicas) + down_hint);
+    }
+    if (saved && settings_.topology == Topology::cluster &&
+        saved->bus_port_offset != settings_.bus_port_offset) {
+      fail(K::refused, node_name(i, p.port) + " is running with bus port offset " +
+                           std::to_string(saved->bus_port_offset) + ", not " +
+                           std::to_string(settings_.bus_port_offset) + down_hint);
     }
     bool paused = p.state == 'T';
     reports.push_back(
@@ -599,13 +685,23 @@ std::vector<NodeReport> ClusterManager::up() {
     // and then only every 10 s: the replicas must be attached before the sentinels start.
     std::vector<std::pair<int, pid_t>> data = running;
     data.insert(data.end(), started.begin(), started.end());
-    wait_ready(data);
-    wait_replicas_attached(startup_deadline);
+    wait_ready(data, redis_server);
+    for (auto& s : started) {
+      for (auto& d : data) {
+        if (d.first == s.first) s.second = d.second;
+      }
+    }
   }
   start(/*sentinels=*/true);
-  std::sort(reports.begin(), reports.end(), [](auto& a, auto& b) { return a.index < b.index; });
   running.insert(running.end(), started.begin(), started.end());
-  wait_ready(running);
+  wait_ready(running, redis_server);
+  // A node started again (a port taken at its start) has another pid.
+  for (auto& r : reports) {
+    for (auto& n : running) {
+      if (n.first == r.index) r.pid = n.second;
+    }
+  }
+  std::sort(reports.begin(), reports.end(), [](auto& a, auto& b) { return a.index < b.index; });
   if (settings_.topology == Topology::sentinel) {
     // Every sentinel must know every replica (learnt from the master's INFO) before a failover
     // can promote it, and the other sentinels (for the quorum of an automatic failover).
@@ -746,7 +842,7 @@ NodeReport ClusterManager::kill(int index) {
   // does not find it taken.
   (void)wait_for([&] { return port_busy(p.port).empty(); }, 2s);
   if (settings_.topology == Topology::cluster) {
-    (void)wait_for([&] { return port_busy(p.port + cluster_bus_offset).empty(); }, 2s);
+    (void)wait_for([&] { return port_busy(bus_port_of(index)).empty(); }, 2s);
   }
   remove_file(node_file(index, ".pid"));
   return {index, p.port, *p.pid, NodeReport::Outcome::killed};
@@ -791,8 +887,9 @@ NodeReport ClusterManager::start(int index, std::chrono::milliseconds delay) {
   if (!fs::exists(settings_.dir / settings_file)) save_settings();
   ensure_certificates(/*fresh=*/false);
   remove_file(node_file(index, ".pid"));
-  pid_t pid = spawn(index, redis_server);
-  wait_ready({{index, pid}});
+  std::vector<std::pair<int, pid_t>> started{{index, spawn(index, redis_server)}};
+  wait_ready(started, redis_server);
+  const pid_t pid = started.front().second;
   if (settings_.topology == Topology::cluster) {
     // Back in its cluster (as a replica, when it was failed over meanwhile), synced.
     const int v = vote_of(index);
@@ -834,12 +931,6 @@ std::pair<std::string, std::string> ClusterManager::ports_busy(int index) const 
   const std::string node = std::to_string(index);
   if (auto why = port_busy(port); !why.empty()) {
     return {"port " + std::to_string(port) + " (node " + node + ")", why};
-  }
-  if (settings_.topology != Topology::cluster) return {};
-  if (auto why = port_busy(port + cluster_bus_offset); !why.empty()) {
-    return {"port " + std::to_string(port + cluster_bus_offset) + " (the cluster bus of node " +
-                node + ")",
-            why};
   }
   return {};
 }

@@ -23,7 +23,8 @@
 //                                              evenly, in order)
 //                 then                          their replicas, replica r of master m at
 //                                              (V-1)*P + 3 + m*replicas + r + 1 (m, r from 0)
-//               Every node's cluster bus listens on its port + 10000. Redis fails a master over
+//               Every node's cluster bus listens on its port + bus_port_offset (10000 by
+//               default), or on another free port when that one is taken. Redis fails a master over
 //               by itself (a replica is promoted once the other masters agree the master has
 //               failed, cluster_node_timeout_ms); a node started again rejoins with its
 //               nodes.conf, as a replica if it was failed over meanwhile.
@@ -55,6 +56,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -66,6 +68,7 @@
 #include <vector>
 
 #include "client.hpp"
+#include "redis_cluster.hpp"
 
 namespace redlock::nodes {
 
@@ -119,6 +122,13 @@ struct ClusterSettings {
   // With TLS the cluster bus and replication are TLS too (tls-cluster, tls-replication), the
   // clusters announce the TLS ports, and the votes are rediss+cluster:// addresses.
   int replicas = 1;
+  // Cluster topology: node I's cluster bus listens on port_of(I) + this (`cluster-port`), Redis's
+  // own +10000 by default. Any value (negative too) that keeps every bus port in
+  // min_port..max_port and off the nodes' client ports. A bus port that is taken when its node
+  // starts (by another program, or by the local end of some connection) is replaced by a free one,
+  // which the node keeps in its node-I.conf and the other nodes learn by gossip: clients never
+  // connect to the bus, so nothing else needs to know it.
+  int bus_port_offset = cluster_bus_offset;
 };
 
 // Why a call failed; exit_code() is the redlock-cli exit status for it.
@@ -321,7 +331,20 @@ class ClusterManager {
   // With TLS: makes dir/tls/ when `fresh` (no node is running) or a file is missing.
   void ensure_certificates(bool fresh) const;
   pid_t spawn(int index, const std::string& redis_server);
-  void wait_ready(const std::vector<std::pair<int, pid_t>>& nodes) const;
+  // Waits until every node answers PING. A node that exits at startup because a port was taken
+  // after it was checked is started again (the pid in `nodes` replaced): with another bus port
+  // when that was its cluster bus, on the same port (its address) after a moment otherwise, a few
+  // times. ClusterError{failed} naming the nodes that did not come up.
+  void wait_ready(std::vector<std::pair<int, pid_t>>& nodes, const std::string& redis_server);
+  // Cluster topology: the bus port node I was last started with (node-I.conf), else its
+  // port + bus_port_offset.
+  [[nodiscard]] int bus_port_of(int index) const;
+  // The bus port to start node I with: port + bus_port_offset when it is free, else the one it
+  // last had, else the first free port above the range of the preferred ones (none that another
+  // node of ours has or prefers). ClusterError{refused} when there is none.
+  [[nodiscard]] int choose_bus_port(int index) const;
+  // What node I's log got since spawn() last started it.
+  [[nodiscard]] std::string log_since_start(int index) const;
   // "master m1", "replica c2" ...: the role now (or as last configured) and the vote.
   [[nodiscard]] std::string role_label(int index) const;
   // The sentinel topology (sentinel_topology.cpp).
@@ -353,13 +376,14 @@ class ClusterManager {
   // after `limit`.
   static void wait_no_problem(const std::function<std::string()>& problem,
                               std::chrono::milliseconds limit, const std::string& what);
-  // A port node I needs that is taken, its own or (cluster topology) its bus port: {"port 7001
-  // (node 1)", why}; {"", ""} when both are free.
+  // Node I's port when it is taken: {"port 7001 (node 1)", why}; {"", ""} when it is free. (A
+  // taken cluster bus port is replaced when the node starts: choose_bus_port.)
   [[nodiscard]] std::pair<std::string, std::string> ports_busy(int index) const;
   [[nodiscard]] bool live(int index) const;  // our process runs, not paused (it may answer)
 
   ClusterSettings settings_;
   std::map<int, std::string> sentinel_ids_;  // sentinel ids made up in this process
+  std::map<int, std::uintmax_t> log_start_;  // node -> size of its log when spawn() started it
 };
 
 }  // namespace redlock::nodes

@@ -270,10 +270,10 @@ void form_cluster(const ClusterMembers& members, ClusterLayout layout,
                        {"CLUSTER", "ADDSLOTSRANGE", std::to_string(first), std::to_string(last)});
     (void)members.must(m, {"CLUSTER", "SET-CONFIG-EPOCH", std::to_string(m + 1)});
   }
-  for (std::size_t i = 1; i < members.size(); ++i) {
-    (void)members.must(i,
-                       {"CLUSTER", "MEET", "127.0.0.1", std::to_string(members.announced_port(0))});
-  }
+  std::vector<std::string> meet{"CLUSTER", "MEET", "127.0.0.1",
+                                std::to_string(members.announced_port(0))};
+  if (const auto bus = members.bus_port(0); bus != 0) meet.push_back(std::to_string(bus));
+  for (std::size_t i = 1; i < members.size(); ++i) (void)members.must(i, meet);
   const bool met = poll_until(
       [&] {
         for (std::size_t i = 0; i < members.size(); ++i) {

@@ -58,6 +58,9 @@ class ClusterMembers {
   [[nodiscard]] virtual std::string id(std::size_t i) const = 0;
   // The port the cluster announces for it and MEET is given: the TLS port with tls-cluster.
   [[nodiscard]] virtual std::uint16_t announced_port(std::size_t i) const = 0;
+  // Its cluster bus port, for MEET; 0 (the default): announced_port + cluster_bus_offset, where
+  // Redis puts it when no `cluster-port` is set.
+  [[nodiscard]] virtual std::uint16_t bus_port(std::size_t) const { return 0; }
   [[nodiscard]] virtual std::string name(std::size_t i) const = 0;  // "node 3 (127.0.0.1:7003)"
 
   // command(), and an error reply thrown as std::runtime_error naming the command and the node.
