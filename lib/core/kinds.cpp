@@ -1,6 +1,7 @@
 #include "core/kinds.hpp"
 
 #include "core/keys.hpp"
+#include "core/server_text.hpp"
 #include "redlock/fencing.hpp"
 
 namespace redlock::detail {
@@ -305,9 +306,10 @@ Command read_status(std::string key, int list_at_most) {
 }
 
 Verdict unexpected(const Reply& r) {
-  if (r.is_error())
-    return {Vote::failed, NodeState::error, r.str.empty() ? "an error reply without text" : r.str,
-            0};
+  if (r.is_error()) {
+    return {Vote::failed, NodeState::error,
+            r.str.empty() ? "an error reply without text" : server_text(r.str), 0};
+  }
   return {Vote::failed, NodeState::error, "unexpected reply " + r.describe(), 0};
 }
 

@@ -155,7 +155,8 @@ inline constexpr Millis short_hold{10};
 // at most `list_at_most` readers and queued waiters.
 [[nodiscard]] Command read_status(std::string key, int list_at_most);
 
-// A reply no kind expects: an error reply (its text), or an unexpected type.
+// A reply no kind expects: an error reply (its text, as server_text() shows it), or an unexpected
+// type.
 [[nodiscard]] Verdict unexpected(const Reply& r);
 
 }  // namespace redlock::detail

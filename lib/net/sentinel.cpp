@@ -24,6 +24,7 @@
 
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
+#include "core/server_text.hpp"
 #include "net/node.hpp"
 #include "net/pending.hpp"
 #include "net/uv.hpp"
@@ -285,7 +286,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     if (m.type != Reply::Type::array || m.elements.size() != 3) return;
     const auto& payload = m.elements[2].str;
     if (!payload.starts_with(address_.master_name + " ")) return;
-    host_.log(LogLevel::info, name_ + ": Sentinel announced a failover: " + payload);
+    host_.log(LogLevel::info,
+              name_ + ": Sentinel announced a failover: " + detail::server_text(payload));
     ask();
   }
 
@@ -304,7 +306,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     if (!master) {
       // "ERR No such master with that name", or an answer we cannot read: another sentinel may
       // know better.
-      next_sentinel(r.reply->is_error() ? r.reply->str : error);
+      next_sentinel(r.reply->is_error() ? detail::server_text(r.reply->str) : error);
       return;
     }
     on_master(*master, r.at);

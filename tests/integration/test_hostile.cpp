@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common.hpp"
+#include "support_util.hpp"
 
 extern char** environ;
 
@@ -638,5 +639,62 @@ TEST_CASE("hostile: a cluster seed's bad CLUSTER SLOTS is no vote, naming what i
     CHECK(last.nodes[0].detail.find('\x1b') == std::string::npos);
     CHECK(last.nodes[0].detail.find('\0') == std::string::npos);
     CHECK(lock_commands_before() == before);  // no master was taken from the bad map
+  }
+}
+
+namespace {
+
+// The redlock-cli of this build: $REDLOCK_CLI, else beside this binary's build directory.
+std::string cli_path() {
+  if (const char* p = std::getenv("REDLOCK_CLI"); p != nullptr && *p != '\0') return p;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  REQUIRE(n > 0);
+  exe[n] = '\0';
+  std::string dir(exe);
+  dir = dir.substr(0, dir.rfind('/'));  // tests/integration
+  return dir + "/../../tools/redlock-cli";
+}
+
+}  // namespace
+
+// Issue 40, item 9: a server's error text reached per-node records, logs and terminals as it
+// came. A reply with terminal escapes, the token the client sent, and an echo of the command's
+// arguments: neither the escapes nor the token appear in -v output or in --json, and the record
+// still says what the server said.
+TEST_CASE("hostile: an error reply's escapes and echoed token never reach -v or --json") {
+  const std::string cli = cli_path();
+  REQUIRE_MESSAGE(::access(cli.c_str(), X_OK) == 0, cli);
+  auto base = FakeNode::redis_like();
+  // SET <key> <token> NX PX <ttl>: the token is argv[2], echoed in both ways a server might.
+  FakeNode f([base](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (is_cmd(argv, "SET") && argv.size() > 2) {
+      return "-ERR \x1b[2J\x1b]0;owned\x07 proxy refused " + argv[2] +
+             " unknown command 'SET', with args beginning with: '" + argv[1] + "' '" + argv[2] +
+             "' \r\n";
+    }
+    return base(argv);
+  });
+  for (const std::string& mode : {std::string("-v"), std::string("--json")}) {
+    // Deadlines that a loaded machine keeps: the outcome must be the error reply, not a timeout.
+    std::vector<std::string> argv{
+        cli, "-n", f.address(), "--node-timeout", "5s", "--connect-timeout", "5s"};
+    argv.push_back(mode);
+    for (const char* a : {"acquire", "echoed", "--retry-count", "0", "--ttl", "10s"})
+      argv.push_back(a);
+    const auto r = redlock::test::run_process(argv, 30s);
+    INFO(mode << ": " << r.output);
+    CHECK(r.exit_code == 3);  // no quorum: the one node answered an error
+    CHECK(r.output.find('\x1b') == std::string::npos);
+    CHECK(r.output.find('\x07') == std::string::npos);
+    std::vector<std::string> tokens;
+    for (const auto& cmd : f.commands()) {
+      if (is_cmd(cmd, "SET") && cmd.size() > 2) tokens.push_back(cmd[2]);
+    }
+    REQUIRE_FALSE(tokens.empty());
+    for (const auto& t : tokens) CHECK(r.output.find(t) == std::string::npos);
+    // What the server said is still there, made safe.
+    CHECK(r.output.find("proxy refused <hex> unknown command 'SET'") != std::string::npos);
+    CHECK(r.output.find(mode == "--json" ? "\\\\x1b[2J" : "\\x1b[2J") != std::string::npos);
   }
 }
