@@ -1,5 +1,6 @@
 #include "core/scripts.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -477,6 +478,16 @@ WakeName parse_wake_message(std::string_view message) {
   }
   if (auto n = name(message)) return *n;
   return {message, {}};
+}
+
+std::optional<long long> wake_listeners(std::string_view waiter) noexcept {
+  if (!waiter.starts_with('#')) return std::nullopt;
+  long long n = 0;
+  for (char c : waiter.substr(1)) {
+    if (c < '0' || c > '9') break;
+    n = std::min(max_wake_listeners, n * 10 + (c - '0'));  // saturates: never past the bound
+  }
+  return n;
 }
 
 }  // namespace redlock::detail

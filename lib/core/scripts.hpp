@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -57,6 +58,14 @@ struct WakeName {
   std::uint64_t granted = 0;  // the registration's serial (> 0) when the lock was handed over
 };
 [[nodiscard]] WakeName parse_wake_message(std::string_view message);
+
+// A release that wakes every waiter (readers, writers, fair waiters: the "*" mark) publishes
+// "#<n>", the number of clients that listened. That number for such a waiter text (its leading
+// digits; 0 for none), at most max_wake_listeners whatever the digits say (it sets how long a
+// woken waiter may wait: a publisher's number must not make that unbounded); nullopt for any
+// other text.
+inline constexpr long long max_wake_listeners = 100'000;
+[[nodiscard]] std::optional<long long> wake_listeners(std::string_view waiter) noexcept;
 
 // The Lua source of a script (its SHA-1, what EVALSHA names, is net::script_sha()).
 [[nodiscard]] std::string_view script_body(ScriptId id);

@@ -347,7 +347,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     NodeAddress a = address_;
     a.kind = NodeAddress::Kind::server;
     a.host = m.ip;
-    a.port = static_cast<std::uint16_t>(m.port);
+    a.port = m.port;
     a.more_sentinels.clear();
     a.master_name.clear();
     next->node =
@@ -391,7 +391,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   // is demoted: the quarantine counts from the end of that window, so a lock taken there has
   // expired before this master's votes count.
   void promoted(Master& m, std::string why) {
-    guard_.promoted(m.resolved_at - Millis{m.role_reported_ms} + follow_window, std::move(why));
+    guard_.promoted(detail::promoted_at_latest(m.resolved_at, m.role_reported_ms, follow_window),
+                    std::move(why));
   }
 
   void retire(Master& m) {
