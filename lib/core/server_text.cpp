@@ -11,6 +11,11 @@ bool is_alnum(unsigned char c) {
 bool is_hex(unsigned char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
+// "\xNN" at the start of `s`: what escaped() writes (or a server wrote: it is as harmless).
+bool is_escape(std::string_view s) {
+  return s.size() >= 4 && s[0] == '\\' && s[1] == 'x' && is_hex(static_cast<unsigned char>(s[2])) &&
+         is_hex(static_cast<unsigned char>(s[3]));
+}
 
 // A run this long of hex digits is taken for a token (40), a token's SHA-1 or another secret.
 constexpr std::size_t hidden_hex_run = 32;
@@ -84,14 +89,14 @@ std::string server_text(std::string_view text, std::size_t max_bytes) {
   };
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (is_alnum(c)) {
+    if (is_escape(text.substr(i))) {
+      // "\xNN" is one piece, and its digits join no run: so shown text is shown again unchanged.
+      add(std::string(text.substr(i, 4)));
+      i += 4;
+    } else if (is_hex(c)) {
       std::size_t end = i;
-      bool all_hex = true;
-      while (end < text.size() && is_alnum(static_cast<unsigned char>(text[end]))) {
-        all_hex = all_hex && is_hex(static_cast<unsigned char>(text[end]));
-        ++end;
-      }
-      if (all_hex && end - i >= hidden_hex_run) {
+      while (end < text.size() && is_hex(static_cast<unsigned char>(text[end]))) ++end;
+      if (end - i >= hidden_hex_run) {
         add("<hex>");
       } else {
         for (std::size_t j = i; j < end; ++j) add(std::string(1, text[j]));

@@ -18,8 +18,8 @@ inline constexpr std::size_t server_text_max = 200;
 // it was cut; never cut inside a character or an escape):
 // - an argument echo is cut off: Redis answers an unknown command with "ERR unknown command 'X',
 //   with args beginning with: 'a' 'b' ", and an argument may be a token or a password;
-// - a run of 32 or more letters and digits that are all hex digits (our tokens are 40 of them,
-//   a script's SHA-1 too) becomes "<hex>";
+// - a run of 32 or more hex digits (our tokens are 40 of them, a script's SHA-1 too) becomes
+//   "<hex>", wherever it stands (also inside a longer word: cut short, its prefix would show);
 // - control characters (C0, DEL, C1, the line and paragraph separators and the bidirectional
 //   overrides, which can reorder what a terminal shows) and bytes that are not UTF-8 become
 //   "\xNN", one per byte; the rest of UTF-8 is kept.

@@ -66,20 +66,20 @@ inline std::string unsafe_for_terminal(std::string_view s) {
   return {};
 }
 
-// A run of `n` or more letters and digits, all of them hex digits (what server_text() hides).
+// A run of `n` or more hex digits (what server_text() hides), the two of a "\xNN" escape apart.
 inline bool has_hex_run(std::string_view s, std::size_t n) {
   std::size_t run = 0;
-  bool all_hex = true;
-  for (std::size_t i = 0; i <= s.size(); ++i) {
-    const unsigned char c = i < s.size() ? static_cast<unsigned char>(s[i]) : ' ';
-    if (std::isalnum(c)) {
-      ++run;
-      all_hex = all_hex && std::isxdigit(c);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\\' && i + 3 < s.size() && s[i + 1] == 'x' &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 3]))) {
+      run = 0;
+      i += 3;
       continue;
     }
-    if (run >= n && all_hex) return true;
-    run = 0;
-    all_hex = true;
+    run = std::isxdigit(c) ? run + 1 : 0;
+    if (run >= n) return true;
   }
   return false;
 }

@@ -70,9 +70,15 @@ TEST_CASE("server_text: echoed arguments and token-like runs are left out") {
   CHECK(server_text("ERR script error on " + token + "-2 here") ==
         "ERR script error on <hex>-2 here");
   CHECK(server_text("NOSCRIPT 0123456789ABCDEF0123456789abcdef0") == "NOSCRIPT <hex>");
-  // A shorter run, or one with other letters, is not a token.
+  // A shorter run is not a token; a long one is hidden also inside a word (a cut would show it).
   CHECK(server_text("id 0123456789abcdef") == "id 0123456789abcdef");
-  CHECK(server_text("word" + token) == "word" + token);
+  CHECK(server_text("word" + token + "xyz") == "wor<hex>xyz");
+  CHECK(server_text(std::string(190, 'x') + " " + token + "zz") ==
+        std::string(190, 'x') + " <hex>zz");
+  // The digits of an escape join no run, so shown text is shown again unchanged.
+  const std::string shown = server_text("" + std::string(31, 'a'));
+  CHECK(shown == "\\x01" + std::string(31, 'a'));
+  CHECK(server_text(shown) == shown);
 }
 
 TEST_CASE("server_text: at most 200 bytes, never cut inside a character or an escape") {
