@@ -1,7 +1,5 @@
 #include "core/server_text.hpp"
 
-#include <vector>
-
 namespace redlock::detail {
 namespace {
 
@@ -81,17 +79,19 @@ std::string server_text(std::string_view text, std::size_t max_bytes) {
     while (!text.empty() && (text.back() == ' ' || text.back() == ',')) text.remove_suffix(1);
   }
   // Each piece is shown whole or not at all, so a cut never splits a character or an escape.
-  std::vector<std::string> pieces;
-  std::size_t total = 0;
-  auto add = [&](std::string piece) {
-    total += piece.size();
-    pieces.push_back(std::move(piece));
+  // The text is read only until the output is known to be cut (a server's reply may be megabytes):
+  // `fits` is where the cut goes, the end of the last piece that leaves room for "...".
+  std::string out;
+  std::size_t fits = 0;
+  auto add = [&](std::string_view piece) {
+    if (out.size() + piece.size() <= max_bytes - 3) fits = out.size() + piece.size();
+    out += piece;
   };
-  for (std::size_t i = 0; i < text.size();) {
+  for (std::size_t i = 0; i < text.size() && out.size() <= max_bytes;) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (is_escape(text.substr(i))) {
       // "\xNN" is one piece, and its digits join no run: so shown text is shown again unchanged.
-      add(std::string(text.substr(i, 4)));
+      add(text.substr(i, 4));
       i += 4;
     } else if (is_hex(c)) {
       std::size_t end = i;
@@ -99,11 +99,11 @@ std::string server_text(std::string_view text, std::size_t max_bytes) {
       if (end - i >= hidden_hex_run) {
         add("<hex>");
       } else {
-        for (std::size_t j = i; j < end; ++j) add(std::string(1, text[j]));
+        for (std::size_t j = i; j < end; ++j) add(text.substr(j, 1));
       }
       i = end;
     } else if (c < 0x80) {
-      add(c < 0x20 || c == 0x7f ? escaped(text.substr(i, 1)) : std::string(1, text[i]));
+      add(c < 0x20 || c == 0x7f ? escaped(text.substr(i, 1)) : text.substr(i, 1));
       ++i;
     } else {
       char32_t cp = 0;
@@ -112,18 +112,15 @@ std::string server_text(std::string_view text, std::size_t max_bytes) {
         add(escaped(text.substr(i, 1)));
         ++i;
       } else {
-        add(is_format_control(cp) ? escaped(text.substr(i, n)) : std::string(text.substr(i, n)));
+        add(is_format_control(cp) ? escaped(text.substr(i, n)) : text.substr(i, n));
         i += n;
       }
     }
   }
-  std::string out;
-  const std::size_t room = total <= max_bytes ? total : max_bytes - 3;
-  for (const auto& p : pieces) {
-    if (out.size() + p.size() > room) break;
-    out += p;
+  if (out.size() > max_bytes) {
+    out.resize(fits);
+    out += "...";
   }
-  if (total > max_bytes) out += "...";
   return out;
 }
 
