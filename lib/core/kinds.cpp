@@ -307,11 +307,19 @@ Command read_status(std::string key, int list_at_most) {
   return Command::call(ScriptId::status, std::move(k)).arg(list_at_most).arg(std::move(channel));
 }
 
+namespace {
+
+// An error reply's text as it is shown; never empty, so a record with an error always says so
+// (the text may be nothing but an argument echo, which server_text() cuts off).
+std::string error_reply_text(const Reply& r) {
+  std::string shown = server_text(r.str);
+  return shown.empty() ? "an error reply without text" : shown;
+}
+
+}  // namespace
+
 Verdict unexpected(const Reply& r) {
-  if (r.is_error()) {
-    return {Vote::failed, NodeState::error,
-            r.str.empty() ? "an error reply without text" : server_text(r.str), 0};
-  }
+  if (r.is_error()) return {Vote::failed, NodeState::error, error_reply_text(r), 0};
   return {Vote::failed, NodeState::error, "unexpected reply " + r.describe(), 0};
 }
 
@@ -339,7 +347,7 @@ std::optional<std::uint64_t> status_number(const Reply& r) {
 void classify_status(const Reply& rep, NodeKeyState& row) {
   using T = Reply::Type;
   if (rep.is_error()) {
-    row.detail = server_text(rep.str);
+    row.detail = error_reply_text(rep);
     return;
   }
   if (rep.type != T::array || rep.elements.size() != 11) {

@@ -111,6 +111,11 @@ TEST_CASE("describe(), unexpected() and the reason of a failed AUTH show server 
   const auto v = unexpected(error("ERR unknown command 'X', with args beginning with: 'tok' "));
   CHECK(v.detail == "ERR unknown command 'X'");
   CHECK(unexpected(error("ERR \x1b[2J")).detail == "ERR \\x1b[2J");
+  // An error that is all argument echo still says there was an error, in a vote and a status row.
+  CHECK(unexpected(error("with args 'tok'")).detail == "an error reply without text");
+  NodeKeyState row;
+  classify_status(error("with args 'tok'"), row);
+  CHECK(row.detail == "an error reply without text");
   CHECK(auth_error_text("ERR proxy: bad password s3cr3t\x1b[2J", "s3cr3t") ==
         "ERR proxy: bad password ***\\x1b[2J");
   // The reason a failure names without -v (breakdown) is cut as safely.
