@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh                     20 s per target
 #   scripts/fuzz.sh --seconds 10        (what scripts/test.sh runs)
 #   scripts/fuzz.sh --seconds 0         build + corpus replay only
-#   scripts/fuzz.sh --target reply      one target (address, duration, classify, reply)
+#   scripts/fuzz.sh --target reply      one target (address, duration, classify, cluster_slots,
+#                                       info, sentinel, wake, reply)
 #   scripts/fuzz.sh --build-only        configure and build, nothing else (scripts/test.sh)
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/ (not to the seed corpus in the
 # repository; copy interesting ones by hand). A crash leaves build-fuzz/artifacts/<target>/crash-*
@@ -23,7 +24,7 @@ while (($#)); do
     --target) only=$2; shift 2 ;;
     --target=*) only=${1#*=}; shift ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -56,7 +57,7 @@ if [[ ! -f $dir/build.ninja ]]; then
     -Dcpp_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer" >/dev/null
 fi
 
-targets=(address duration classify reply)
+targets=(address duration classify cluster_slots info sentinel wake reply)
 [[ -n $only ]] && targets=("$only")
 ninja -C "$dir" "${targets[@]/#/tests/fuzz/fuzz_}" >/dev/null
 ((build_only)) && exit 0

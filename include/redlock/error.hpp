@@ -43,7 +43,10 @@ enum class NodeState {
 struct NodeOutcome {
   std::string node;  // display address, never with a password
   NodeState state = NodeState::down;
-  std::string detail;  // error text or reason for exclusion; empty when nothing to add
+  // Error text or reason for exclusion; empty when nothing to add. A server's own words are
+  // made safe to print: at most 200 bytes, control characters and non-UTF-8 bytes as "\xNN", an
+  // echo of the command's arguments cut off, runs of 32+ hex digits (tokens) as "<hex>".
+  std::string detail;
   std::chrono::microseconds latency{0};  // from send to answer (or to the deadline)
 };
 

@@ -2,7 +2,17 @@
 
 #include <charconv>
 
+#include "core/server_text.hpp"
+
 namespace redlock::detail {
+namespace {
+
+bool to_integer(std::string_view s, long long& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
 
 std::string_view info_field(std::string_view info, std::string_view field) {
   std::size_t pos = 0;
@@ -23,21 +33,11 @@ std::optional<ServerInfo> parse_server_info(std::string_view info) {
   ServerInfo s;
   s.run_id = std::string(info_field(info, "run_id"));
   if (s.run_id.empty()) return std::nullopt;
-  const auto up = info_field(info, "uptime_in_seconds");
   long long v = 0;
-  auto [p, ec] = std::from_chars(up.data(), up.data() + up.size(), v);
-  if (ec == std::errc() && p == up.data() + up.size() && v >= 0) s.uptime_seconds = v;
+  if (to_integer(info_field(info, "uptime_in_seconds"), v) && v >= 0 && v <= max_reported_seconds)
+    s.uptime_seconds = v;
   return s;
 }
-
-namespace {
-
-bool to_integer(std::string_view s, long long& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
-}
-
-}  // namespace
 
 std::optional<bool> parse_promoted(std::string_view info) {
   if (info_field(info, "role") != "master") return std::nullopt;
@@ -58,19 +58,28 @@ std::optional<SentinelMaster> parse_sentinel_master(const Reply& r, std::string&
     const auto& v = r.elements[i + 1];
     if (k.type != Reply::Type::string || v.type != Reply::Type::string) continue;
     long long n = 0;
+    // Every number is checked in 64 bits before it is narrowed or used in time arithmetic.
     if (k.str == "ip") {
+      if (!valid_server_host(v.str)) {
+        error = "SENTINEL MASTER: bad ip \"" + server_text(v.str, 80) + "\"";
+        return std::nullopt;
+      }
       m.ip = v.str;
     } else if (k.str == "port") {
       if (!to_integer(v.str, n) || n < 1 || n > 65535) {
-        error = "SENTINEL MASTER: bad port";
+        error = "SENTINEL MASTER: bad port \"" + server_text(v.str, 40) + "\"";
         return std::nullopt;
       }
-      m.port = static_cast<int>(n);
+      m.port = static_cast<std::uint16_t>(n);
       have_port = true;
     } else if (k.str == "flags") {
       m.flags = v.str;
     } else if (k.str == "role-reported-time") {
-      if (to_integer(v.str, n) && n >= 0) m.role_reported_ms = n;
+      if (!to_integer(v.str, n) || n < 0 || n > max_reported_seconds * 1000) {
+        error = "SENTINEL MASTER: bad role-reported-time \"" + server_text(v.str, 40) + "\"";
+        return std::nullopt;
+      }
+      m.role_reported_ms = n;
     } else if (k.str == "config-epoch") {
       if (to_integer(v.str, n) && n >= 0) m.config_epoch = n;
     }

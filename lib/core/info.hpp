@@ -2,6 +2,7 @@
 // What the restart guard reads from a server's INFO reply, and what a Sentinel vote reads from
 // Sentinel. Pure parsing, no I/O.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,9 +11,17 @@
 
 namespace redlock::detail {
 
+// The longest time a server's INFO or a sentinel may report (uptime, role-reported-time). The
+// restart guard does time arithmetic with them in 64-bit nanoseconds, which reach +-292 years:
+// a longer time is a lie that would overflow it (hazard 13), and is not believed.
+inline constexpr long long max_reported_seconds = 100LL * 366 * 24 * 3600;  // 100 years
+
 struct ServerInfo {
-  std::string run_id;            // changes on every start of the server process
-  long long uptime_seconds = 0;  // since the process started (rounded down)
+  std::string run_id;  // changes on every start of the server process
+  // Since the process started (rounded down), 0 to max_reported_seconds. 0 also when INFO has no
+  // readable uptime in that range: a server that cannot say how long it has run is taken for one
+  // that just started (the guard fails closed: algorithm.md, hazard 11).
+  long long uptime_seconds = 0;
 };
 
 // The value of `field:` in INFO text ("# Server\r\nrun_id:abc\r\n..."), or empty. A field name
@@ -29,17 +38,17 @@ struct ServerInfo {
 
 // What `SENTINEL MASTER <name>` answers (a flat array of field, value pairs), in part.
 struct SentinelMaster {
-  std::string ip;
-  int port = 0;
-  std::string flags;  // "master", "master,s_down", "master,o_down,failover_in_progress", ...
+  std::string ip;          // valid_server_host() (core/server_text.hpp)
+  std::uint16_t port = 0;  // 1-65535
+  std::string flags;       // "master", "master,s_down", "master,o_down,failover_in_progress", ...
   // How long ago this sentinel saw the master take its role. A failover resets it, and so does
   // the sentinel's own start; a sentinel learns of a failover when it happens or later. So a
   // promotion, if there was one, happened at least this long ago.
-  long long role_reported_ms = -1;
-  long long config_epoch = 0;  // grows with every failover of this master name
+  long long role_reported_ms = -1;  // 0 to max_reported_seconds * 1000
+  long long config_epoch = 0;       // grows with every failover of this master name
 };
-// nullopt (with `error` set) when the reply is not such an array or lacks ip, port or
-// role-reported-time.
+// nullopt (with `error` set, naming the bad value) when the reply is not such an array, lacks
+// ip, port or role-reported-time, or one of them is out of its range above.
 [[nodiscard]] std::optional<SentinelMaster> parse_sentinel_master(const Reply& reply,
                                                                   std::string& error);
 

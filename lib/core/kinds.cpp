@@ -1,6 +1,9 @@
 #include "core/kinds.hpp"
 
+#include <limits>
+
 #include "core/keys.hpp"
+#include "core/server_text.hpp"
 #include "redlock/fencing.hpp"
 
 namespace redlock::detail {
@@ -310,11 +313,78 @@ Command read_status(std::string key, int list_at_most) {
   return Command::call(ScriptId::status, std::move(k)).arg(list_at_most).arg(std::move(channel));
 }
 
+namespace {
+
+// An error reply's text as it is shown; never empty, so a record with an error always says so
+// (the text may be nothing but an argument echo, which server_text() cuts off).
+std::string error_reply_text(const Reply& r) {
+  std::string shown = server_text(r.str);
+  return shown.empty() ? "an error reply without text" : shown;
+}
+
+}  // namespace
+
 Verdict unexpected(const Reply& r) {
-  if (r.is_error())
-    return {Vote::failed, NodeState::error, r.str.empty() ? "an error reply without text" : r.str,
-            0};
+  if (r.is_error()) return {Vote::failed, NodeState::error, error_reply_text(r), 0};
   return {Vote::failed, NodeState::error, "unexpected reply " + r.describe(), 0};
+}
+
+namespace {
+
+// A counter or a time left in a status answer: an integer reply or its decimal text (what Lua
+// hands back for a hash field), 0 to 2^63-1 (Redis's counters and times are signed 64-bit).
+std::optional<std::uint64_t> status_number(const Reply& r) {
+  if (r.type == Reply::Type::integer) {
+    if (r.integer < 0) return std::nullopt;
+    return static_cast<std::uint64_t>(r.integer);
+  }
+  if (r.type != Reply::Type::string || r.str.empty() || r.str.size() > 19) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : r.str) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');  // 19 digits fit in 64 bits
+  }
+  if (v > static_cast<std::uint64_t>(std::numeric_limits<long long>::max())) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+void classify_status(const Reply& rep, NodeKeyState& row) {
+  using T = Reply::Type;
+  if (rep.is_error()) {
+    row.detail = error_reply_text(rep);
+    return;
+  }
+  if (rep.type != T::array || rep.elements.size() != 11) {
+    row.detail = "unexpected reply " + rep.describe();
+    return;
+  }
+  const auto& el = rep.elements;
+  // The type name is shown as it is (tools print it bare): only a short, plain one.
+  if (el[0].type == T::string || el[0].type == T::status) row.type = server_text(el[0].str, 32);
+  if (el[1].type == T::string) row.value = el[1].str;
+  if (el[2].type == T::integer && el[2].integer >= 0) row.pttl = Millis{el[2].integer};
+  if (el[3].type == T::integer && el[3].integer > 0)
+    row.reader_count = static_cast<std::size_t>(el[3].integer);
+  if (el[4].type == T::array) {
+    for (std::size_t i = 0; i + 1 < el[4].elements.size(); i += 2) {
+      const auto left = status_number(el[4].elements[i + 1]).value_or(0);
+      row.readers.push_back({el[4].elements[i].str, Millis{static_cast<Millis::rep>(left)}});
+    }
+  }
+  if (el[5].type == T::string) row.writer_waiting = el[5].str;
+  if (el[6].type == T::integer && el[6].integer > 0)
+    row.queue_length = static_cast<std::size_t>(el[6].integer);
+  if (el[7].type == T::array) {
+    for (std::size_t i = 0; i + 1 < el[7].elements.size(); i += 2) {
+      row.queue.push_back(
+          {el[7].elements[i].str, status_number(el[7].elements[i + 1]).value_or(0)});
+    }
+  }
+  row.fence = status_number(el[8]);
+  row.ticket = status_number(el[9]);
+  row.listening_clients = static_cast<std::size_t>(status_number(el[10]).value_or(0));
 }
 
 }  // namespace redlock::detail

@@ -155,7 +155,15 @@ inline constexpr Millis short_hold{10};
 // at most `list_at_most` readers and queued waiters.
 [[nodiscard]] Command read_status(std::string key, int list_at_most);
 
-// A reply no kind expects: an error reply (its text), or an unexpected type.
+// What one node's answer to read_status() says, into `row` (its node, up and where are the
+// caller's): {type, value, pttl, reader count, readers, writer, queue length, queue, fence,
+// ticket, listening clients} (scripts.cpp); an error reply's text, as server_text() shows it, or
+// "unexpected reply ..." as its detail otherwise. Counters and times outside 0..2^63-1 are left
+// unknown.
+void classify_status(const Reply& r, NodeKeyState& row);
+
+// A reply no kind expects: an error reply (its text, as server_text() shows it), or an unexpected
+// type.
 [[nodiscard]] Verdict unexpected(const Reply& r);
 
 }  // namespace redlock::detail

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/server_text.hpp"
+
 namespace redlock::detail {
 
 Decision decide(const Tally& t) noexcept {
@@ -63,8 +65,7 @@ std::string breakdown(const std::vector<NodeOutcome>& nodes) {
     // What the servers said is the answer to "why": an error or a refused login is shown without
     // -v. A down or timed-out node says the same thing every time and stays short.
     if ((state == NodeState::error || state == NodeState::auth_failed) && !first->detail.empty()) {
-      std::string d =
-          first->detail.size() > 120 ? first->detail.substr(0, 120) + "..." : first->detail;
+      const std::string d = server_text(first->detail, 120);  // (never cut inside a character)
       out += same_detail ? ": " + d : " (" + first->node + ": " + d + "; ...)";
     }
   }

@@ -1,5 +1,7 @@
 #include "core/reply.hpp"
 
+#include "core/server_text.hpp"
+
 namespace redlock::detail {
 
 void Reply::clear() noexcept {
@@ -23,9 +25,9 @@ std::string Reply::describe() const {
     case Type::nil:
       return "(nil)";
     case Type::status:
-      return str.size() <= 64 ? str : str.substr(0, 64) + "...";
+      return server_text(str, 64);
     case Type::error:
-      return "(error) " + (str.size() <= 200 ? str : str.substr(0, 200) + "...");
+      return "(error) " + server_text(str);
     case Type::integer:
       return "(integer) " + std::to_string(integer);
     case Type::string:
@@ -36,13 +38,15 @@ std::string Reply::describe() const {
   return "(?)";
 }
 
-std::string auth_error_text(std::string_view server_text, std::string_view password) {
-  std::string text(server_text.substr(0, server_text.find("with args")));
-  while (!text.empty() && (text.back() == ' ' || text.back() == ',')) text.pop_back();
-  if (password.empty()) return text;
-  for (auto at = text.find(password); at != std::string::npos; at = text.find(password, at + 3))
-    text.replace(at, password.size(), "***");
-  return text;
+std::string auth_error_text(std::string_view server_said, std::string_view password) {
+  // The password is replaced in the server's own bytes, before server_text() escapes them and
+  // cuts the echo of the arguments off.
+  std::string text(server_said);
+  if (!password.empty()) {
+    for (auto at = text.find(password); at != std::string::npos; at = text.find(password, at + 3))
+      text.replace(at, password.size(), "***");
+  }
+  return server_text(text);
 }
 
 }  // namespace redlock::detail

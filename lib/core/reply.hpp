@@ -34,14 +34,16 @@ struct Reply {
   void clear() noexcept;
 
   // A short form for messages: `OK`, `(error) WRONGTYPE ...`, `(integer) 3`, `(nil)`,
-  // `(array of 3)`, `(string of 40 bytes)`. Never the content of a bulk string: it may be a token.
+  // `(array of 3)`, `(string of 40 bytes)`. Never the content of a bulk string: it may be a token;
+  // a status or an error as server_text() shows it.
   [[nodiscard]] std::string describe() const;
 };
 
 // What a failed AUTH's error text may say in a per-node record or a log line. A server may echo
 // the command's arguments (Redis without AUTH, or with it renamed: "ERR unknown command 'AUTH',
 // with args beginning with: 'user' 'secret' "), and an argument is the password: the echo is cut
-// off, and the password, wherever else it appears, is replaced by "***".
-[[nodiscard]] std::string auth_error_text(std::string_view server_text, std::string_view password);
+// off, and the password, wherever else it appears, is replaced by "***"; the rest as
+// server_text() shows it.
+[[nodiscard]] std::string auth_error_text(std::string_view text, std::string_view password);
 
 }  // namespace redlock::detail

@@ -1,12 +1,16 @@
 #include "core/restart_guard.hpp"
 
+#include <algorithm>
+
 namespace redlock::detail {
 
 std::optional<std::string> RestartGuard::observe(const ServerInfo& info, BootClock::time_point now,
                                                  const Policy& policy) {
   std::optional<std::string> warning;
-  // uptime is rounded down: the server came back at most `uptime` seconds ago.
-  const auto came_up = now - std::chrono::seconds(info.uptime_seconds);
+  // uptime is rounded down: the server came back at most `uptime` seconds ago. Bounded (as
+  // parse_server_info() bounds it) before the arithmetic: an overflow here is undefined.
+  const long long uptime = std::clamp(info.uptime_seconds, 0LL, max_reported_seconds);
+  const auto came_up = now - std::chrono::seconds(uptime);
   if (!policy.durable) {
     if (!run_id_.empty() && info.run_id != run_id_) {
       extend_to(came_up + policy.quarantine, "restart guard: server restarted (run_id changed)");
@@ -16,7 +20,7 @@ std::optional<std::string> RestartGuard::observe(const ServerInfo& info, BootClo
     if (policy.min_uptime > Millis{0}) {
       const auto until = came_up + policy.min_uptime;
       if (until > now) {
-        extend_to(until, "restart guard: uptime " + std::to_string(info.uptime_seconds) +
+        extend_to(until, "restart guard: uptime " + std::to_string(uptime) +
                              " s is below the minimum uptime");
       }
     }
@@ -30,6 +34,12 @@ void RestartGuard::extend_to(BootClock::time_point until, std::string why) {
     until_ = until;
     reason_ = std::move(why);
   }
+}
+
+BootClock::time_point promoted_at_latest(BootClock::time_point named_at, long long ago_ms,
+                                         Millis grace) {
+  const long long ago = std::clamp(ago_ms, 0LL, max_reported_seconds * 1000);
+  return named_at - Millis{ago} + grace;
 }
 
 void RestartGuard::promoted(BootClock::time_point at, std::string why) {

@@ -48,4 +48,12 @@ class RestartGuard {
   std::string promoted_why_;
 };
 
+// When a server that a discovery source named at `named_at` became master, at the latest, plus
+// `grace`: the source said it took its role `ago_ms` before it answered (Sentinel's
+// role-reported-time), so the promotion was then or earlier. `ago_ms` is bounded to 0..
+// max_reported_seconds first (parse_sentinel_master() refuses anything else), so the arithmetic
+// cannot overflow whatever the server said.
+[[nodiscard]] BootClock::time_point promoted_at_latest(BootClock::time_point named_at,
+                                                       long long ago_ms, Millis grace);
+
 }  // namespace redlock::detail

@@ -1,5 +1,9 @@
 #include "core/scripts.hpp"
 
+#include <algorithm>
+#include <optional>
+#include <utility>
+
 #include "core/token.hpp"
 
 namespace redlock::detail {
@@ -454,6 +458,16 @@ WakeName parse_wake_message(std::string_view message) {
   const auto hash = message.substr(message.size() - hash_size);
   if (!looks_like_token(hash)) return {message, {}};
   return {message.substr(0, message.size() - hash_size - 1), hash};
+}
+
+std::optional<long long> wake_listeners(std::string_view waiter) noexcept {
+  if (!waiter.starts_with('#')) return std::nullopt;
+  long long n = 0;
+  for (char c : waiter.substr(1)) {
+    if (c < '0' || c > '9') break;
+    n = std::min(max_wake_listeners, n * 10 + (c - '0'));  // saturates: never past the bound
+  }
+  return n;
 }
 
 }  // namespace redlock::detail

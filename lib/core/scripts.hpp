@@ -4,6 +4,8 @@
 // channel, which other clients ignore), so locks interoperate with other clients.
 
 #include <array>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -62,6 +64,13 @@ struct WakeName {
 // release sent behind one must not run before it (net::Connection keeps them in order after a
 // NOSCRIPT).
 [[nodiscard]] bool safe_to_run_late(ScriptId id);
+// A release that wakes every waiter (readers, writers, fair waiters: the "*" mark) publishes
+// "#<n>", the number of clients that listened. That number for such a waiter text (its leading
+// digits; 0 for none), at most max_wake_listeners whatever the digits say (it sets how long a
+// woken waiter may wait: a publisher's number must not make that unbounded); nullopt for any
+// other text.
+inline constexpr long long max_wake_listeners = 100'000;
+[[nodiscard]] std::optional<long long> wake_listeners(std::string_view waiter) noexcept;
 
 // The Lua source of a script (its SHA-1, what EVALSHA names, is net::script_sha()).
 [[nodiscard]] std::string_view script_body(ScriptId id);

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "core/server_text.hpp"
 #include "redlock/keys.hpp"
 
 namespace redlock::detail {
@@ -14,14 +15,25 @@ bool to_int(std::string_view s, long long& out) {
 }
 
 // [ip, port, id, ...] of CLUSTER SLOTS. An unknown endpoint ("?" or "") leaves the host empty.
-bool parse_endpoint(const Reply& r, ClusterEndpoint& e, std::string& id) {
-  if (r.type != Reply::Type::array || r.elements.size() < 2) return false;
-  const auto& host = r.elements[0];
-  const auto& port = r.elements[1];
-  if (host.type != Reply::Type::string || port.type != Reply::Type::integer) return false;
-  if (port.integer < 0 || port.integer > 65535) return false;
-  e.host = host.str == "?" ? std::string() : host.str;
-  e.port = static_cast<std::uint16_t>(port.integer);
+// False, with `error` saying what is wrong, for a port outside 1-65535 or a host no server has.
+bool parse_endpoint(const Reply& r, ClusterEndpoint& e, std::string& id, std::string& error) {
+  if (r.type != Reply::Type::array || r.elements.size() < 2 ||
+      r.elements[0].type != Reply::Type::string || r.elements[1].type != Reply::Type::integer) {
+    error = "not [host, port, id...]";
+    return false;
+  }
+  const auto& host = r.elements[0].str;
+  const long long port = r.elements[1].integer;
+  if (port < 1 || port > 65535) {  // checked before it is narrowed
+    error = "port " + std::to_string(port);
+    return false;
+  }
+  if (!host.empty() && host != "?" && !valid_server_host(host)) {
+    error = "host \"" + server_text(host, 80) + "\"";
+    return false;
+  }
+  e.host = host == "?" ? std::string() : host;
+  e.port = static_cast<std::uint16_t>(port);
   id.clear();
   if (r.elements.size() >= 3 && r.elements[2].type == Reply::Type::string) id = r.elements[2].str;
   return true;
@@ -54,29 +66,56 @@ std::optional<std::vector<SlotRange>> parse_cluster_slots(const Reply& reply, st
       error = "CLUSTER SLOTS: an entry is not [first, last, master, replicas...]";
       return std::nullopt;
     }
+    // The server's 64-bit numbers are checked before they are narrowed: [4294967295, 0] must not
+    // pass as [-1, 0] (issue 40, item 1).
+    const long long first = e.elements[0].integer;
+    const long long last = e.elements[1].integer;
+    if (first < 0 || last >= cluster_slots || first > last) {
+      error = "CLUSTER SLOTS: bad slot range " + std::to_string(first) + "-" + std::to_string(last);
+      return std::nullopt;
+    }
     SlotRange range;
-    range.first = static_cast<int>(e.elements[0].integer);
-    range.last = static_cast<int>(e.elements[1].integer);
-    if (e.elements[0].integer < 0 || e.elements[1].integer >= cluster_slots ||
-        range.first > range.last) {
-      error = "CLUSTER SLOTS: bad slot range " + std::to_string(e.elements[0].integer) + "-" +
-              std::to_string(e.elements[1].integer);
-      return std::nullopt;
-    }
-    if (!parse_endpoint(e.elements[2], range.master, range.master_id)) {
+    range.first = static_cast<int>(first);
+    range.last = static_cast<int>(last);
+    std::string bad;
+    if (!parse_endpoint(e.elements[2], range.master, range.master_id, bad)) {
       error = "CLUSTER SLOTS: bad master entry for slots " + std::to_string(range.first) + "-" +
-              std::to_string(range.last);
+              std::to_string(range.last) + ": " + bad;
       return std::nullopt;
     }
+    // A replica's id is all that is used (a master later seen with it was promoted), so it is
+    // taken whatever its address says: a wrong port must not hide a promotion.
     for (std::size_t i = 3; i < e.elements.size(); ++i) {
-      ClusterEndpoint ignored;
-      std::string id;
-      if (parse_endpoint(e.elements[i], ignored, id) && !id.empty())
-        range.replica_ids.push_back(id);
+      const auto& replica = e.elements[i];
+      if (replica.type == Reply::Type::array && replica.elements.size() >= 3 &&
+          replica.elements[2].type == Reply::Type::string && !replica.elements[2].str.empty()) {
+        range.replica_ids.push_back(replica.elements[2].str);
+      }
     }
     out.push_back(std::move(range));
   }
   return out;
+}
+
+std::optional<std::vector<std::size_t>> slot_owners(const std::vector<SlotRange>& map,
+                                                    std::string& error) {
+  std::vector<std::size_t> owner(cluster_slots, no_owner);
+  for (std::size_t i = 0; i < map.size(); ++i) {
+    const auto& r = map[i];
+    if (r.first < 0 || r.last >= cluster_slots || r.first > r.last) {
+      error =
+          "CLUSTER SLOTS: bad slot range " + std::to_string(r.first) + "-" + std::to_string(r.last);
+      return std::nullopt;
+    }
+    for (auto s = static_cast<std::size_t>(r.first); s <= static_cast<std::size_t>(r.last); ++s) {
+      if (owner[s] != no_owner) {
+        error = "CLUSTER SLOTS: slot " + std::to_string(s) + " is in two ranges";
+        return std::nullopt;
+      }
+      owner[s] = i;
+    }
+  }
+  return owner;
 }
 
 std::optional<Redirect> parse_redirect(std::string_view error) {
@@ -104,6 +143,7 @@ std::optional<Redirect> parse_redirect(std::string_view error) {
   auto host = where.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
+  if (!host.empty() && !valid_server_host(host)) return std::nullopt;
   r.slot = static_cast<int>(slot);
   r.to.host = std::string(host);
   r.to.port = static_cast<std::uint16_t>(port);

@@ -14,6 +14,7 @@
 //   carry our token, which the release takes back anyway);
 // - release_multi: the number of keys deleted, summed.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,9 +45,19 @@ struct SlotRange {
 };
 
 // nullopt (with `error` naming what was wrong) unless `reply` is a well-formed CLUSTER SLOTS
-// answer. An empty array is well formed (a cluster with no slots assigned yet).
+// answer: every range within [0, cluster_slots) and first <= last, every master's port 1-65535
+// and its host valid_server_host() (or unknown: "?" or empty). An empty array is well formed (a
+// cluster with no slots assigned yet).
 [[nodiscard]] std::optional<std::vector<SlotRange>> parse_cluster_slots(const Reply& reply,
                                                                         std::string& error);
+
+// The slot map's table: for each of the cluster_slots slots, the index in `map` of the range that
+// serves it, or no_owner. Every index it writes is checked here, whoever built `map`: nullopt (with
+// `error`) for a range outside [0, cluster_slots) or reversed, and for a slot in two ranges (no
+// cluster answers so; which of the two masters has the key would be a guess).
+inline constexpr std::size_t no_owner = static_cast<std::size_t>(-1);
+[[nodiscard]] std::optional<std::vector<std::size_t>> slot_owners(const std::vector<SlotRange>& map,
+                                                                  std::string& error);
 
 // "MOVED 3999 127.0.0.1:6381" and "ASK 3999 127.0.0.1:6381" (also "MOVED 3999 :6381", the form a
 // node without a known endpoint answers). nullopt for any other text.

@@ -469,14 +469,7 @@ void AcquireOp::wake(int node, const net::Wake& w) {
 // client the release counted ("#<n>"): the first goes early on average, and two rarely collide
 // (split votes). A keyspace notification counts nobody: a fixed small window.
 Millis AcquireOp::wake_spread(const net::Wake& w) {
-  long long listeners = 2;
-  if (w.waiter.starts_with('#')) {
-    listeners = 0;
-    for (char c : w.waiter.substr(1)) {
-      if (c < '0' || c > '9' || listeners > 100'000) break;
-      listeners = listeners * 10 + (c - '0');
-    }
-  }
+  const long long listeners = detail::wake_listeners(w.waiter).value_or(2);
   return e_.jitter(Millis{2 * std::max(0LL, listeners - 1)});
 }
 

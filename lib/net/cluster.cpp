@@ -124,11 +124,21 @@ Master& ClusterNode::master_at(ClusterEndpoint e) {
 }
 
 void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::time_point at) {
+  // The table first (core/slots.hpp: every slot it names is checked there): a map it refuses
+  // makes no master and changes nothing.
+  std::string error;
+  const auto owner = detail::slot_owners(map, error);
+  if (!owner) {
+    next_topology(error);
+    return;
+  }
   const bool first = !have_map_;
-  std::vector<Master*> owners(detail::cluster_slots, nullptr);
+  std::vector<Master*> range_master(map.size(), nullptr);
   std::set<std::string> replicas;
-  for (const auto& range : map) {
+  for (std::size_t i = 0; i < map.size(); ++i) {
+    const auto& range = map[i];
     Master& m = master_at(range.master);
+    range_master[i] = &m;
     m.last_in_map = at;
     if (!range.master_id.empty()) {
       if (!first && replica_ids_.count(range.master_id) != 0) {
@@ -140,8 +150,11 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
       }
       m.id = range.master_id;
     }
-    for (int s = range.first; s <= range.last; ++s) owners[static_cast<std::size_t>(s)] = &m;
     replicas.insert(range.replica_ids.begin(), range.replica_ids.end());
+  }
+  std::vector<Master*> owners(detail::cluster_slots, nullptr);
+  for (std::size_t s = 0; s < owners.size(); ++s) {
+    if ((*owner)[s] != detail::no_owner) owners[s] = range_master[(*owner)[s]];
   }
   if (!first) taint_moved_slots(owners, at);
   slots_ = std::move(owners);

@@ -10,6 +10,7 @@
 
 #include "core/restart_guard.hpp"
 #include "core/secret.hpp"
+#include "core/server_text.hpp"
 #include "core/slots.hpp"
 #include "net/node.hpp"
 #include "net/pending.hpp"
@@ -341,7 +342,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     std::string error;
     auto map = detail::parse_cluster_slots(*r.reply, error);
     if (!map) {
-      next_topology(r.reply->is_error() ? r.reply->str : error);
+      next_topology(r.reply->is_error() ? detail::server_text(r.reply->str) : error);
       return;
     }
     if (map->empty()) {

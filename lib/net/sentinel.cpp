@@ -32,6 +32,7 @@
 
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
+#include "core/server_text.hpp"
 #include "core/trust.hpp"
 #include "net/node.hpp"
 #include "net/pending.hpp"
@@ -413,7 +414,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     if (m.type != Reply::Type::array || m.elements.size() != 3) return;
     const auto& payload = m.elements[2].str;
     if (!payload.starts_with(address_.master_name + " ")) return;
-    host_.log(LogLevel::info, name_ + ": Sentinel announced a failover: " + payload);
+    host_.log(LogLevel::info,
+              name_ + ": Sentinel announced a failover: " + detail::server_text(payload));
     ask();
   }
 
@@ -444,7 +446,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
       std::string error;
       a.master = detail::parse_sentinel_master(*r.reply, error);
       // "ERR No such master with that name", or an answer we cannot read: it names nobody.
-      if (!a.master) a.error = r.reply->is_error() ? r.reply->str : error;
+      if (!a.master) a.error = r.reply->is_error() ? detail::server_text(r.reply->str) : error;
       l.answer = std::move(a);
     }
     maybe_end_round(r.at);
@@ -494,7 +496,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     NodeAddress a = address_;
     a.kind = NodeAddress::Kind::server;
     a.host = m.ip;
-    a.port = static_cast<std::uint16_t>(m.port);
+    a.port = m.port;
     a.more_sentinels.clear();
     a.master_name.clear();
     // TLS: the certificate must carry the name trust_discovered() chose, never one that only
@@ -544,7 +546,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   // is demoted: the quarantine counts from the end of that window, so a lock taken there has
   // expired before this master's votes count.
   void promoted(Master& m, std::string why) {
-    guard_.promoted(m.resolved_at - Millis{m.role_reported_ms} + follow_window, std::move(why));
+    guard_.promoted(detail::promoted_at_latest(m.resolved_at, m.role_reported_ms, follow_window),
+                    std::move(why));
   }
 
   void retire(Master& m) {

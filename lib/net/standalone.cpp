@@ -8,6 +8,7 @@
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
 #include "core/secret.hpp"
+#include "core/server_text.hpp"
 #include "net/node.hpp"
 #include "net/replicated.hpp"
 
@@ -207,28 +208,31 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
         host_.log(LogLevel::error, name_ + ": " + why);
         conn_.drop(why, Connection::Failure::refused);
       } else if (tag == hs_select) {
-        host_.log(LogLevel::error, name_ + ": SELECT failed: " + rep.str);
+        const auto why = "SELECT failed: " + detail::server_text(rep.str);
+        host_.log(LogLevel::error, name_ + ": " + why);
         // the wrong database must not take votes
-        conn_.drop("SELECT failed: " + rep.str, Connection::Failure::refused);
+        conn_.drop(why, Connection::Failure::refused);
       } else if (tag != hs_config && tag != hs_appendonly && tag != hs_appendfsync) {
         // CONFIG may be disabled or renamed: say nothing
-        host_.log(LogLevel::debug, name_ + ": handshake: " + rep.str);
+        host_.log(LogLevel::debug, name_ + ": handshake: " + detail::server_text(rep.str));
       }
       return;
     }
     switch (tag) {
       case hs_config:
         if (auto policy = config_value(rep); policy && *policy != "noeviction") {
-          host_.log(LogLevel::warning, name_ + ": maxmemory-policy is " + *policy +
+          host_.log(LogLevel::warning, name_ + ": maxmemory-policy is " +
+                                           detail::server_text(*policy, 40) +
                                            ": Redis may evict lock keys under memory pressure; "
                                            "use noeviction on lock nodes");
         }
         break;
+      // (Shown in fence_durability_problem(): as server text.)
       case hs_appendonly:
-        appendonly_ = config_value(rep).value_or("");
+        appendonly_ = detail::server_text(config_value(rep).value_or(""), 40);
         break;
       case hs_appendfsync:
-        appendfsync_ = config_value(rep).value_or("");
+        appendfsync_ = detail::server_text(config_value(rep).value_or(""), 40);
         break;
       case hs_info:
         if (rep.type == Reply::Type::string) {

@@ -3,6 +3,7 @@
 #include "core/keys.hpp"
 #include "core/scripts.hpp"
 #include "core/secret.hpp"
+#include "core/server_text.hpp"
 
 namespace redlock::net {
 namespace {
@@ -101,7 +102,7 @@ void Subscriber::on_result(int, std::uint32_t tag, const Result& r) {
       conn_.drop("AUTH failed: " + detail::auth_error_text(rep.str, password_),
                  Connection::Failure::refused);
     } else {
-      handler_.log(LogLevel::debug, name_ + ": wake-ups: " + rep.str);
+      handler_.log(LogLevel::debug, name_ + ": wake-ups: " + detail::server_text(rep.str));
     }
     return;
   }

@@ -9,15 +9,23 @@
 //   (+OK for SET NX; :1 for the scripted kinds, and :2 for a fair one (a key handed over, taken);
 //   a positive integer for a fence or a release;
 //   {positive integer, 0 or 1} for a ticket), a refusal exactly for nil / :0, and otherwise a
-//   failure in `error` state with a non-empty detail (an error reply's own text);
-// - describe() never shows a bulk string's bytes.
+//   failure in `error` state with a non-empty detail (an error reply's text as server_text()
+//   shows it);
+// - a status answer (classify_status) fills a row exactly from an 11-element array, keeps
+//   counters and times within 0..2^63-1, and shows an error's text and the key's type safely;
+// - describe() never shows a bulk string's bytes, nor a raw control byte;
+// - server_text(), on every text a reply carries: at most 200 bytes, safe on a terminal (checked
+//   independently: fuzz_check.hpp), no argument echo, no run of 32+ hex digits, unchanged when
+//   shown again, and the text itself when it was plain printable ASCII already.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/kinds.hpp"
+#include "core/server_text.hpp"
 #include "fuzz_check.hpp"
 #include "net/reader.hpp"
 
@@ -66,6 +74,13 @@ Read read(std::string_view bytes, const std::function<std::size_t()>& next_chunk
   return out;
 }
 
+// An error reply's text in a record: server_text() of it, or a fixed note when that is empty (an
+// empty text, or one that is all argument echo) so the record still says there was an error.
+std::string shown_error(const Reply& r) {
+  const std::string shown = server_text(r.str);
+  return shown.empty() ? "an error reply without text" : shown;
+}
+
 void check_verdict(const Verdict& v, const Reply& r, bool grant, bool refuse, const char* who) {
   const std::string what = std::string(who) + " on " + r.describe();
   if (grant) {
@@ -76,8 +91,56 @@ void check_verdict(const Verdict& v, const Reply& r, bool grant, bool refuse, co
                what);
   } else {
     FUZZ_CHECK(v.vote == Vote::failed && v.state == NodeState::error && !v.detail.empty(), what);
-    if (r.is_error() && !r.str.empty()) FUZZ_CHECK(v.detail == r.str, what);
+    if (r.is_error()) FUZZ_CHECK(v.detail == shown_error(r), what);
+    FUZZ_CHECK(fuzz::unsafe_for_terminal(v.detail).empty(), what + ": " + fuzz::show(v.detail));
   }
+}
+
+void check_server_text(std::string_view raw) {
+  const std::string shown = server_text(raw);
+  const std::string what = fuzz::show(raw) + " shown as " + fuzz::show(shown);
+  FUZZ_CHECK(shown.size() <= server_text_max, what);
+  FUZZ_CHECK(fuzz::unsafe_for_terminal(shown).empty(), what);
+  FUZZ_CHECK(shown.find("with args") == std::string::npos, what);
+  FUZZ_CHECK(!fuzz::has_hex_run(shown, 32), what);
+  FUZZ_CHECK(server_text(shown) == shown, what + ": not stable");
+  FUZZ_CHECK(server_text(shown, 50).size() <= 50, what);
+  if (fuzz::plain_server_text(raw)) FUZZ_CHECK(shown == raw, what + ": plain text changed");
+}
+
+void check_status(const Reply& r) {
+  using T = Reply::Type;
+  NodeKeyState row;
+  classify_status(r, row);
+  const std::string what = "status on " + r.describe();
+  FUZZ_CHECK(fuzz::unsafe_for_terminal(row.detail).empty(), what);
+  FUZZ_CHECK(fuzz::unsafe_for_terminal(row.type).empty() && row.type.size() <= 32, what);
+  if (r.is_error()) {
+    FUZZ_CHECK(row.detail == shown_error(r) && row.type.empty() && !row.value, what);
+    return;
+  }
+  if (r.type != T::array || r.elements.size() != 11) {
+    FUZZ_CHECK(row.detail.starts_with("unexpected reply ") && !row.value && !row.pttl, what);
+    return;
+  }
+  const auto& el = r.elements;
+  FUZZ_CHECK(row.detail.empty(), what);
+  FUZZ_CHECK(row.pttl.has_value() == (el[2].type == T::integer && el[2].integer >= 0), what);
+  if (row.pttl) FUZZ_CHECK(row.pttl->count() == el[2].integer, what);
+  for (const auto& reader : row.readers) FUZZ_CHECK(reader.remaining.count() >= 0, what);
+  constexpr auto most = static_cast<std::uint64_t>(std::numeric_limits<long long>::max());
+  for (const auto& w : row.queue) FUZZ_CHECK(w.ticket <= most, what);
+  if (row.fence) FUZZ_CHECK(*row.fence <= most, what);
+  if (row.ticket) FUZZ_CHECK(*row.ticket <= most, what);
+  FUZZ_CHECK(row.listening_clients <= most, what);
+}
+
+void check_texts(const Reply& r) {
+  if (r.type == Reply::Type::status || r.type == Reply::Type::error ||
+      r.type == Reply::Type::string) {
+    check_server_text(r.str);
+  }
+  for (const auto& e : r.elements) check_texts(e);
 }
 
 void classify_everything(const Reply& r) {
@@ -122,6 +185,9 @@ void classify_everything(const Reply& r) {
     FUZZ_CHECK(r.describe() == "(string of " + std::to_string(r.str.size()) + " bytes)",
                "describe shows bytes");
   }
+  FUZZ_CHECK(fuzz::unsafe_for_terminal(r.describe()).empty(), fuzz::show(r.describe()));
+  check_status(r);
+  check_texts(r);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common.hpp"
+#include "support_util.hpp"
 
 extern char** environ;
 
@@ -560,4 +561,140 @@ TEST_CASE("hostile: a node sending an extra, unsolicited reply does not crash th
   INFO("child status " << status);
   CHECK_FALSE(WIFSIGNALED(status));
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
+namespace {
+
+std::string bulk(const std::string& s) {
+  return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
+}
+
+// A CLUSTER SLOTS answer of one range [first, last] served by host:port (raw RESP numbers, so a
+// test can send what no real server would).
+std::string slots_answer(const std::string& first, const std::string& last, const std::string& host,
+                         const std::string& port) {
+  return "*1\r\n*3\r\n:" + first + "\r\n:" + last + "\r\n*3\r\n" + bulk(host) + ":" + port +
+         "\r\n" + bulk(std::string(40, 'e'));
+}
+
+// A minimal Redis (FakeNode::redis_like) that answers CLUSTER SLOTS with `slots`.
+FakeNode::Responder cluster_seed(std::string slots) {
+  auto base = FakeNode::redis_like();
+  return [base, slots](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (is_cmd(argv, "CLUSTER")) return slots;
+    return base(argv);
+  };
+}
+
+}  // namespace
+
+// Issue 40, item 1: slot numbers were narrowed to int before their range check, so
+// [4294967295, 0] passed as [-1, 0] and the slot map wrote 8 bytes before its table (a heap write
+// under ASan/valgrind). Every hostile slot map is no vote for that cluster, with the bad value in
+// the per-node record, and no command of the lock goes anywhere it names.
+TEST_CASE("hostile: a cluster seed's bad CLUSTER SLOTS is no vote, naming what is wrong") {
+  struct Case {
+    std::string first, last, host, port;
+    std::string named;  // what the per-node record must say
+  };
+  FakeNode seed(FakeNode::redis_like());
+  const std::string self_port = std::to_string(seed.port());
+  const std::vector<Case> cases = {
+      {"4294967295", "0", "127.0.0.1", self_port, "bad slot range 4294967295-0"},
+      {"0", "4294967296", "127.0.0.1", self_port, "bad slot range 0-4294967296"},
+      {"9223372036854775807", "9223372036854775807", "127.0.0.1", self_port,
+       "bad slot range 9223372036854775807-9223372036854775807"},
+      {"-1", "100", "127.0.0.1", self_port, "bad slot range -1-100"},
+      {"0", "16384", "127.0.0.1", self_port, "bad slot range 0-16384"},
+      {"200", "100", "127.0.0.1", self_port, "bad slot range 200-100"},
+      {"0", "16383", "127.0.0.1", "0", "port 0"},
+      {"0", "16383", "127.0.0.1", "65536", "port 65536"},
+      {"0", "16383", "127.0.0.1", "-1", "port -1"},
+      {"0", "16383", std::string("127.0.0.1\0evil", 14), self_port, "127.0.0.1\\x00evil"},
+      {"0", "16383", "127.0.0.1\x1b[2J", self_port, "127.0.0.1\\x1b[2J"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.named);
+    seed.set_responder(cluster_seed(slots_answer(c.first, c.last, c.host, c.port)));
+    const auto lock_commands_before = [&] {
+      std::size_t n = 0;
+      for (const auto& cmd : seed.commands()) n += is_cmd(cmd, "SET") || is_script(cmd);
+      return n;
+    };
+    const std::size_t before = lock_commands_before();
+    Client client(opts("redis+cluster://" + seed.address(), 250ms));
+    AcquireResult last;
+    // The first attempts may end before the first map is read ("no slot map yet").
+    CHECK(eventually(
+        [&] {
+          last = client.try_acquire({"bad-map"}, ttl_opts(10s));
+          return !last && last.nodes.size() == 1 &&
+                 last.nodes[0].detail.find(c.named) != std::string::npos;
+        },
+        10s));
+    CHECK(last.error == Errc::no_quorum);
+    REQUIRE(last.nodes.size() == 1);
+    CHECK(last.nodes[0].state == NodeState::down);
+    INFO("detail: " << last.nodes[0].detail);
+    CHECK(last.nodes[0].detail.find('\x1b') == std::string::npos);
+    CHECK(last.nodes[0].detail.find('\0') == std::string::npos);
+    CHECK(lock_commands_before() == before);  // no master was taken from the bad map
+  }
+}
+
+namespace {
+
+// The redlock-cli of this build: $REDLOCK_CLI, else beside this binary's build directory.
+std::string cli_path() {
+  if (const char* p = std::getenv("REDLOCK_CLI"); p != nullptr && *p != '\0') return p;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  REQUIRE(n > 0);
+  exe[n] = '\0';
+  std::string dir(exe);
+  dir = dir.substr(0, dir.rfind('/'));  // tests/integration
+  return dir + "/../../tools/redlock-cli";
+}
+
+}  // namespace
+
+// Issue 40, item 9: a server's error text reached per-node records, logs and terminals as it
+// came. A reply with terminal escapes, the token the client sent, and an echo of the command's
+// arguments: neither the escapes nor the token appear in -v output or in --json, and the record
+// still says what the server said.
+TEST_CASE("hostile: an error reply's escapes and echoed token never reach -v or --json") {
+  const std::string cli = cli_path();
+  REQUIRE_MESSAGE(::access(cli.c_str(), X_OK) == 0, cli);
+  auto base = FakeNode::redis_like();
+  // SET <key> <token> NX PX <ttl>: the token is argv[2], echoed in both ways a server might.
+  FakeNode f([base](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    if (is_cmd(argv, "SET") && argv.size() > 2) {
+      return "-ERR \x1b[2J\x1b]0;owned\x07 proxy refused " + argv[2] +
+             " unknown command 'SET', with args beginning with: '" + argv[1] + "' '" + argv[2] +
+             "' \r\n";
+    }
+    return base(argv);
+  });
+  for (const std::string& mode : {std::string("-v"), std::string("--json")}) {
+    // Deadlines that a loaded machine keeps: the outcome must be the error reply, not a timeout.
+    std::vector<std::string> argv{
+        cli, "-n", f.address(), "--node-timeout", "5s", "--connect-timeout", "5s"};
+    argv.push_back(mode);
+    for (const char* a : {"acquire", "echoed", "--retry-count", "0", "--ttl", "10s"})
+      argv.push_back(a);
+    const auto r = redlock::test::run_process(argv, 30s);
+    INFO(mode << ": " << r.output);
+    CHECK(r.exit_code == 3);  // no quorum: the one node answered an error
+    CHECK(r.output.find('\x1b') == std::string::npos);
+    CHECK(r.output.find('\x07') == std::string::npos);
+    std::vector<std::string> tokens;
+    for (const auto& cmd : f.commands()) {
+      if (is_cmd(cmd, "SET") && cmd.size() > 2) tokens.push_back(cmd[2]);
+    }
+    REQUIRE_FALSE(tokens.empty());
+    for (const auto& t : tokens) CHECK(r.output.find(t) == std::string::npos);
+    // What the server said is still there, made safe.
+    CHECK(r.output.find("proxy refused <hex> unknown command 'SET'") != std::string::npos);
+    CHECK(r.output.find(mode == "--json" ? "\\\\x1b[2J" : "\\x1b[2J") != std::string::npos);
+  }
 }
