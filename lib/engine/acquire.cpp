@@ -74,7 +74,6 @@ void AcquireOp::start() {
     e_.acquires_.emplace(id_, this);
     stop_callback_.emplace(opts_.stop, CancelRequest{&e_, id_});
   }
-  if (refuse_if_duplicate_servers()) return;
   if (kind_.queued()) {
     // A fair waiter can be named as soon as its ticket puts it in a queue: it hears names from
     // before (on the client's own channel, once a wait of this client has subscribed it; the
@@ -153,22 +152,11 @@ void AcquireOp::start_fence_writeback() {
                                     fence_counter_idle_expiry));
 }
 
-// Two of the nodes are one server (known from their handshakes): it would vote twice. The
-// acquisition is refused, and what this one may have set is rolled back.
-bool AcquireOp::refuse_if_duplicate_servers() {
-  if (e_.duplicate_servers_.empty() || phase_ == Phase::done) return false;
-  attempt_.close();
-  if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
-  finish(Errc::invalid_argument, e_.duplicate_servers_);
-  return true;
-}
-
 void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
   if (tag != round_id_) {
     late_reply(node, tag, r);  // a late answer of a round already decided
     return;
   }
-  if (refuse_if_duplicate_servers()) return;
   switch (phase_) {
     case Phase::attempt: {
       if (!attempt_.open()) return;

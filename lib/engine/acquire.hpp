@@ -66,7 +66,6 @@ class AcquireOp final : public Operation {
   void ticket_agreed();  // a quorum's counters stand at our ticket: attempt, or wait in line
   [[nodiscard]] bool waits_in_line() const;              // after the ticket: sleep until named
   [[nodiscard]] detail::Command settle_command() const;  // our agreed ticket, for one node
-  bool refuse_if_duplicate_servers();
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
   void sleep_then_retry(Millis sleep);

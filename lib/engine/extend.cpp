@@ -18,11 +18,6 @@ class ExtendOp final : public Operation {
 
   void start() {
     e_.note_ttl(ttl_);
-    if (!e_.duplicate_servers_.empty()) {
-      round_.reset(&e_.names());
-      finish(Errc::invalid_argument, e_.duplicate_servers_);
-      return;
-    }
     std::vector<std::string> keys;
     for (const auto& r : lock_.resources()) keys.push_back(e_.options_.key_prefix + r);
     const auto& kind = detail::kind_for_lock(lock_.mode(), keys.size());
@@ -41,10 +36,6 @@ class ExtendOp final : public Operation {
 
   void on_result(int node, std::uint32_t, const net::Result& r) override {
     if (done_) return;
-    if (!e_.duplicate_servers_.empty()) {
-      finish(Errc::invalid_argument, e_.duplicate_servers_);  // one server would vote twice
-      return;
-    }
     if (auto f = failure(node, r)) {
       record(node, std::move(*f));
     } else {

@@ -10,9 +10,11 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "net/node.hpp"
@@ -87,10 +89,10 @@ class Engine::Impl final : public net::NodeHost {
       int i, std::string_view server, BootClock::time_point now,
       const std::vector<NodeOutcome>* outcomes) const;
 
-  // Set once two nodes turn out to be one server (equal run_id, e.g. 127.0.0.1:7001 and
-  // localhost:7001): it would vote twice, so acquisitions and extensions are refused with this
-  // message (Errc::invalid_argument) from then on. Empty while no such pair is known.
-  std::string duplicate_servers_;
+  // Pairs of nodes (lower index first) already reported as one server (equal run_id): said once
+  // each, at warning. The pair's votes count once (vote_exclusion()); nothing else is refused, so
+  // one node that lies about its run_id cannot stop the client.
+  std::set<std::pair<int, int>> twins_reported_;
 
   // Counters (loop thread only).
   void count_node(int i, const NodeOutcome& o);
