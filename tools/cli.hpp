@@ -51,6 +51,7 @@ struct Globals {
   std::optional<int> retry_count;
   std::string retry_delay;
   std::string min_uptime;           // also REDLOCK_MIN_UPTIME
+  std::string max_ttl;              // also REDLOCK_MAX_TTL: Options::max_ttl
   std::optional<int> min_replicas;  // replicated votes (WAIT)
   std::string replica_timeout;
   std::string key_prefix;  // --key-prefix: Options::key_prefix

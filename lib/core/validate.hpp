@@ -19,6 +19,9 @@ inline constexpr std::size_t max_resource_bytes = 1 << 20;
 [[nodiscard]] std::optional<std::string> check_resources(const std::vector<std::string>& resources,
                                                          std::string_view key_prefix = {});
 [[nodiscard]] std::optional<std::string> check_ttl(Millis ttl, double drift_factor);
+// A ttl above the client's declared Options::max_ttl: the restart quarantine, which lasts
+// max_ttl + drift, would end before keys taken with it expire.
+[[nodiscard]] std::optional<std::string> check_declared_ttl(Millis ttl, const Options& client);
 // A token that names its number of resources (token.hpp) must come with exactly that many.
 [[nodiscard]] std::optional<std::string> check_token_resources(std::string_view token,
                                                                std::size_t resources);

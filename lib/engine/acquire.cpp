@@ -32,7 +32,7 @@ void start_acquire(Engine::Impl& e, std::vector<std::string> resources, AcquireO
     e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
   };
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
-  if (auto why = check_acquire(resources, options, e.options_.drift_factor, e.options_.key_prefix))
+  if (auto why = check_acquire(resources, options, e.options_))
     return fail(Errc::invalid_argument, *why);
   if (options.stop.stop_requested())
     return fail(Errc::cancelled, "cancelled before it started; nothing was sent");

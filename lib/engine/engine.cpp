@@ -125,7 +125,11 @@ void Engine::Impl::on_wake(int index, const std::string& lock_key, const net::Wa
 
 Millis Engine::Impl::restart_quarantine() const {
   if (options_.restart_quarantine) return *options_.restart_quarantine;
-  const Millis longest = std::max(max_ttl_used_, AcquireOptions{}.ttl);
+  // The declared longest ttl of every client of the nodes (acquire and extend refuse longer
+  // ones). Without it, what this client has used, and at least the default ttl: a fresh process
+  // does not know the ttls the other clients use, and most keep the default (options.hpp).
+  const Millis longest =
+      options_.max_ttl ? *options_.max_ttl : std::max(max_ttl_used_, AcquireOptions{}.ttl);
   return longest + std::chrono::ceil<Millis>(detail::drift(longest, options_.drift_factor));
 }
 

@@ -136,6 +136,8 @@ void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendC
     return fail(Errc::invalid_argument, *why);
   if (auto why = detail::check_ttl(ttl, e.options_.drift_factor))
     return fail(Errc::invalid_argument, *why);
+  if (auto why = detail::check_declared_ttl(ttl, e.options_))
+    return fail(Errc::invalid_argument, *why);
   if (lock.deadline() <= BootClock::now()) {
     return fail(Errc::expired,
                 "the lock's local deadline has passed; extending could resurrect a lost lock");

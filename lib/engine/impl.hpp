@@ -41,8 +41,8 @@ class Engine::Impl final : public net::NodeHost {
   }
   void on_node_closed(int) override { handle_closed(); }
   void on_server_identified(int index) override;
-  // The longest ttl this client has used (at least the default ttl) plus its drift, unless the
-  // options fix it.
+  // Options::restart_quarantine; else Options::max_ttl plus its drift; else the longest ttl this
+  // client has used (at least the default ttl) plus its drift.
   [[nodiscard]] Millis restart_quarantine() const override;
   void on_wake(int index, const std::string& lock_key, const net::Wake& wake) override;
 

@@ -382,3 +382,48 @@ TEST_CASE("the watchdog and the guard work for read locks and fair locks") {
   CHECK(c[0].command({"ZCARD", derived_key("rw-held", KeyRole::readers)}).integer == 0);
   CHECK(c.count_with_key("fair-held") == 0);
 }
+
+// Issue 41 item 3: the quarantine is a deployment setting, Options::max_ttl (+ drift), not a 30 s
+// floor; a ttl above the declared maximum is refused, naming both.
+TEST_CASE("restart guard: with max_ttl 3s a restarted node votes again after ~3 s, not 30 s") {
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.max_ttl = 3s;
+  o.reconnect_max = 100ms;
+  Client client(o);
+  auto too_long = client.try_acquire({"too-long"}, ttl_opts(5s));
+  CHECK(too_long.error == Errc::invalid_argument);
+  CHECK_MESSAGE(too_long.message.find("5000 ms") != std::string::npos, too_long.message);
+  CHECK_MESSAGE(too_long.message.find("max_ttl of 3000 ms") != std::string::npos, too_long.message);
+  CHECK(c.count_with_key("too-long") == 0);
+  auto learn = client.try_acquire({"learn"}, ttl_opts(2s));
+  REQUIRE_MESSAGE(learn, learn.message);
+  auto e = client.try_extend(learn.lock, 5s);
+  CHECK(e.error == Errc::invalid_argument);
+  REQUIRE(eventually([&] {
+    auto st = client.status("learn");
+    return std::all_of(st.nodes.begin(), st.nodes.end(),
+                       [](const NodeKeyState& n) { return n.up; });
+  }));
+  c[0].restart();
+  c[2].kill();  // the quorum of two needs node 0's vote
+  AcquireResult r;
+  REQUIRE(eventually(
+      [&] {
+        r = client.try_acquire({"after-" + std::to_string(rand())}, ttl_opts(2s));
+        return r.nodes.size() == 3 && r.nodes[0].state == NodeState::excluded;
+      },
+      3000ms));
+  CHECK(r.nodes[0].detail.find("restart guard") != std::string::npos);
+  const auto excluded_at = Clock::now();
+  // Unfixed, the quarantine was at least 30 s; 3 s + drift now. The limit leaves room for a
+  // loaded machine, far below 30 s.
+  CHECK(eventually(
+      [&] {
+        r = client.try_acquire({"later-" + std::to_string(rand())}, ttl_opts(2s));
+        return bool(r);
+      },
+      15'000ms));
+  CHECK(r.nodes[0].state == NodeState::ok);
+  MESSAGE("node 0 voted again " << ms_since(excluded_at) << " ms after it was first excluded");
+}
