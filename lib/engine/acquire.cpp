@@ -253,11 +253,12 @@ void AcquireOp::attempt_decided(Decision d) {
   if (t.refused > 0) saw_contention_ = true;
   // A queued attempt that a quorum ran refreshed our heartbeat there.
   if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(n)) refreshed_ = t1_;
-  const Errc why = detail::failure_reason(t, Errc::contended);
+  const Errc why = attempt_.failure_reason(Errc::contended);
   fail_attempt(why, why == Errc::contended
                         ? "held by someone else on " + detail::at_least(t) +
                               std::to_string(t.refused) + " of " + std::to_string(n) + " nodes"
-                        : "no quorum: " + std::to_string(t.ok) + " of " + std::to_string(n) +
+                        : std::string(why == Errc::refused ? "refused" : "no quorum") + ": " +
+                              std::to_string(t.ok) + " of " + std::to_string(n) +
                               " nodes granted, " + std::to_string(detail::quorum_of(n)) +
                               " needed (" + attempt_.breakdown() + ")");
 }
@@ -306,6 +307,18 @@ void AcquireOp::warn_fence_durability() {
 
 void AcquireOp::fail_attempt(Errc why, std::string message) {
   if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
+  // A ticket or write-back round that the nodes' configuration failed (auth, ACL, TLS).
+  if (why == Errc::no_quorum && phase_ != Phase::attempt &&
+      counter_.failure_reason(Errc::no_quorum) == Errc::refused) {
+    why = Errc::refused;
+    message = "refused: " + message + " (" + counter_.breakdown() + ")";
+  }
+  // Refused by configuration on too many nodes: no retry can help until someone fixes it, and
+  // retrying would only hammer the nodes with refused logins.
+  if (why == Errc::refused) {
+    finish(why, std::move(message));
+    return;
+  }
   last_error_ = why;
   last_message_ = std::move(message);
   const auto now = BootClock::now();

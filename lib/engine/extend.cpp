@@ -76,13 +76,14 @@ class ExtendOp final : public Operation {
       return;
     }
     const auto& t = round_.tally();
-    const Errc why = detail::failure_reason(t, Errc::not_held);
+    const Errc why = round_.failure_reason(Errc::not_held);
     finish(why, why == Errc::not_held
                     ? "the token is no longer held on " + detail::at_least(t) +
                           std::to_string(t.refused) + " of " + std::to_string(n) + " nodes"
-                    : "no quorum: " + std::to_string(t.ok) + " of " + std::to_string(n) +
-                          " nodes extended, " + std::to_string(detail::quorum_of(n)) + " needed (" +
-                          round_.breakdown() + ")");
+                    : std::string(why == Errc::refused ? "refused" : "no quorum") + ": " +
+                          std::to_string(t.ok) + " of " + std::to_string(n) + " nodes extended, " +
+                          std::to_string(detail::quorum_of(n)) + " needed (" + round_.breakdown() +
+                          ")");
   }
 
   void finish(Errc why, std::string message) {

@@ -282,7 +282,8 @@ Command run_command(const Globals& g) {
           "also when\nrun is killed (a watchdog, redlock-watch, ends the group). Signals to run "
           "are forwarded to it.\n"
           "Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere (or -E's "
-          "N),\n2 usage, 3 no quorum, 4 the lock was lost while COMMAND ran.\n"
+          "N),\n2 usage, 3 no quorum, 4 the lock was lost while COMMAND ran, 5 refused by the "
+          "nodes'\nconfiguration (auth, ACL, TLS).\n"
           "COMMAND sees REDLOCK_RESOURCE (the first resource), REDLOCK_RESOURCES (all, one per "
           "line),\nREDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its environment.",
       .options =
