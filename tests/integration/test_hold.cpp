@@ -427,3 +427,47 @@ TEST_CASE("restart guard: with max_ttl 3s a restarted node votes again after ~3 
   CHECK(r.nodes[0].state == NodeState::ok);
   MESSAGE("node 0 voted again " << ms_since(excluded_at) << " ms after it was first excluded");
 }
+
+// Issue 41 item 2: an ACL user without +info used to turn the restart guard off silently. A guard
+// that is on fails closed, naming the missing permission; granted later, it counts again.
+TEST_CASE("restart guard: a user that cannot read INFO gives no vote while the guard is on") {
+  RedisCluster c(3);
+  std::string csv;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    REQUIRE(
+        c[i].command({"ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info"}).str ==
+        "OK");
+    csv += (csv.empty() ? "" : ",") + std::string("redis://noinfo:pw@127.0.0.1:") +
+           std::to_string(c[i].port());
+  }
+  Options o = options_for(csv);
+  o.tls = {};  // plaintext ports, also in the suite's TLS run
+  {
+    Client guarded(o);
+    auto r = guarded.try_acquire({"noinfo"}, ttl_opts(5s));
+    CHECK_FALSE(r);
+    CHECK(r.error == Errc::refused);  // nothing a retry fixes: the user lacks a permission
+    CHECK(count_state(r.nodes, NodeState::ok) == 0);
+    CHECK(count_state(r.nodes, NodeState::excluded) >= 2);
+    CHECK_MESSAGE(r.message.find("the user needs +info") != std::string::npos, r.message);
+    CHECK(eventually([&] { return c.count_with_key("noinfo") == 0; }));  // rolled back
+    // Granted meanwhile: the guard reads INFO again and the votes count, without a reconnect.
+    for (std::size_t i = 0; i < c.size(); ++i)
+      REQUIRE(c[i].command({"ACL", "SETUSER", "noinfo", "+info"}).str == "OK");
+    CHECK(eventually([&] {
+      auto ok = guarded.try_acquire({"noinfo-" + std::to_string(rand())}, ttl_opts(5s));
+      return bool(ok);
+    }));
+    for (std::size_t i = 0; i < c.size(); ++i)
+      REQUIRE(c[i].command({"ACL", "SETUSER", "noinfo", "-info"}).str == "OK");
+  }
+  // The guard off: durable nodes, or a quarantine of 0 without a minimum uptime.
+  Options durable = o;
+  durable.durable_nodes = true;
+  Client d(durable);
+  CHECK(d.try_acquire({"noinfo-durable"}, ttl_opts(5s)));
+  Options off = o;
+  off.restart_quarantine = 0ms;
+  Client u(off);
+  CHECK(u.try_acquire({"noinfo-off"}, ttl_opts(5s)));
+}
