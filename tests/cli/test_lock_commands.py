@@ -513,7 +513,8 @@ class RefusedByConfiguration(unittest.TestCase):
         return ",".join("redis://%s@127.0.0.1:%d" % (userinfo, p) for p in (s.port for s in self.c.servers))
 
     def assert_refused_once(self, nodes, text):
-        r = run("--json", "--retry-count", "5", "--retry-delay", "200ms", "acquire", "t-refused", nodes=nodes)
+        r = run("--json", "--retry-count", "5", "--retry-delay", "200ms", "--connect-timeout", "5s", "acquire",
+                "t-refused", nodes=nodes)
         self.assertEqual(r.returncode, 5, r.stderr)
         obj = json.loads(r.stdout)
         self.assertEqual((obj["error"], obj["attempts"]), ("refused", 1), r.stdout)

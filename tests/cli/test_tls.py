@@ -136,16 +136,19 @@ class Tls(unittest.TestCase):
         for ca in (["--cacert", self.other_ca], []):  # another CA; the system's CAs
             # Issue 41 item 5: a verification failure on a quorum is refused (exit 5), whatever the
             # retry count: one attempt. Item 4: the one-line error names the cause without -v.
-            r = run("-n", self.plain, "--tls", *ca, "--retry-count", "3", "--json", "acquire", "tls-wrong-ca")
+            # A connect timeout on a loaded machine is an outage, retried: give the handshakes time.
+            r = run("-n", self.plain, "--tls", *ca, "--retry-count", "3", "--connect-timeout", "5s", "--json",
+                    "acquire", "tls-wrong-ca")
             self.assertEqual(r.returncode, 5, (ca, r.stderr))
             obj = json.loads(r.stdout)
             self.assertEqual((obj["error"], obj["attempts"]), ("refused", 1), r.stdout)
             self.assertIn("certificate verify failed", obj["message"])
-            r = run("-n", self.plain, "--tls", *ca, "acquire", "tls-wrong-ca")
+            r = run("-n", self.plain, "--tls", *ca, "--connect-timeout", "5s", "acquire", "tls-wrong-ca")
             self.assertEqual(r.returncode, 5, (ca, r.stderr))
             self.assertIn("TLS handshake failed: certificate verify failed: ",
                           r.stderr.decode().splitlines()[-1])
-            r = run("-n", self.plain, "--tls", *ca, "--retry-count", "0", "-v", "acquire", "tls-wrong-ca")
+            r = run("-n", self.plain, "--tls", *ca, "--retry-count", "0", "--connect-timeout", "5s", "-v", "acquire",
+                    "tls-wrong-ca")
             self.assertEqual(r.returncode, 5, (ca, r.stderr))
             err = r.stderr.decode()
             self.assertIn("TLS handshake failed: certificate verify failed: ", err)
@@ -154,6 +157,7 @@ class Tls(unittest.TestCase):
 
     def test_sni_names_what_the_certificate_must_carry(self):
         r = run("-n", self.plain, "--tls", "--cacert", self.ca, "--sni", "wrong.example", "--retry-count", "0",
+                "--connect-timeout", "5s",
                 "acquire", "tls-sni")
         self.assertEqual(r.returncode, 5, r.stderr)  # a name mismatch is refused, named without -v
         self.assertIn("certificate verify failed: hostname mismatch", r.stderr.decode().splitlines()[-1])
@@ -232,7 +236,8 @@ class Tls(unittest.TestCase):
             ({"REDLOCK_SNI": "wrong.example"}, 5, "hostname mismatch"),
         ]
         for change, code, text in wrong:
-            r = run("--retry-count", "0", "-v", "acquire", "tls-env-wrong", env=dict(env, **change))
+            r = run("--retry-count", "0", "--connect-timeout", "5s", "-v", "acquire", "tls-env-wrong",
+                    env=dict(env, **change))
             self.assertEqual(r.returncode, code, (change, r.stderr))
             self.assertIn(text, r.stderr.decode(), change)
         # A flag wins over its variable.

@@ -30,18 +30,20 @@ TEST_CASE("summarize: a reason the failed nodes share is named once") {
   CHECK(summarize({on("a", NodeState::ok), on("b", NodeState::down, "Connection refused")}) ==
         "1 ok, 1 down: Connection refused");
   // An exclusion's countdown differs on every node; the cause is the same.
-  CHECK(summarize({on("a", NodeState::excluded, "restart guard: server restarted (1200 ms left)"),
-                   on("b", NodeState::excluded, "restart guard: server restarted (987 ms left)")}) ==
-        "2 excluded: restart guard: server restarted");
+  CHECK(
+      summarize({on("a", NodeState::excluded, "restart guard: server restarted (1200 ms left)"),
+                 on("b", NodeState::excluded, "restart guard: server restarted (987 ms left)")}) ==
+      "2 excluded: restart guard: server restarted");
   // Only a countdown is dropped, not any parenthesis.
   CHECK(summarize({on("a", NodeState::error, "ERR x (y ms left)")}) ==
         "1 error: ERR x (y ms left)");
 }
 
 TEST_CASE("summarize: different reasons: the most common with its count, else the first") {
-  CHECK(summarize({on("a", NodeState::down, "Connection refused"), on("b", NodeState::down, expired),
-                   on("c", NodeState::down, "Connection refused")}) ==
-        "3 down (2 of them: Connection refused)");
+  CHECK(
+      summarize({on("a", NodeState::down, "Connection refused"), on("b", NodeState::down, expired),
+                 on("c", NodeState::down, "Connection refused")}) ==
+      "3 down (2 of them: Connection refused)");
   // A reason missing on some nodes of the state: counted among the others.
   CHECK(summarize({on("a", NodeState::down, "Connection refused"), on("b", NodeState::down)}) ==
         "2 down (a: Connection refused; ...)");
@@ -63,11 +65,11 @@ TEST_CASE("refused_by_configuration: auth, ACL and TLS verification; never an ou
       on("a", NodeState::excluded, "restart guard: cannot read INFO server: NOPERM ...")));
   CHECK(refused_by_configuration(on("a", NodeState::down, expired)));
   CHECK(refused_by_configuration(on(
-      "a", NodeState::down,
-      "TLS handshake failed: certificate verify failed: Hostname mismatch")));
-  CHECK(refused_by_configuration(
-      on("a", NodeState::down, "TLS handshake failed: error:0A00045C:SSL routines::tlsv13 alert "
-                               "certificate required")));
+      "a", NodeState::down, "TLS handshake failed: certificate verify failed: Hostname mismatch")));
+  CHECK(
+      refused_by_configuration(on("a", NodeState::down,
+                                  "TLS handshake failed: error:0A00045C:SSL routines::tlsv13 alert "
+                                  "certificate required")));
   CHECK_FALSE(refused_by_configuration(on("a", NodeState::down, "Connection refused")));
   CHECK_FALSE(refused_by_configuration(on("a", NodeState::timeout)));
   CHECK_FALSE(refused_by_configuration(on("a", NodeState::excluded, "restart guard: uptime 3 s")));
