@@ -30,10 +30,32 @@ R shut_down() {
 
 }  // namespace
 
-Client::Client(Options options) : impl_(std::make_shared<Impl>(std::move(options))) {}
+// Why a reaper thread, and not a detached I/O thread that frees itself: the loop, the engine and
+// the call queue live inside the Impl, and work already queued on the loop points at it, so the
+// Impl must outlive the loop either way. The reaper runs the one destruction path there is
+// (close the engine, join the I/O thread, fail what is still queued, free), in the same order,
+// from a thread that can join: it only moves which thread runs it, in a case that is rare (the
+// last reference dropped inside a callback) and cheap (one short-lived thread).
+void Client::Impl::destroy(Impl* impl) noexcept {
+  if (!impl->on_io_thread()) {
+    delete impl;
+    return;
+  }
+  // On the I/O thread: a Guard released (or a callback that owned the Client destroyed) inside a
+  // callback while the Client went away on another thread. ~Impl would join this very thread
+  // (std::terminate). The reaper waits for this callback to return and the loop to close.
+  try {
+    std::thread([impl] { delete impl; }).detach();
+  } catch (...) {
+    impl->abandon();
+  }
+}
+
+Client::Client(Options options) : impl_(new Impl(std::move(options)), &Impl::destroy) {}
 
 Client::~Client() {
-  // Guards may still hold a weak reference: the I/O thread stops here, whoever else holds on.
+  // Guards may still hold a weak reference: the I/O thread stops here, whoever else holds on
+  // (unless the last reference is then dropped on the I/O thread: Impl::destroy).
   impl_.reset();
 }
 

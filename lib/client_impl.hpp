@@ -34,6 +34,10 @@ class Client::Impl {
     io_thread_ = thread_.get_id();
   }
 
+  // The Client's deleter (client.cpp): the last reference may be dropped on the I/O thread
+  // itself, where ~Impl could not join it.
+  static void destroy(Impl* impl) noexcept;
+
   ~Impl() {
     post([this] {
       stop_accepting();
@@ -91,6 +95,15 @@ class Client::Impl {
   void stop_accepting() {
     std::lock_guard<std::mutex> g(mu_);
     stopping_ = true;
+  }
+
+  // On the I/O thread, when no thread can be made to destroy this: closes the engine and lets
+  // the loop end by itself, without waiting for it. This object is never freed (a leak, in a
+  // process that cannot start a thread).
+  void abandon() noexcept {
+    stop_accepting();
+    engine_->close([this] { uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr); });
+    thread_.detach();
   }
 };
 

@@ -31,6 +31,7 @@ enum Exit : int {
   exit_usage = 2,      // usage or configuration error
   exit_no_quorum = 3,  // too many nodes down, timing out or answering errors
   exit_lost = 4,       // run: the lock was lost while the command ran
+  exit_refused = 5,    // refused by the nodes' configuration (auth, ACL, TLS): not retried
 };
 
 // Raised from a subcommand for a usage/configuration error; main prints
@@ -55,6 +56,7 @@ struct Globals {
   std::optional<int> retry_count;
   std::string retry_delay;
   std::string min_uptime;           // also REDLOCK_MIN_UPTIME
+  std::string max_ttl;              // also REDLOCK_MAX_TTL: Options::max_ttl
   std::optional<int> min_replicas;  // replicated votes (WAIT)
   std::string replica_timeout;
   std::string key_prefix;  // --key-prefix: Options::key_prefix

@@ -38,7 +38,7 @@ void check_acquisition(const std::vector<std::string>& resources, const AcquireO
                        const Options& client_options) {
   // The engine would refuse the same with Errc::invalid_argument; asking first means nothing is
   // sent and the reason is reported as what it is, a usage error.
-  if (auto why = check_acquire(resources, options, client_options.drift_factor)) {
+  if (auto why = check_acquire(resources, options, client_options)) {
     throw UsageError("cannot acquire: " + *why);
   }
 }
@@ -352,6 +352,17 @@ Options make_options(const Globals& g) {
     o.min_node_uptime = duration_arg("--min-uptime", g.min_uptime);
   } else if (const char* v = env("REDLOCK_MIN_UPTIME")) {
     o.min_node_uptime = duration_arg("REDLOCK_MIN_UPTIME", v);
+  }
+  if (!g.max_ttl.empty()) {
+    o.max_ttl = duration_arg("--max-ttl", g.max_ttl);
+  } else if (const char* v = env("REDLOCK_MAX_TTL")) {
+    o.max_ttl = duration_arg("REDLOCK_MAX_TTL", v);
+  }
+  if (o.max_ttl) {
+    const std::string from = g.max_ttl.empty() ? "REDLOCK_MAX_TTL" : "--max-ttl";
+    if (*o.max_ttl <= Millis{0} || *o.max_ttl > max_ttl)
+      throw UsageError(from + ": must be positive and at most 365 days, got " +
+                       std::to_string(o.max_ttl->count()) + " ms");
   }
   if (g.min_replicas) {
     if (*g.min_replicas < 0 || *g.min_replicas > 100) {

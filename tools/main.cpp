@@ -161,6 +161,11 @@ int main(int argc, char** argv) {
       {"--min-uptime", &g.min_uptime,
        "Restart guard: a node whose Redis uptime is below this gives no vote "
        "(default $REDLOCK_MIN_UPTIME, else 0)"},
+      {"--max-ttl", &g.max_ttl,
+       "The longest ttl any client of these nodes uses (a deployment setting: give every client "
+       "the same): a restarted node gives no vote for this long plus drift, and a longer --ttl "
+       "is refused (default $REDLOCK_MAX_TTL, else unset: the quarantine is the longest ttl "
+       "used, at least 30s)"},
       {"--min-replicas", &g.min_replicas,
        "Replicated votes: a vote counts only when this many replicas of its node acknowledged "
        "the write (WAIT after each acquire and extend), so a failover promotes a replica that "

@@ -23,6 +23,7 @@ constexpr ErrcInfo errc_table[] = {
     {Errc::invalid_argument, "invalid_argument", exit_usage},
     {Errc::cancelled, "cancelled", exit_no_quorum},
     {Errc::shutdown, "shutdown", exit_no_quorum},
+    {Errc::refused, "refused", exit_refused},
 };
 
 const ErrcInfo* info_of(std::error_code ec) {

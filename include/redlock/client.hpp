@@ -26,6 +26,9 @@ class REDLOCK_API Client {
   explicit Client(Options options);
   // Fails pending operations with Errc::shutdown and joins the I/O thread. Never throws.
   // It does not release held locks: they expire after their ttl (use Guard to release).
+  // Safe on the I/O thread too (a callback that owns the Client), and while a Guard is being
+  // released inside a callback: the shutdown is then finished by a short-lived thread of its own
+  // once the callback has returned, and this returns without waiting for it.
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

@@ -19,6 +19,11 @@ enum class Errc {
   invalid_argument,  // bad resource, ttl or options; nothing was sent
   cancelled,         // the caller cancelled the operation
   shutdown,          // the client/engine was closed before the operation finished
+  // Enough nodes refused this client's configuration that no quorum is possible until it is
+  // fixed, so nothing is retried: credentials or database refused (AUTH, SELECT), a permission
+  // the ACL user lacks (NOPERM), or TLS (the server's certificate failed verification, or the
+  // server refused ours). The per-node record says which.
+  refused,
 };
 
 [[nodiscard]] REDLOCK_API const std::error_category& category() noexcept;
@@ -49,6 +54,16 @@ struct NodeOutcome {
   std::string detail;
   std::chrono::microseconds latency{0};  // from send to answer (or to the deadline)
 };
+
+// The per-node record of one operation in a few words, for a one-line message: each state with
+// its count, in NodeState order ("3 ok, 2 timeout"), and with a failed state its reason, so that
+// the line names the cause without the per-node table. When every node in the state gave the
+// same reason: "3 down: TLS handshake failed: certificate verify failed: certificate has
+// expired"; else the most common reason with its count: "3 down (2 of them: Connection
+// refused)"; when no reason repeats, the first with its node: "2 excluded (10.0.0.5:6379:
+// restart guard: ...; ...)". A reason is cut at 120 bytes; an exclusion's "(N ms left)", which
+// differs on every node, is left out. The library's error messages end with this summary.
+[[nodiscard]] REDLOCK_API std::string summarize(const std::vector<NodeOutcome>& nodes);
 
 // Thrown by the throwing overloads. Carries the same per-node record as the result types.
 class REDLOCK_API Error : public std::system_error {

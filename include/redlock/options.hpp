@@ -204,8 +204,19 @@ struct Options {
   // `min_node_uptime`, or whose run_id changed while this client knew it, gives no vote until
   // the quarantine has passed. `durable_nodes` turns the guard off (nodes run
   // appendonly yes + appendfsync always).
+  // A node whose INFO cannot be read (an ACL user without +info) gives no vote while the guard is
+  // on (quarantine or min_node_uptime above 0, nodes not durable): the guard fails closed, and
+  // the per-node record says what is missing.
   Millis min_node_uptime{0};
-  std::optional<Millis> restart_quarantine;  // default: the longest ttl used so far plus drift
+  // The longest ttl any client of these nodes uses: a deployment setting, the same for every
+  // client. A restarted node's votes then wait max_ttl + drift, and an acquire or extend with a
+  // longer ttl is refused (Errc::invalid_argument, naming both). Unset, the quarantine is the
+  // longest ttl this client has used so far, and at least 30 s (the default ttl) plus drift: a
+  // fresh process does not know the ttls other clients of the nodes use, and 30 s covers every
+  // client that keeps the default. Clients with longer ttls need max_ttl (or restart_quarantine).
+  std::optional<Millis> max_ttl;
+  // How long a restarted node gives no vote, overriding what max_ttl gives (0 turns the guard off).
+  std::optional<Millis> restart_quarantine;
   bool durable_nodes = false;
 
   // Replicated votes (opt-in): every write that gives a vote (acquire, extend) is followed on its
@@ -270,5 +281,10 @@ struct AcquireOptions {
 [[nodiscard]] REDLOCK_API std::optional<std::string> check_acquire(
     const std::vector<std::string>& resources, const AcquireOptions& options,
     double drift_factor = 0.01, std::string_view key_prefix = {});
+// The same with every setting of the client that bears on it: its drift_factor and key_prefix,
+// and its declared max_ttl (a longer ttl is refused). What the Engine checks.
+[[nodiscard]] REDLOCK_API std::optional<std::string> check_acquire(
+    const std::vector<std::string>& resources, const AcquireOptions& options,
+    const Options& client);
 
 }  // namespace redlock

@@ -74,6 +74,10 @@ extern "C" {
 #define REDLOCK_E_SHUTDOWN 7  /**< the client was freed (or is being freed) before it finished */
 #define REDLOCK_E_NOMEM 8     /**< out of memory */
 #define REDLOCK_E_INTERNAL 9  /**< an unexpected failure inside the library (a bug: report it) */
+/** Enough nodes refused this client's configuration that no quorum is possible until it is
+ * fixed (credentials or database refused, a permission the ACL user lacks, TLS verification
+ * failed): not retried. The per-node record says which. */
+#define REDLOCK_E_REFUSED 10
 
 /** Opaque handles. */
 typedef struct redlock_client redlock_client;

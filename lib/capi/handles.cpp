@@ -31,6 +31,8 @@ int code_of(std::error_code ec) noexcept {
       return REDLOCK_E_CANCELLED;
     case redlock::Errc::shutdown:
       return REDLOCK_E_SHUTDOWN;
+    case redlock::Errc::refused:
+      return REDLOCK_E_REFUSED;
   }
   return REDLOCK_E_INTERNAL;
 }

@@ -44,6 +44,8 @@ const char* redlock_strerror(int code) {
       return "out of memory";
     case REDLOCK_E_INTERNAL:
       return "internal error in libredlock";
+    case REDLOCK_E_REFUSED:
+      return "refused by the nodes' configuration (credentials, permissions or TLS)";
     default:
       return "unknown redlock error code";
   }

@@ -2,6 +2,11 @@
 
 #include "redlock/error.hpp"
 
+#include <algorithm>
+#include <string_view>
+
+#include "core/server_text.hpp"
+
 namespace redlock {
 
 namespace {
@@ -25,6 +30,8 @@ class Category final : public std::error_category {
         return "cancelled";
       case Errc::shutdown:
         return "shut down";
+      case Errc::refused:
+        return "refused by the nodes' configuration (credentials, permissions or TLS)";
     }
     return "unknown redlock error";
   }
@@ -61,6 +68,76 @@ const char* to_string(NodeState s) noexcept {
       return "auth-failed";
   }
   return "?";
+}
+
+namespace {
+
+// The states whose records carry a reason worth a line (a timeout, a pending answer, a grant or a
+// refusal say all there is in their name).
+bool has_reason(NodeState s) {
+  return s == NodeState::down || s == NodeState::error || s == NodeState::excluded ||
+         s == NodeState::auth_failed;
+}
+
+// One cause, said alike on every node: an exclusion's countdown "(1234 ms left)" is left out.
+std::string_view reason_of(std::string_view detail) {
+  constexpr std::string_view tail = " ms left)";
+  if (!detail.ends_with(tail)) return detail;
+  const auto open = detail.rfind(" (");
+  if (open == std::string_view::npos) return detail;
+  const auto digits = detail.substr(open + 2, detail.size() - tail.size() - open - 2);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return detail;
+  return detail.substr(0, open);
+}
+
+// What a server said is shown as server text (bounded, escaped, echoes stripped): the detail
+// may carry a reply's own words.
+std::string cut(std::string_view reason) { return detail::server_text(reason, 120); }
+
+}  // namespace
+
+std::string summarize(const std::vector<NodeOutcome>& nodes) {
+  struct Reason {
+    std::string_view text;
+    int count;
+    const NodeOutcome* first;
+  };
+  std::string out;
+  std::vector<Reason> reasons;
+  for (int s = 0; s <= static_cast<int>(NodeState::auth_failed); ++s) {
+    const auto state = static_cast<NodeState>(s);
+    int n = 0;
+    reasons.clear();
+    for (const auto& o : nodes) {
+      if (o.state != state) continue;
+      ++n;
+      if (!has_reason(state) || o.detail.empty()) continue;
+      const auto r = reason_of(o.detail);
+      auto it = std::find_if(reasons.begin(), reasons.end(),
+                             [&](const Reason& x) { return x.text == r; });
+      if (it == reasons.end()) {
+        reasons.push_back({r, 1, &o});
+      } else {
+        ++it->count;
+      }
+    }
+    if (n == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(n) + " " + to_string(state);
+    if (reasons.empty()) continue;
+    // The most common reason; of equals, the first seen (the lowest node).
+    const Reason* best = &reasons.front();
+    for (const auto& r : reasons) best = r.count > best->count ? &r : best;
+    if (best->count == n) {
+      out += ": " + cut(best->text);
+    } else if (best->count > 1) {
+      out += " (" + std::to_string(best->count) + " of them: " + cut(best->text) + ")";
+    } else {
+      out += " (" + best->first->node + ": " + cut(best->text) + (n > 1 ? "; ...)" : ")");
+    }
+  }
+  return out;
 }
 
 }  // namespace redlock

@@ -587,6 +587,9 @@ std::optional<std::string> check_options(const Options& o) {
   if (o.min_node_uptime < Millis{0}) return "min_node_uptime must be >= 0";
   if (o.restart_quarantine && *o.restart_quarantine < Millis{0})
     return "restart_quarantine must be >= 0";
+  if (o.max_ttl) {
+    if (auto why = detail::check_ttl(*o.max_ttl, o.drift_factor)) return "max_ttl: " + *why;
+  }
   if (o.min_replicas < 0 || o.min_replicas > 100)
     return "min_replicas must be 0-100, got " + std::to_string(o.min_replicas);
   for (const auto& n : o.nodes) {
@@ -630,6 +633,12 @@ std::optional<std::string> check_acquire(const std::vector<std::string>& resourc
   }
   if (o.mode != LockMode::exclusive && o.fence) return "fencing is offered on exclusive locks only";
   return std::nullopt;
+}
+
+std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
+                                         const AcquireOptions& o, const Options& client) {
+  if (auto why = check_acquire(resources, o, client.drift_factor, client.key_prefix)) return why;
+  return detail::check_declared_ttl(o.ttl, client);
 }
 
 }  // namespace redlock

@@ -1,6 +1,8 @@
 #include "core/quorum.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "core/server_text.hpp"
 
@@ -46,30 +48,27 @@ Validity compute_validity(Millis ttl, double drift_factor, Millis min_validity,
   return {validity, deadline, validity > std::chrono::duration_cast<microseconds>(min_validity)};
 }
 
-std::string breakdown(const std::vector<NodeOutcome>& nodes) {
-  std::string out;
-  for (int s = 0; s <= static_cast<int>(NodeState::auth_failed); ++s) {
-    const auto state = static_cast<NodeState>(s);
-    int n = 0;
-    const NodeOutcome* first = nullptr;
-    bool same_detail = true;
-    for (const auto& o : nodes) {
-      if (o.state != state) continue;
-      ++n;
-      if (first == nullptr) first = &o;
-      same_detail = same_detail && o.detail == first->detail;
-    }
-    if (n == 0) continue;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(n) + " " + to_string(state);
-    // What the servers said is the answer to "why": an error or a refused login is shown without
-    // -v. A down or timed-out node says the same thing every time and stays short.
-    if ((state == NodeState::error || state == NodeState::auth_failed) && !first->detail.empty()) {
-      const std::string d = server_text(first->detail, 120);  // (never cut inside a character)
-      out += same_detail ? ": " + d : " (" + first->node + ": " + d + "; ...)";
-    }
-  }
-  return out;
+bool refused_by_configuration(const NodeOutcome& o) {
+  if (o.state == NodeState::auth_failed) return true;
+  if (o.state != NodeState::down && o.state != NodeState::error && o.state != NodeState::excluded)
+    return false;
+  const std::string_view d = o.detail;
+  // An ACL user without a command it needs ("NOPERM this user has no permissions to run ...").
+  if (d.find("NOPERM") != std::string_view::npos) return true;
+  // TLS (net/tls.cpp's words): our verification of the server's certificate, or the server's
+  // alert refusing ours ("tlsv13 alert certificate required", "tlsv1 alert unknown ca").
+  if (d.find("certificate verify failed") != std::string_view::npos) return true;
+  return d.find("TLS handshake failed") != std::string_view::npos &&
+         d.find("alert") != std::string_view::npos &&
+         (d.find("certificate") != std::string_view::npos ||
+          d.find("unknown ca") != std::string_view::npos);
+}
+
+Errc failure_reason(const Tally& t, const std::vector<NodeOutcome>& nodes, Errc refusal) {
+  const Errc why = failure_reason(t, refusal);
+  if (why != Errc::no_quorum) return why;
+  const auto refused = std::count_if(nodes.begin(), nodes.end(), refused_by_configuration);
+  return refused > t.nodes - quorum_of(t.nodes) ? Errc::refused : why;
 }
 
 }  // namespace redlock::detail

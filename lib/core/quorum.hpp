@@ -77,8 +77,16 @@ class CounterMax {
   int at_max_ = 0;
 };
 
-// "3 down, 1 timeout", "3 auth-failed: WRONGPASS ...": a per-node record in a few words, for
-// messages (states in enum order; an error's or a refused login's text with it).
-[[nodiscard]] std::string breakdown(const std::vector<NodeOutcome>& nodes);
+// Whether node record `o` is a refusal of this client's configuration, which no retry fixes: its
+// credentials or database (auth-failed), a permission its ACL user lacks (NOPERM, also when the
+// restart guard could not read INFO), or TLS (the server's certificate failed verification, or
+// the server refused ours with an alert about it).
+[[nodiscard]] bool refused_by_configuration(const NodeOutcome& o);
+
+// Why a round that cannot reach a quorum failed: as failure_reason(tally, refusal), and
+// Errc::refused when the nodes that refused this client's configuration rule out a quorum by
+// themselves (more of them than a quorum can spare): then no retry can help.
+[[nodiscard]] Errc failure_reason(const Tally& t, const std::vector<NodeOutcome>& nodes,
+                                  Errc refusal);
 
 }  // namespace redlock::detail

@@ -26,8 +26,11 @@ std::optional<std::string> RestartGuard::observe(const ServerInfo& info, BootClo
     }
   }
   run_id_ = info.run_id;
+  unreadable_.clear();
   return warning;
 }
+
+void RestartGuard::unreadable(std::string why) { unreadable_ = std::move(why); }
 
 void RestartGuard::extend_to(BootClock::time_point until, std::string why) {
   if (!until_ || until > *until_) {
@@ -57,7 +60,11 @@ std::string with_time_left(const std::string& why, BootClock::duration left) {
 }  // namespace
 
 std::optional<std::string> RestartGuard::exclusion(BootClock::time_point now, bool durable,
-                                                   Millis quarantine) const {
+                                                   Millis quarantine, Millis min_uptime) const {
+  // A check the user asked for fails closed (algorithm.md, hazard 11): not knowing whether the
+  // server restarted is not a reason to count its vote.
+  if (!unreadable_.empty() && !durable && (quarantine > Millis{0} || min_uptime > Millis{0}))
+    return unreadable_;
   // A quarantine of 0 turns the guard off (a restart_quarantine of 0), whatever `at` says.
   if (promoted_at_ && quarantine > Millis{0} && now < *promoted_at_ + quarantine) {
     return with_time_left("restart guard: " + promoted_why_, *promoted_at_ + quarantine - now);

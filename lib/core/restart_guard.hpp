@@ -24,6 +24,13 @@ class RestartGuard {
   std::optional<std::string> observe(const ServerInfo& info, BootClock::time_point now,
                                      const Policy& policy);
 
+  // INFO server could not be read at a (re)connect (`why`: what the server answered, or that it
+  // did not). The guard cannot tell a restart then, so while it is on (a quarantine or a minimum
+  // uptime, and not durable) it fails closed: the server gives no vote, with `why` as the reason,
+  // until observe() reads INFO again.
+  void unreadable(std::string why);
+  [[nodiscard]] bool readable() const noexcept { return unreadable_.empty(); }
+
   // The server was promoted from replica to master at `at` or later (a failover): asynchronous
   // replication may have lost lock keys it never received, so its votes wait out the quarantine
   // from then, as after a restart. `durable` does not turn this off: a replica that never got the
@@ -32,9 +39,11 @@ class RestartGuard {
 
   // Why a vote from this server must not count at `now`, or nullopt. `durable` turns off the
   // restart part only; `quarantine` is the one in force now (it grows with the ttls in use), and
-  // 0 turns the promotion part off too.
+  // 0 turns the promotion part off too. With INFO unreadable, the guard is on when not durable
+  // and the quarantine or `min_uptime` is above 0.
   [[nodiscard]] std::optional<std::string> exclusion(BootClock::time_point now, bool durable,
-                                                     Millis quarantine) const;
+                                                     Millis quarantine,
+                                                     Millis min_uptime = Millis{0}) const;
 
   [[nodiscard]] const std::string& run_id() const noexcept { return run_id_; }
 
@@ -42,6 +51,7 @@ class RestartGuard {
   void extend_to(BootClock::time_point until, std::string why);
 
   std::string run_id_;
+  std::string unreadable_;  // why INFO could not be read at the last connect; empty when it was
   std::optional<BootClock::time_point> until_;  // restarts: computed when seen
   std::string reason_;
   std::optional<BootClock::time_point> promoted_at_;

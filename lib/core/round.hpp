@@ -40,8 +40,14 @@ class Round {
   [[nodiscard]] const Tally& tally() const noexcept { return tally_; }
   [[nodiscard]] const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
   [[nodiscard]] int nodes() const noexcept { return tally_.nodes; }
-  // "3 ok, 2 timeout": the record in a few words, for messages.
-  [[nodiscard]] std::string breakdown() const { return detail::breakdown(outcomes_); }
+  // "3 ok, 2 timeout", "3 down: Connection refused": the record in a few words, for messages
+  // (redlock::summarize()).
+  [[nodiscard]] std::string breakdown() const { return summarize(outcomes_); }
+  // Why the round failed, once it cannot reach a quorum: `refusal` (contended / not_held),
+  // Errc::refused (the nodes' configuration rules a quorum out), or Errc::no_quorum.
+  [[nodiscard]] Errc failure_reason(Errc refusal) const {
+    return detail::failure_reason(tally_, outcomes_, refusal);
+  }
 
  private:
   const std::vector<std::string>* names_ = nullptr;

@@ -50,6 +50,13 @@ std::optional<std::string> check_resources(const std::vector<std::string>& resou
   return std::nullopt;
 }
 
+std::optional<std::string> check_declared_ttl(Millis ttl, const Options& client) {
+  if (!client.max_ttl || ttl <= *client.max_ttl) return std::nullopt;
+  return "ttl of " + std::to_string(ttl.count()) + " ms is above the declared max_ttl of " +
+         std::to_string(client.max_ttl->count()) +
+         " ms (the restart guard's quarantine is sized for it)";
+}
+
 std::optional<std::string> check_ttl(Millis ttl, double drift_factor) {
   if (ttl <= Millis{0}) return "ttl must be positive, got " + std::to_string(ttl.count()) + " ms";
   if (ttl > max_ttl) {

@@ -22,6 +22,9 @@ inline constexpr std::size_t max_resource_bytes = 1 << 20;
 // A value the user gave, for an error message: in single quotes, control bytes as \xNN so that
 // they cannot mess up a terminal.
 [[nodiscard]] std::string quoted(std::string_view s);
+// A ttl above the client's declared Options::max_ttl: the restart quarantine, which lasts
+// max_ttl + drift, would end before keys taken with it expire.
+[[nodiscard]] std::optional<std::string> check_declared_ttl(Millis ttl, const Options& client);
 // A token that names its number of resources (token.hpp) must come with exactly that many.
 [[nodiscard]] std::optional<std::string> check_token_resources(std::string_view token,
                                                                std::size_t resources);

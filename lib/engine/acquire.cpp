@@ -32,7 +32,7 @@ void start_acquire(Engine::Impl& e, std::vector<std::string> resources, AcquireO
     e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
   };
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
-  if (auto why = check_acquire(resources, options, e.options_.drift_factor, e.options_.key_prefix))
+  if (auto why = check_acquire(resources, options, e.options_))
     return fail(Errc::invalid_argument, *why);
   if (options.stop.stop_requested())
     return fail(Errc::cancelled, "cancelled before it started; nothing was sent");
@@ -74,7 +74,6 @@ void AcquireOp::start() {
     e_.acquires_.emplace(id_, this);
     stop_callback_.emplace(opts_.stop, CancelRequest{&e_, id_});
   }
-  if (refuse_if_duplicate_servers()) return;
   if (kind_.queued()) {
     // A fair waiter can be named as soon as its ticket puts it in a queue: it hears names from
     // before (on the client's own channel, once a wait of this client has subscribed it; the
@@ -145,22 +144,11 @@ void AcquireOp::start_fence_writeback() {
                                     fence_counter_idle_expiry));
 }
 
-// Two of the nodes are one server (known from their handshakes): it would vote twice. The
-// acquisition is refused, and what this one may have set is rolled back.
-bool AcquireOp::refuse_if_duplicate_servers() {
-  if (e_.duplicate_servers_.empty() || phase_ == Phase::done) return false;
-  attempt_.close();
-  if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
-  finish(Errc::invalid_argument, e_.duplicate_servers_);
-  return true;
-}
-
 void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
   if (tag != round_id_) {
     late_reply(node, tag, r);  // a late answer of a round already decided
     return;
   }
-  if (refuse_if_duplicate_servers()) return;
   switch (phase_) {
     case Phase::attempt: {
       if (!attempt_.open()) return;
@@ -257,11 +245,12 @@ void AcquireOp::attempt_decided(Decision d) {
   if (t.refused > 0) saw_contention_ = true;
   // A queued attempt that a quorum ran refreshed our heartbeat there.
   if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(n)) refreshed_ = t1_;
-  const Errc why = detail::failure_reason(t, Errc::contended);
+  const Errc why = attempt_.failure_reason(Errc::contended);
   fail_attempt(why, why == Errc::contended
                         ? "held by someone else on " + detail::at_least(t) +
                               std::to_string(t.refused) + " of " + std::to_string(n) + " nodes"
-                        : "no quorum: " + std::to_string(t.ok) + " of " + std::to_string(n) +
+                        : std::string(why == Errc::refused ? "refused" : "no quorum") + ": " +
+                              std::to_string(t.ok) + " of " + std::to_string(n) +
                               " nodes granted, " + std::to_string(detail::quorum_of(n)) +
                               " needed (" + attempt_.breakdown() + ")");
 }
@@ -310,6 +299,18 @@ void AcquireOp::warn_fence_durability() {
 
 void AcquireOp::fail_attempt(Errc why, std::string message) {
   if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
+  // A ticket or write-back round that the nodes' configuration failed (auth, ACL, TLS).
+  if (why == Errc::no_quorum && phase_ != Phase::attempt &&
+      counter_.failure_reason(Errc::no_quorum) == Errc::refused) {
+    why = Errc::refused;
+    message = "refused: " + message + " (" + counter_.breakdown() + ")";
+  }
+  // Refused by configuration on too many nodes: no retry can help until someone fixes it, and
+  // retrying would only hammer the nodes with refused logins.
+  if (why == Errc::refused) {
+    finish(why, std::move(message));
+    return;
+  }
   last_error_ = why;
   last_message_ = std::move(message);
   const auto now = BootClock::now();

@@ -69,7 +69,6 @@ class AcquireOp final : public Operation {
   bool take_ticket_grant();  // the ticket round's replies granted us the lock: taken
   [[nodiscard]] bool waits_in_line() const;              // after the ticket: sleep until named
   [[nodiscard]] detail::Command settle_command() const;  // our agreed ticket, for one node
-  bool refuse_if_duplicate_servers();
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
   void sleep_then_retry(Millis sleep);

@@ -126,7 +126,11 @@ void Engine::Impl::on_wake(int index, const std::string& lock_key, const net::Wa
 
 Millis Engine::Impl::restart_quarantine() const {
   if (options_.restart_quarantine) return *options_.restart_quarantine;
-  const Millis longest = std::max(max_ttl_used_, AcquireOptions{}.ttl);
+  // The declared longest ttl of every client of the nodes (acquire and extend refuse longer
+  // ones). Without it, what this client has used, and at least the default ttl: a fresh process
+  // does not know the ttls the other clients use, and most keep the default (options.hpp).
+  const Millis longest =
+      options_.max_ttl ? *options_.max_ttl : std::max(max_ttl_used_, AcquireOptions{}.ttl);
   return longest + std::chrono::ceil<Millis>(detail::drift(longest, options_.drift_factor));
 }
 
@@ -206,16 +210,20 @@ std::optional<std::string> Engine::Impl::vote_exclusion(
 }
 
 void Engine::Impl::on_server_identified(int index) {
-  if (!duplicate_servers_.empty()) return;
   const auto id = nodes_[static_cast<std::size_t>(index)]->server_id();
+  if (id.empty()) return;
   for (int j = 0; j < n(); ++j) {
     if (j == index || nodes_[static_cast<std::size_t>(j)]->server_id() != id) continue;
-    const auto& a = names_[static_cast<std::size_t>(std::min(j, index))];
-    const auto& b = names_[static_cast<std::size_t>(std::max(j, index))];
-    duplicate_servers_ = "nodes " + a + " and " + b + " are the same server (equal run_id " +
-                         id.substr(0, 8) + "...): it would vote twice; list each server once";
-    log(LogLevel::error, duplicate_servers_);
-    return;
+    const int lo = std::min(j, index);
+    const int hi = std::max(j, index);
+    if (!twins_reported_.emplace(lo, hi).second) continue;
+    // Either the same server listed twice under two names (127.0.0.1:7001 and localhost:7001), or
+    // a node that answers INFO with another's run_id. Its vote counts once (vote_exclusion); the
+    // rest of the client goes on: refusing every operation let one lying node stop them all.
+    log(LogLevel::warning, "nodes " + names_[static_cast<std::size_t>(lo)] + " and " +
+                               names_[static_cast<std::size_t>(hi)] +
+                               " are the same server (equal run_id " + id.substr(0, 8) +
+                               "...): their vote counts once; list each server once");
   }
 }
 

@@ -18,11 +18,6 @@ class ExtendOp final : public Operation {
 
   void start() {
     e_.note_ttl(ttl_);
-    if (!e_.duplicate_servers_.empty()) {
-      round_.reset(&e_.names());
-      finish(Errc::invalid_argument, e_.duplicate_servers_);
-      return;
-    }
     std::vector<std::string> keys;
     for (const auto& r : lock_.resources()) keys.push_back(e_.options_.key_prefix + r);
     const auto& kind = detail::kind_for_lock(lock_.mode(), keys.size());
@@ -41,10 +36,6 @@ class ExtendOp final : public Operation {
 
   void on_result(int node, std::uint32_t, const net::Result& r) override {
     if (done_) return;
-    if (!e_.duplicate_servers_.empty()) {
-      finish(Errc::invalid_argument, e_.duplicate_servers_);  // one server would vote twice
-      return;
-    }
     if (auto f = failure(node, r)) {
       record(node, std::move(*f));
     } else {
@@ -85,13 +76,14 @@ class ExtendOp final : public Operation {
       return;
     }
     const auto& t = round_.tally();
-    const Errc why = detail::failure_reason(t, Errc::not_held);
+    const Errc why = round_.failure_reason(Errc::not_held);
     finish(why, why == Errc::not_held
                     ? "the token is no longer held on " + detail::at_least(t) +
                           std::to_string(t.refused) + " of " + std::to_string(n) + " nodes"
-                    : "no quorum: " + std::to_string(t.ok) + " of " + std::to_string(n) +
-                          " nodes extended, " + std::to_string(detail::quorum_of(n)) + " needed (" +
-                          round_.breakdown() + ")");
+                    : std::string(why == Errc::refused ? "refused" : "no quorum") + ": " +
+                          std::to_string(t.ok) + " of " + std::to_string(n) + " nodes extended, " +
+                          std::to_string(detail::quorum_of(n)) + " needed (" + round_.breakdown() +
+                          ")");
   }
 
   void finish(Errc why, std::string message) {
@@ -144,6 +136,8 @@ void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendC
   if (auto why = detail::check_token_resources(lock.token(), lock.resources().size()))
     return fail(Errc::invalid_argument, *why);
   if (auto why = detail::check_ttl(ttl, e.options_.drift_factor))
+    return fail(Errc::invalid_argument, *why);
+  if (auto why = detail::check_declared_ttl(ttl, e.options_))
     return fail(Errc::invalid_argument, *why);
   if (lock.deadline() <= BootClock::now()) {
     return fail(Errc::expired,

@@ -10,9 +10,11 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "net/node.hpp"
@@ -39,8 +41,8 @@ class Engine::Impl final : public net::NodeHost {
   }
   void on_node_closed(int) override { handle_closed(); }
   void on_server_identified(int index) override;
-  // The longest ttl this client has used (at least the default ttl) plus its drift, unless the
-  // options fix it.
+  // Options::restart_quarantine; else Options::max_ttl plus its drift; else the longest ttl this
+  // client has used (at least the default ttl) plus its drift.
   [[nodiscard]] Millis restart_quarantine() const override;
   void on_wake(int index, const std::string& lock_key, const net::Wake& wake) override;
 
@@ -79,10 +81,10 @@ class Engine::Impl final : public net::NodeHost {
   [[nodiscard]] std::optional<std::string> vote_exclusion(
       int i, BootClock::time_point now, const std::vector<NodeOutcome>* outcomes) const;
 
-  // Set once two nodes turn out to be one server (equal run_id, e.g. 127.0.0.1:7001 and
-  // localhost:7001): it would vote twice, so acquisitions and extensions are refused with this
-  // message (Errc::invalid_argument) from then on. Empty while no such pair is known.
-  std::string duplicate_servers_;
+  // Pairs of nodes (lower index first) already reported as one server (equal run_id): said once
+  // each, at warning. The pair's votes count once (vote_exclusion()); nothing else is refused, so
+  // one node that lies about its run_id cannot stop the client.
+  std::set<std::pair<int, int>> twins_reported_;
 
   // Counters (loop thread only).
   void count_node(int i, const NodeOutcome& o);

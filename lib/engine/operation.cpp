@@ -29,8 +29,10 @@ std::optional<NodeOutcome> Operation::failure(int i, const net::Result& r) const
   const auto& name = e_.names()[static_cast<std::size_t>(i)];
   if (r.kind == net::Result::Kind::timeout)
     return NodeOutcome{name, NodeState::timeout, {}, r.latency};
-  if (r.kind == net::Result::Kind::down)
-    return NodeOutcome{name, NodeState::down, std::string(r.error), r.latency};
+  if (r.kind == net::Result::Kind::down) {
+    return NodeOutcome{name, NodeState::down,
+                       e_.nodes_[static_cast<std::size_t>(i)]->failure_detail(r.error), r.latency};
+  }
   if (r.kind == net::Result::Kind::refused)
     return NodeOutcome{name, NodeState::auth_failed, std::string(r.error), r.latency};
   return std::nullopt;

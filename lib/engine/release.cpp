@@ -86,7 +86,11 @@ class ReleaseOp final : public Operation {
       } else {
         // Nothing confirmed a delete. Say which way each node failed: a node that timed out (or
         // answered an error after a timeout) may still have run the delete.
-        res.error = make_error_code(Errc::no_quorum);
+        // A quorum that refuses this client's configuration (auth, ACL, TLS): say so (exit 5 in
+        // the CLI), as acquire and extend do.
+        res.error = make_error_code(round_.failure_reason(Errc::not_held) == Errc::refused
+                                        ? Errc::refused
+                                        : Errc::no_quorum);
         const bool reached =
             std::any_of(res.nodes.begin(), res.nodes.end(), [](const NodeOutcome& o) {
               return o.state == NodeState::timeout || o.state == NodeState::error;

@@ -27,7 +27,7 @@ class NodeHost {
  public:
   virtual void log(LogLevel level, const std::string& message) = 0;
   virtual void on_node_closed(int index) = 0;
-  // Node `index` learned its server's identity (server_id()) for the first time.
+  // Node `index` learned its server's identity (server_id()), for the first time or a new one.
   virtual void on_server_identified(int index) = 0;
   // How long a restarted server's votes do not count (the longest ttl in use plus drift).
   [[nodiscard]] virtual Millis restart_quarantine() const = 0;
@@ -54,6 +54,12 @@ class Node {
   [[nodiscard]] virtual const std::string& name() const = 0;
   // Why the node is not usable, for the per-node record ("connection refused", ...).
   [[nodiscard]] virtual std::string last_error() const = 0;
+  // The per-node record's text for a command this node's connection failed with `error`: the
+  // error, with what the node knows of its cause (a plaintext connection hung up on before any
+  // answer: "does it expect TLS?").
+  [[nodiscard]] virtual std::string failure_detail(std::string_view error) const {
+    return std::string(error);
+  }
   // The last failure was the server refusing our credentials or database (AUTH, SELECT).
   [[nodiscard]] virtual bool refused() const = 0;
   // The server's identity (its run_id), empty until known: one vote per server.

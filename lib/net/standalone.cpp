@@ -99,6 +99,8 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
         index_(index),
         address_(address),
         name_(address.to_string()),
+        tls_(address.transport == NodeAddress::Transport::tcp &&
+             (address.tls || options.tls.enabled)),
         options_(options),
         replicas_(detail::replica_wait(options, address)),
         conn_(loop, *this, index, endpoint_for(address), transport_(address.host),
@@ -132,15 +134,22 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   }
   bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override {
+    ask_info_again(sent);
     if (!req->gives_vote) return conn_.send(req, timeout, sink, tag, sent);
     return send_replicated(conn_, req, timeout, sink, tag, sent, replicas_);
   }
   const std::string& name() const override { return name_; }
-  std::string last_error() const override { return conn_.last_error(); }
+  std::string last_error() const override { return conn_.last_error() + hint_; }
   bool refused() const override { return conn_.last_failure() == Connection::Failure::refused; }
   std::string server_id() const override { return guard_.run_id(); }
   std::optional<std::string> vote_exclusion(BootClock::time_point now) const override {
-    return guard_.exclusion(now, options_.durable_nodes, host_.restart_quarantine());
+    return guard_.exclusion(now, options_.durable_nodes, host_.restart_quarantine(),
+                            options_.min_node_uptime);
+  }
+  std::string failure_detail(std::string_view error) const override {
+    // The commands the connection failed when it dropped carry the drop's reason.
+    return !hint_.empty() && error == conn_.last_error() ? std::string(error) + hint_
+                                                         : std::string(error);
   }
   std::optional<std::string> fence_durability_problem() const override {
     if (appendonly_.empty() || appendfsync_.empty()) return std::nullopt;  // unknown: say nothing
@@ -155,7 +164,9 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     const auto t = options_.connect_timeout;
     appendonly_.clear();
     appendfsync_.clear();
+    answered_ = false;
     const auto now = BootClock::now();
+    info_asked_ = now;
     if (auth_) c.send(auth_, t, *this, hs_auth, now);
     if (select_) c.send(select_, t, *this, hs_select, now);
     for (const auto& load : common().script_loads) c.send(load, t, *this, hs_script_load, now);
@@ -168,12 +179,47 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   void on_ready(Connection&, const std::string& established) override {
     if (!established.empty()) host_.log(LogLevel::debug, name_ + ": connected over " + established);
   }
+  // A node's changes of state are logged once each (issue 41 item 4): up -> down with the reason
+  // at warning (error when the server refused our credentials or database), down -> up at info;
+  // while it stays down, each reconnect says nothing unless the reason changes (debug). A service
+  // logging at info then learns of an expired certificate once, and is not flooded by retries.
   void on_dropped(Connection&, const std::string& why, bool was_ready) override {
-    if (was_ready) {
-      host_.log(LogLevel::warning, name_ + ": connection lost: " + why);
-    } else {
-      host_.log(LogLevel::debug, name_ + ": connect failed: " + why);
+    // A plaintext connection that the server hangs up on before answering anything is, most of
+    // the time, a TLS port: say so in the per-node records (last_error, failure_detail).
+    const bool hung_up = why.find("reset") != std::string::npos ||
+                         why.find("closed by the server") != std::string::npos;
+    hint_ = !tls_ && !answered_ && was_ready && hung_up
+                ? " (the server hung up before answering: does it expect TLS? use rediss:// or "
+                  "--tls)"
+                : "";
+    const std::string reason = why + hint_;
+    if (health_ != Health::down) {
+      health_ = Health::down;
+      const bool refused = conn_.last_failure() == Connection::Failure::refused;
+      host_.log(refused ? LogLevel::error : LogLevel::warning,
+                name_ + (was_ready ? ": connection lost: " : ": connect failed: ") + reason);
+    } else if (reason != down_reason_) {
+      host_.log(LogLevel::debug, name_ + ": still down: " + reason);
     }
+    down_reason_ = reason;
+  }
+  // The server answered a command after AUTH and SELECT: the node is up.
+  void mark_up() {
+    if (health_ == Health::down) {
+      host_.log(LogLevel::info, name_ + ": up again (it was down: " + down_reason_ + ")");
+    } else if (health_ == Health::unknown) {
+      host_.log(LogLevel::debug, name_ + ": up");
+    }
+    health_ = Health::up;
+    hint_.clear();
+  }
+  // The restart guard cannot read INFO: ask again (before the next vote's command, so the vote is
+  // judged with the answer) at most once a second, so that a permission granted meanwhile counts
+  // without a reconnect.
+  void ask_info_again(BootClock::time_point now) {
+    if (guard_.readable() || !conn_.ready() || now - info_asked_ < std::chrono::seconds(1)) return;
+    info_asked_ = now;
+    conn_.send(common().info, options_.connect_timeout, *this, hs_info, now);
   }
   void on_closed(Connection&) override {
     conn_closed_ = true;
@@ -192,6 +238,10 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
 
   // Sink: the handshake's answers.
   void on_result(int, std::uint32_t tag, const Result& r) override {
+    if (r.kind == Result::Kind::reply) answered_ = true;
+    if (tag == hs_info && r.kind == Result::Kind::timeout) {
+      guard_.unreadable("restart guard: INFO server was not answered within connect_timeout");
+    }
     if (tag == hs_replication && watcher_) {
       watcher_->on_replication(r.kind == Result::Kind::reply && r.reply->type == Reply::Type::string
                                    ? detail::parse_promoted(r.reply->str)
@@ -203,15 +253,31 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     if (rep.is_error()) {
       if (tag == hs_auth) {
         // Commands pipelined behind a failed AUTH would run as the default user: drop the
-        // connection so none of them counts, and say why in every per-node record.
+        // connection so none of them counts, and say why in every per-node record (and once in
+        // the log: on_dropped).
         const auto why = "AUTH failed: " + detail::auth_error_text(rep.str, address_.password);
-        host_.log(LogLevel::error, name_ + ": " + why);
         conn_.drop(why, Connection::Failure::refused);
       } else if (tag == hs_select) {
-        const auto why = "SELECT failed: " + detail::server_text(rep.str);
-        host_.log(LogLevel::error, name_ + ": " + why);
         // the wrong database must not take votes
-        conn_.drop(why, Connection::Failure::refused);
+        conn_.drop("SELECT failed: " + detail::server_text(rep.str), Connection::Failure::refused);
+      } else if (tag == hs_info) {
+        // Without INFO the restart guard cannot see a restart: it fails closed (restart_guard.hpp).
+        mark_up();
+        // The missing permission first: a one-line summary cuts long server text.
+        guard_.unreadable(std::string("restart guard: cannot read INFO server") +
+                          (rep.starts_with("NOPERM") ? " (the user needs +info)" : "") + ": " +
+                          detail::server_text(rep.str));
+      } else if (tag == hs_script_load) {
+        // One per script per connect: said once per node. Without it every script still runs
+        // (EVALSHA's NOSCRIPT is retried as EVAL, which caches it), one round trip later the
+        // first time.
+        if (!script_load_noted_) {
+          script_load_noted_ = true;
+          host_.log(LogLevel::info,
+                    name_ + ": SCRIPT LOAD refused (" + detail::server_text(rep.str) +
+                        "): scripts are sent whole on first use" +
+                        (rep.starts_with("NOPERM") ? " (the user needs +script|load)" : ""));
+        }
       } else if (tag != hs_config && tag != hs_appendonly && tag != hs_appendfsync) {
         // CONFIG may be disabled or renamed: say nothing
         host_.log(LogLevel::debug, name_ + ": handshake: " + detail::server_text(rep.str));
@@ -235,13 +301,19 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
         appendfsync_ = detail::server_text(config_value(rep).value_or(""), 40);
         break;
       case hs_info:
+        mark_up();
+        if (rep.type != Reply::Type::string || !detail::parse_server_info(rep.str)) {
+          guard_.unreadable(
+              "restart guard: cannot read INFO server (no run_id and uptime in "
+              "its answer)");
+        }
         if (rep.type == Reply::Type::string) {
           if (auto info = detail::parse_server_info(rep.str)) {
             detail::RestartGuard::Policy p{host_.restart_quarantine(), options_.min_node_uptime,
                                            options_.durable_nodes};
-            const bool first = guard_.run_id().empty();
+            const std::string before = guard_.run_id();
             auto warning = guard_.observe(*info, BootClock::now(), p);
-            if (first) host_.on_server_identified(index_);
+            if (guard_.run_id() != before) host_.on_server_identified(index_);
             if (warning) host_.log(LogLevel::warning, name_ + ": " + *warning);
           }
         }
@@ -252,9 +324,17 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   }
   void on_done() override {}
 
+  enum class Health { unknown, up, down };
+
   uv_loop_t* loop_;
   TransportMaker transport_;
   MasterWatcher* watcher_;
+  Health health_ = Health::unknown;
+  std::string down_reason_;  // the last drop's, as logged
+  bool answered_ = false;    // a reply came on the current connection
+  std::string hint_;         // appended to the drop's reason in the per-node records
+  bool script_load_noted_ = false;
+  BootClock::time_point info_asked_{};
   bool closing_ = false;
   bool conn_closed_ = false;
   bool sub_closed_ = false;
@@ -262,6 +342,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   int index_;
   NodeAddress address_;
   std::string name_;
+  bool tls_;  // as transport_for() decides
   const Options& options_;
   ReplicaPolicy replicas_;
   std::shared_ptr<const Request> auth_, select_;

@@ -821,6 +821,76 @@ static void test_auto_extend_and_loss(redlock_client* c) {
   redlock_acquire_options_free(ao);
 }
 
+/* Issue 40 item 11: redlock_lock_free inside a loss callback (on the client's I/O thread) holds
+ * a reference to the client's state while it sends the release; redlock_client_free on the main
+ * thread at that moment left the last reference to the I/O thread, which then joined itself
+ * (std::terminate). Each round moves the main thread's moment a little within that window. */
+struct race_state {
+  atomic_int lost;
+  redlock_lock* lock;
+  atomic_int free_rc;
+};
+
+static void free_in_callback(void* user, int reason, const char* message) {
+  (void)reason;
+  (void)message;
+  struct race_state* st = user;
+  atomic_store(&st->lost, 1);
+  atomic_store(&st->free_rc, redlock_lock_free(st->lock));
+}
+
+static void spin_us(long us) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &b);
+  } while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+static void test_lock_free_in_callback_races_client_free(void) {
+  enum { rounds = 40 };
+  /* Static: a callback may still be running when its round ends. */
+  static struct race_state st[rounds];
+  int lost = 0;
+  for (int i = 0; i < rounds; ++i) {
+    struct race_state* s = &st[i];
+    atomic_store(&s->lost, 0);
+    atomic_store(&s->free_rc, -1);
+    redlock_client* c = make_client();
+    redlock_acquire_options* ao = NULL;
+    REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
+    CHECK_RC(redlock_acquire_options_set_ttl_ms(ao, 10000), REDLOCK_OK);
+    CHECK_RC(redlock_acquire_options_set_auto_extend(ao, 1, 20, free_in_callback, s), REDLOCK_OK);
+    char res[32];
+    snprintf(res, sizeof res, "capi-race-%d", i);
+    const char* name = res;
+    size_t len = strlen(res);
+    redlock_lock* l = NULL;
+    /* The callback reads s->lock: set before the key goes away below. */
+    REQUIRE(redlock_acquire_ex(c, &name, &len, 1, ao, &l, NULL) == REDLOCK_OK);
+    s->lock = l;
+    redlock_acquire_options_free(ao);
+    redis_del_everywhere(res, len);
+    /* Spinning, not sleeping: the window opens the moment the flag is set. */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+      clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (!atomic_load(&s->lost) && t.tv_sec - t0.tv_sec < 10);
+    if (atomic_load(&s->lost)) {
+      ++lost;
+      spin_us(i % 20);
+    }
+    CHECK_RC(redlock_client_free(c), REDLOCK_OK);
+  }
+  CHECK(lost == rounds);
+  /* Every callback got to free its lock. */
+  for (int i = 0; i < rounds; ++i) {
+    for (int w = 0; w < 400 && atomic_load(&st[i].free_rc) == -1; ++w) sleep_ms(5);
+    CHECK(atomic_load(&st[i].free_rc) == REDLOCK_OK);
+  }
+}
+
 struct cancel_args {
   redlock_client* client;
   redlock_acquire_options* options;
@@ -954,6 +1024,7 @@ int main(void) {
   test_cancel(c);
   CHECK_RC(redlock_client_free(c), REDLOCK_OK);
   test_freed_handles();
+  test_lock_free_in_callback_races_client_free();
 
   printf("capi_test: %d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;

@@ -19,6 +19,7 @@ from redisfix import Cluster, command, free_port, get  # noqa: E402
 LIB_PATH = os.environ.get("REDLOCK_LIBRARY", "libredlock.so.0")
 
 OK, CONTENDED, NO_QUORUM, EXPIRED, NOT_HELD, INVALID, CANCELLED, SHUTDOWN = range(8)
+REFUSED = 10  # REDLOCK_E_REFUSED
 
 H = ctypes.c_void_p  # every handle is opaque
 LOSS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
@@ -357,8 +358,11 @@ class CApiOverTls(unittest.TestCase):
         lock, r = H(), Result()
         self.addCleanup(r.close)
         rc = lib.redlock_acquire(c, b"tls-job", 7, 5000, ctypes.byref(lock), r.h)
-        self.assertEqual(rc, NO_QUORUM)
-        self.assertIn(b"certificate verify failed", lib.redlock_result_node_detail(r.h, 0))
+        detail = lib.redlock_result_node_detail(r.h, 0)
+        self.assertIn(b"certificate verify failed", detail)
+        # Verification failed on the quorum (the only node): refused, not retried (issue 41 item 5).
+        self.assertEqual(rc, REFUSED, detail)
+        self.assertEqual(lib.redlock_strerror(rc)[:7], b"refused")
 
 
 if __name__ == "__main__":

@@ -740,5 +740,49 @@ class LockCommands(unittest.TestCase):
             self.assertTrue(r.stdout, args)
 
 
+class RefusedByConfiguration(unittest.TestCase):
+    """Issue 41 item 5: what no retry can fix (auth, ACL) is exit 5 at once; an outage stays 3."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster(3)
+        for port in (s.port for s in cls.c.servers):
+            # A user that can log in but not run what a lock needs.
+            command(port, "ACL", "SETUSER", "reader", "on", ">pw", "~*", "+get", "+info", "+ping")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def nodes(self, userinfo):
+        return ",".join("redis://%s@127.0.0.1:%d" % (userinfo, p) for p in (s.port for s in self.c.servers))
+
+    def assert_refused_once(self, nodes, text):
+        r = run("--json", "--retry-count", "5", "--retry-delay", "200ms", "--connect-timeout", "5s", "acquire",
+                "t-refused", nodes=nodes)
+        self.assertEqual(r.returncode, 5, r.stderr)
+        obj = json.loads(r.stdout)
+        self.assertEqual((obj["error"], obj["attempts"]), ("refused", 1), r.stdout)
+        self.assertIn(text, obj["message"])
+        # Without --json or -v the one line names the cause too.
+        r = run("acquire", "t-refused", nodes=nodes)
+        self.assertEqual(r.returncode, 5, r.stderr)
+        self.assertIn(text, r.stderr.decode().splitlines()[-1])
+        self.assertNotIn(b"wrong-pw", r.stdout + r.stderr)
+
+    def test_wrong_password_is_exit_5_after_one_attempt(self):
+        self.assert_refused_once(self.nodes("reader:wrong-pw"), "WRONGPASS")
+
+    def test_noperm_is_exit_5_after_one_attempt(self):
+        self.assert_refused_once(self.nodes("reader:pw"), "NOPERM")
+
+    def test_an_outage_is_still_exit_3(self):
+        down = ",".join("127.0.0.1:%d" % free_port() for _ in range(3))
+        r = run("--json", "--retry-count", "1", "--retry-delay", "10ms", "acquire", "t-refused", nodes=down)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        obj = json.loads(r.stdout)
+        self.assertEqual((obj["error"], obj["attempts"]), ("no_quorum", 2), r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

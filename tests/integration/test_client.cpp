@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -140,4 +141,109 @@ TEST_CASE("Engine destroyed with operations pending: callbacks run once with shu
   uv_run(&loop, UV_RUN_DEFAULT);
   CHECK(shutdowns == 5);
   CHECK(uv_loop_close(&loop) == 0);
+}
+
+namespace {
+
+// Connections the server has open now, the one asking included.
+long long connections(const RedisServer& s) {
+  const std::string info = s.command({"INFO", "clients"}).str;
+  const std::string field = "connected_clients:";
+  const auto at = info.find(field);
+  return at == std::string::npos ? -1 : std::stoll(info.substr(at + field.size()));
+}
+
+// Each server of `c` back to `baseline` connections: every client made meanwhile closed its own.
+bool back_to(const RedisCluster& c, const std::vector<long long>& baseline) {
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (connections(c[i]) != baseline[i]) return false;
+  }
+  return true;
+}
+
+std::vector<long long> connections(const RedisCluster& c) {
+  std::vector<long long> out;
+  for (std::size_t i = 0; i < c.size(); ++i) out.push_back(connections(c[i]));
+  return out;
+}
+
+}  // namespace
+
+// Issue 40 item 11: the last reference to the Client's state dropped on its own I/O thread made
+// ~Impl join that very thread: std::system_error from a destructor, std::terminate. Here the
+// callback owns the last Client; the I/O thread must hand its own shutdown over and go on.
+TEST_CASE("a Client destroyed inside its own callback shuts down without terminating") {
+  RedisCluster c(3);
+  const auto baseline = connections(c);
+  auto client = std::make_shared<Client>(options_for(c));
+  std::promise<bool> in_callback;
+  std::promise<void> main_let_go;
+  auto let_go = main_let_go.get_future().share();
+  client->acquire_async({"own-last"}, ttl_opts(5s),
+                        [owner = client, &in_callback, let_go](AcquireResult r) mutable {
+                          in_callback.set_value(bool(r));
+                          let_go.wait();
+                          owner.reset();  // the last reference, on the I/O thread
+                        });
+  CHECK(in_callback.get_future().get());
+  client.reset();
+  main_let_go.set_value();
+  // The process is still here, and the client closed its connections: it did shut down.
+  CHECK(eventually([&] { return back_to(c, baseline); }));
+}
+
+// The race of the issue: a Guard released inside its loss callback (on the I/O thread, holding a
+// reference to the Client's state while it sends the release) while the Client is destroyed on
+// the main thread. Whoever lets go last destroys it; when that is the I/O thread it used to
+// terminate. The window is a few microseconds: each round moves the main thread's moment a little.
+TEST_CASE("a Guard released in its loss callback while the Client is destroyed: no terminate") {
+  RedisCluster c(3);
+  const auto baseline = connections(c);
+  Options o = options_for(c);
+  constexpr int rounds = 40;
+  int lost = 0;
+  for (int i = 0; i < rounds; ++i) {
+    CAPTURE(i);
+    auto client = std::make_unique<Client>(o);
+    // Shared with the callback, which may still run when this round's locals are gone.
+    struct Shared {
+      std::mutex mu;
+      Guard guard;
+      std::atomic<bool> in_loss{false};
+    };
+    auto st = std::make_shared<Shared>();
+    LockOptions lo;
+    lo.acquire = ttl_opts(10s);
+    lo.hold.auto_extend = true;
+    lo.hold.extend_every = 20ms;
+    lo.hold.on_lost = [st](const LossInfo&) {
+      Guard g;
+      {
+        std::lock_guard<std::mutex> lk(st->mu);
+        g = std::move(st->guard);
+      }
+      st->in_loss = true;
+      g.release();  // on the I/O thread: holds the Client's state while it sends the release
+    };
+    const std::string res = "guard-race-" + std::to_string(i);
+    auto [g, r] = client->try_lock({res}, lo);
+    REQUIRE_MESSAGE(r, r.message);
+    {
+      std::lock_guard<std::mutex> lk(st->mu);
+      st->guard = std::move(g);
+    }
+    for (std::size_t n = 0; n < c.size(); ++n) c[n].del(res);  // the next extension finds it gone
+    // Spinning, not sleeping: the window opens the moment the flag is set.
+    const auto give_up = Clock::now() + 10s;
+    while (!st->in_loss.load() && Clock::now() < give_up) {
+    }
+    if (!st->in_loss.load()) continue;
+    ++lost;
+    const auto until = Clock::now() + std::chrono::microseconds(i % 20);
+    while (Clock::now() < until) {
+    }
+    client.reset();
+  }
+  CHECK(lost == rounds);
+  CHECK(eventually([&] { return back_to(c, baseline); }));
 }

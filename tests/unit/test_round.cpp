@@ -151,3 +151,22 @@ TEST_CASE("RestartGuard: min_uptime refuses a young server; durable turns the gu
   d.observe({"x", 5}, t0, RestartGuard::Policy{0ms, 60s, true});
   CHECK_FALSE(d.exclusion(t0, false, 0ms));
 }
+
+TEST_CASE("RestartGuard: INFO unreadable fails closed while the guard is on (issue 41 item 2)") {
+  const auto t0 = BootClock::now();
+  RestartGuard g;
+  g.unreadable("restart guard: cannot read INFO server (the user needs +info): NOPERM ...");
+  CHECK_FALSE(g.readable());
+  // On: a quarantine, or a minimum uptime, and the nodes not durable.
+  auto why = g.exclusion(t0, false, 30s);
+  REQUIRE(why);
+  CHECK(why->find("the user needs +info") != std::string::npos);
+  CHECK(g.exclusion(t0, false, 0ms, 60s));
+  // Off: durable nodes, or neither a quarantine nor a minimum uptime.
+  CHECK_FALSE(g.exclusion(t0, true, 30s, 60s));
+  CHECK_FALSE(g.exclusion(t0, false, 0ms, 0ms));
+  // Read again: the guard judges by what it read.
+  g.observe({"x", 100000}, t0, RestartGuard::Policy{30s, 0ms, false});
+  CHECK(g.readable());
+  CHECK_FALSE(g.exclusion(t0, false, 30s));
+}

@@ -76,7 +76,9 @@ Command acquire_command(const Globals& g) {
       .description = "Take a lock; prints its token on stdout",
       .footer =
           "Exit status: 0 acquired (the token alone on stdout), 1 held elsewhere, 2 usage,\n"
-          "3 no quorum, 128+N interrupted by signal N while acquiring (nothing is held).",
+          "3 no quorum (or the validity used up: expired), 5 refused by the nodes' configuration\n"
+          "(auth, ACL, TLS: not retried), 128+N interrupted by signal N while acquiring (nothing\n"
+          "is held).",
       .options =
           {
               {.names = "resource",

@@ -45,7 +45,8 @@ Command extend_command(const Globals& g) {
       .description = "Reset a held lock's ttl; prints the new validity (ms)",
       .footer =
           "Exit status: 0 extended (the new validity in ms on stdout), 1 lost (not held on a\n"
-          "quorum), 2 usage, 3 no quorum.",
+          "quorum), 2 usage, 3 no quorum (or expired), 5 refused by the nodes' configuration\n"
+          "(auth, ACL, TLS).",
       .options =
           {
               {.names = "resource_and_token",

@@ -46,7 +46,7 @@ Command release_command(const Globals& g) {
       .footer =
           "Exit status: 0 deleted on at least one node, 1 no reachable node held this token,\n"
           "2 usage, 3 no node confirmed the delete (down, timed out or an error: see the "
-          "message).",
+          "message), 5 refused by the nodes' configuration (auth, ACL, TLS).",
       .options =
           {
               {.names = "resource_and_token",

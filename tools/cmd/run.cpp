@@ -366,7 +366,8 @@ Command run_command(const Globals& g) {
           "are forwarded to it.\n"
           "Exit status: COMMAND's own (128+N if killed by signal N), 1 held elsewhere (or -E's "
           "N),\n2 usage, 3 no quorum, 4 the lock was lost while COMMAND ran (also when no "
-          "extension\nsucceeded before the renew deadline).\n"
+          "extension\nsucceeded before the renew deadline), 5 refused by the nodes' configuration "
+          "(auth,\nACL, TLS).\n"
           "COMMAND sees REDLOCK_RESOURCE (the first resource), REDLOCK_RESOURCES (all, one per "
           "line),\nREDLOCK_TOKEN (and REDLOCK_FENCE with --fence) in its environment, and no "
           "password:\nREDLOCK_PASSWORD is removed, REDLOCK_NODES has its passwords taken out.",
