@@ -5,9 +5,9 @@
 //
 // Input: byte 0 % 7 + 1 is the number of nodes; then records of [node byte][length byte][that
 // many message bytes]. Invariants:
-// - a name is "<waiter>/<40 lowercase hex>" with an optional "/<serial>" (serial > 0); the parts
-//   are views into the message and put it back together exactly; any other message is all waiter,
-//   with no release and no grant;
+// - a name is "<waiter>/<40 lowercase hex>"; the parts are views into the message and put it back
+//   together exactly; any other message is all waiter, with no release (a message grants nothing:
+//   it is a hint, see docs/design.md);
 // - a "#<n>" waiter's listener count is its leading digits, at most max_wake_listeners, so the
 //   spread a publisher can make a waiter sleep is bounded; any other waiter has none;
 // - the tally matches a model kept here: per release, the set of nodes that named the waiter (at
@@ -38,19 +38,12 @@ bool inside(std::string_view part, std::string_view whole) {
 void check_name(std::string_view m, const WakeName& w) {
   FUZZ_CHECK(inside(w.waiter, m) && inside(w.release, m), "a part outside the message");
   if (w.release.empty()) {
-    FUZZ_CHECK(w.waiter == m && w.granted == 0, "no release, yet not all waiter: " + fuzz::show(m));
+    FUZZ_CHECK(w.waiter == m, "no release, yet not all waiter: " + fuzz::show(m));
     return;
   }
   FUZZ_CHECK(looks_like_token(w.release), "release " + fuzz::show(w.release));
-  std::string whole = std::string(w.waiter) + "/" + std::string(w.release);
-  if (w.granted != 0) whole += "/" + std::to_string(w.granted);
-  // (A serial written with leading zeros parses to the same number.)
-  if (w.granted != 0 && m.size() != whole.size()) {
-    FUZZ_CHECK(m.starts_with(std::string(w.waiter) + "/" + std::string(w.release) + "/"),
-               fuzz::show(m));
-  } else {
-    FUZZ_CHECK(whole == m, "parts " + fuzz::show(whole) + " of " + fuzz::show(m));
-  }
+  const std::string whole = std::string(w.waiter) + "/" + std::string(w.release);
+  FUZZ_CHECK(whole == m, "parts " + fuzz::show(whole) + " of " + fuzz::show(m));
 }
 
 void check_listeners(std::string_view waiter) {
