@@ -101,7 +101,7 @@ run_check() {
       verdict="ok, counterexample found as it must ($what)"
       grep -m1 -E 'assertion violated|violated' "$dir/pan.out" | cut -c1-160 >"$dir/violation" || true
     elif [[ $expect == pass ]]; then
-      verdict="FAIL (counterexample in the real model: $what; trail in $dir, replay with spin -t -p $macros $model)"
+      verdict="FAIL (counterexample in the real model: $what; keep the trail with --keep DIR, replay in DIR/$name with spin -t -p $macros $model)"
     else
       verdict="FAIL (the mutation gave no counterexample: $what)"
     fi
