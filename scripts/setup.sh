@@ -19,7 +19,7 @@ shift || true
 # python3-redis (redis-py, the independent client of the interop suite, tests/interop).
 packages=(g++ make libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
           redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev
-          redis-sentinel openssl libssl-dev clang-format python3-redis)
+          redis-sentinel openssl libssl-dev clang-format python3-redis spin)
 backports_packages=(valkey-server valkey-tools)
 missing=()
 for p in "${packages[@]}" "${backports_packages[@]}"; do

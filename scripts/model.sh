@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Model-checks the Promela specification in spec/ with SPIN (docs/model.md says what is modelled
+# and what each check shows). Every check compiles its own pan binary from spec/*.pml with -D
+# macros and runs it with a bounded search:
+#   - the real model must give "errors: 0";
+#   - each mutation (a mechanism removed, or the library's old behaviour) must give a
+#     counterexample ("errors: 1"): if it does not, the model no longer exercises that mechanism.
+# A pan run that does not finish within its time limit fails the check.
+#
+# Usage: scripts/model.sh [--deep] [--jobs N] [--keep DIR] [--trail NAME]
+#   --deep        bigger bounds (nemesis with crashes and resets, more attempts): minutes to hours
+#   --jobs N      checks run at once (default 2)
+#   --keep DIR    build and run in DIR and keep it (pan binaries, outputs, trails)
+#   --only NAME   run only the named check(s) (a regex over the names)
+# Exit status: 0 when every check gives what it must, 1 otherwise.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+spec=$root/spec
+deep=0
+jobs=2
+keep=
+only=.
+while (($#)); do
+  case $1 in
+    --deep) deep=1 ;;
+    --jobs) jobs=$2; shift ;;
+    --keep) keep=$2; shift ;;
+    --only) only=$2; shift ;;
+    *) echo "model.sh: unknown argument '$1' (see the comment at the top)" >&2; exit 2 ;;
+  esac
+  shift
+done
+command -v spin >/dev/null || { echo "model.sh: spin not found: apt-get install spin" >&2; exit 1; }
+command -v "${CC:-gcc}" >/dev/null || { echo "model.sh: no C compiler (${CC:-gcc})" >&2; exit 1; }
+
+if [[ -n $keep ]]; then
+  work=$keep
+  mkdir -p "$work"
+else
+  work=$(mktemp -d /tmp/redlock-model.XXXXXX)
+  trap 'rm -rf "$work"' EXIT
+fi
+
+# The smallest world in which the mechanism matters: one attempt and one acquisition per client,
+# no extends, no connection resets, no slow answers.
+small="-DRESETS=0 -DSLOW=0 -DMAXEXT=0 -DMAXATT=1 -DMAXACQ=1"
+
+# name | expect (pass/fail) | model | spin -D macros | pan compile flags | pan run flags | seconds
+checks=(
+  # --- the real model
+  "lock-exhaustive|pass|lock.pml|$small -DCRASHES=0|-DHC4|-w25 -m10000|300"
+  # the nemesis (a crash with or without persistence, a reset, a slow answer) and fencing
+  "lock-fenced|pass|lock.pml|-DFENCED|-DBITSTATE|-w21 -m10000|300"
+  "fair-forger|pass|fair.pml|-DFORGER -DMAXSER=3|-DBITSTATE|-w21 -m10000|300"
+  # --- mutations: each must give a counterexample
+  "mut-no-guard|fail|lock.pml|$small -DFAST_NODES=0 -DMUT_NO_GUARD|-DBITSTATE|-w24 -m10000|300"
+  "mut-no-drift|fail|lock.pml|$small -DCRASHES=0 -DMUT_NO_DRIFT|-DBITSTATE|-w24 -m10000|300"
+  "mut-no-rollback|fail|lock.pml|-DMUT_NO_ROLLBACK|-DBITSTATE|-w24 -m10000|300"
+  "mut-no-writeback|fail|lock.pml|-DRESETS=0 -DSLOW=0 -DMAXEXT=0 -DMAXATT=2 -DMAXACQ=1 -DFENCED -DMUT_NO_WRITEBACK|-DBITSTATE|-w24 -m10000|300"
+  "mut-trust-hint|fail|fair.pml|-DFORGER -DMUT_TRUST_HINT|-DBITSTATE|-w24 -m60|300"
+)
+if ((deep)); then
+  checks+=(
+    "deep-lock-nemesis|pass|lock.pml||-DHC4|-w28 -m100000|7200"
+    "deep-lock-fenced-n5|pass|lock.pml|-DFENCED -DN=5|-DBITSTATE|-w30 -m100000|7200"
+    "deep-lock-c3|pass|lock.pml|-DC=3 -DFENCED|-DBITSTATE|-w30 -m100000|7200"
+    "deep-fair-forger|pass|fair.pml|-DFORGER -DRESETS=1 -DLAPSES=1|-DBITSTATE|-w30 -m100000|7200"
+  )
+fi
+
+# Runs one check; its summary line goes to $work/<name>.result.
+run_check() {
+  local name expect model macros ccflags panflags secs
+  IFS='|' read -r name expect model macros ccflags panflags secs <<<"$1"
+  local dir=$work/$name
+  mkdir -p "$dir"
+  cp "$spec"/*.pml "$dir"/
+  local verdict
+  # shellcheck disable=SC2086 # the macro and flag lists are word lists
+  if ! (cd "$dir" && spin -a $macros "$model" >spin.out 2>&1); then
+    verdict="FAIL (spin -a failed: see $dir/spin.out)"
+  elif ! (cd "$dir" && "${CC:-gcc}" -O1 -DSAFETY -DMEMLIM=4000 -DVECTORSZ=4096 $ccflags \
+            -o pan pan.c >cc.out 2>&1); then
+    verdict="FAIL (pan did not compile: see $dir/cc.out)"
+  else
+    local start=$SECONDS rc=0
+    (cd "$dir" && timeout "$secs" ./pan $panflags >pan.out 2>&1) || rc=$?
+    local took=$((SECONDS - start))
+    local errors states
+    errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$dir/pan.out" | tail -n 1)
+    states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$dir/pan.out" | tail -n 1)
+    local what="errors: ${errors:-?}, states stored: ${states:-?}, ${took} s"
+    if ((rc == 124)); then
+      verdict="FAIL (no verdict within ${secs} s)"
+    elif [[ -z $errors ]]; then
+      verdict="FAIL (pan gave no verdict, exit $rc: see $dir/pan.out)"
+    elif [[ $expect == pass && $errors == 0 ]]; then
+      verdict="ok ($what)"
+    elif [[ $expect == fail && $errors != 0 ]]; then
+      verdict="ok, counterexample found as it must ($what)"
+      grep -m1 -E 'assertion violated|violated' "$dir/pan.out" | cut -c1-160 >"$dir/violation" || true
+    elif [[ $expect == pass ]]; then
+      verdict="FAIL (counterexample in the real model: $what; keep the trail with --keep DIR, replay in DIR/$name with spin -t -p $macros $model)"
+    else
+      verdict="FAIL (the mutation gave no counterexample: $what)"
+    fi
+  fi
+  printf '%-22s %s\n' "$name" "$verdict" >"$work/$name.result"
+}
+
+status=0
+running=0
+for c in "${checks[@]}"; do
+  [[ ${c%%|*} =~ $only ]] || continue
+  run_check "$c" &
+  running=$((running + 1))
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait || true
+
+for c in "${checks[@]}"; do
+  name=${c%%|*}
+  [[ $name =~ $only ]] || continue
+  if [[ -f $work/$name.result ]]; then
+    cat "$work/$name.result"
+    grep -q '^[^ ]* *ok' "$work/$name.result" || status=1
+  else
+    printf '%-22s FAIL (did not run)\n' "$name"
+    status=1
+  fi
+done
+exit $status
