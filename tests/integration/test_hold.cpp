@@ -493,92 +493,93 @@ TEST_CASE("renew deadline: unusable values are refused before anything is sent")
   CHECK(r.error == Errc::invalid_argument);
   CHECK_MESSAGE(r.message.find("renew_deadline") != std::string::npos, r.message);
   CHECK(c.count_with_key("bad-renew") == 0);
+}
 
-  // Issue 41 item 3: the quarantine is a deployment setting, Options::max_ttl (+ drift), not a 30 s
-  // floor; a ttl above the declared maximum is refused, naming both.
-  TEST_CASE("restart guard: with max_ttl 3s a restarted node votes again after ~3 s, not 30 s") {
-    RedisCluster c(3);
-    Options o = options_for(c);
-    o.max_ttl = 3s;
-    o.reconnect_max = 100ms;
-    Client client(o);
-    auto too_long = client.try_acquire({"too-long"}, ttl_opts(5s));
-    CHECK(too_long.error == Errc::invalid_argument);
-    CHECK_MESSAGE(too_long.message.find("5000 ms") != std::string::npos, too_long.message);
-    CHECK_MESSAGE(too_long.message.find("max_ttl of 3000 ms") != std::string::npos,
-                  too_long.message);
-    CHECK(c.count_with_key("too-long") == 0);
-    auto learn = client.try_acquire({"learn"}, ttl_opts(2s));
-    REQUIRE_MESSAGE(learn, learn.message);
-    auto e = client.try_extend(learn.lock, 5s);
-    CHECK(e.error == Errc::invalid_argument);
-    REQUIRE(eventually([&] {
-      auto st = client.status("learn");
-      return std::all_of(st.nodes.begin(), st.nodes.end(),
-                         [](const NodeKeyState& n) { return n.up; });
+// Issue 41 item 3: the quarantine is a deployment setting, Options::max_ttl (+ drift), not a 30 s
+// floor; a ttl above the declared maximum is refused, naming both.
+TEST_CASE("restart guard: with max_ttl 3s a restarted node votes again after ~3 s, not 30 s") {
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.max_ttl = 3s;
+  o.reconnect_max = 100ms;
+  Client client(o);
+  auto too_long = client.try_acquire({"too-long"}, ttl_opts(5s));
+  CHECK(too_long.error == Errc::invalid_argument);
+  CHECK_MESSAGE(too_long.message.find("5000 ms") != std::string::npos, too_long.message);
+  CHECK_MESSAGE(too_long.message.find("max_ttl of 3000 ms") != std::string::npos, too_long.message);
+  CHECK(c.count_with_key("too-long") == 0);
+  auto learn = client.try_acquire({"learn"}, ttl_opts(2s));
+  REQUIRE_MESSAGE(learn, learn.message);
+  auto e = client.try_extend(learn.lock, 5s);
+  CHECK(e.error == Errc::invalid_argument);
+  REQUIRE(eventually([&] {
+    auto st = client.status("learn");
+    return std::all_of(st.nodes.begin(), st.nodes.end(),
+                       [](const NodeKeyState& n) { return n.up; });
+  }));
+  c[0].restart();
+  c[2].kill();  // the quorum of two needs node 0's vote
+  AcquireResult r;
+  REQUIRE(eventually(
+      [&] {
+        r = client.try_acquire({"after-" + std::to_string(rand())}, ttl_opts(2s));
+        return r.nodes.size() == 3 && r.nodes[0].state == NodeState::excluded;
+      },
+      3000ms));
+  CHECK(r.nodes[0].detail.find("restart guard") != std::string::npos);
+  const auto excluded_at = Clock::now();
+  // Unfixed, the quarantine was at least 30 s; 3 s + drift now. The limit leaves room for a
+  // loaded machine, far below 30 s.
+  CHECK(eventually(
+      [&] {
+        r = client.try_acquire({"later-" + std::to_string(rand())}, ttl_opts(2s));
+        return bool(r);
+      },
+      15'000ms));
+  CHECK(r.nodes[0].state == NodeState::ok);
+  MESSAGE("node 0 voted again " << ms_since(excluded_at) << " ms after it was first excluded");
+}
+
+// Issue 41 item 2: an ACL user without +info used to turn the restart guard off silently. A guard
+// that is on fails closed, naming the missing permission; granted later, it counts again.
+TEST_CASE("restart guard: a user that cannot read INFO gives no vote while the guard is on") {
+  RedisCluster c(3);
+  std::string csv;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    REQUIRE(
+        c[i].command({"ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info"}).str ==
+        "OK");
+    csv += (csv.empty() ? "" : ",") + std::string("redis://noinfo:pw@127.0.0.1:") +
+           std::to_string(c[i].port());
+  }
+  Options o = options_for(csv);
+  o.tls = {};  // plaintext ports, also in the suite's TLS run
+  {
+    Client guarded(o);
+    auto r = guarded.try_acquire({"noinfo"}, ttl_opts(5s));
+    CHECK_FALSE(r);
+    CHECK(r.error == Errc::refused);  // nothing a retry fixes: the user lacks a permission
+    CHECK(count_state(r.nodes, NodeState::ok) == 0);
+    CHECK(count_state(r.nodes, NodeState::excluded) >= 2);
+    CHECK_MESSAGE(r.message.find("the user needs +info") != std::string::npos, r.message);
+    CHECK(eventually([&] { return c.count_with_key("noinfo") == 0; }));  // rolled back
+    // Granted meanwhile: the guard reads INFO again and the votes count, without a reconnect.
+    for (std::size_t i = 0; i < c.size(); ++i)
+      REQUIRE(c[i].command({"ACL", "SETUSER", "noinfo", "+info"}).str == "OK");
+    CHECK(eventually([&] {
+      auto ok = guarded.try_acquire({"noinfo-" + std::to_string(rand())}, ttl_opts(5s));
+      return bool(ok);
     }));
-    c[0].restart();
-    c[2].kill();  // the quorum of two needs node 0's vote
-    AcquireResult r;
-    REQUIRE(eventually(
-        [&] {
-          r = client.try_acquire({"after-" + std::to_string(rand())}, ttl_opts(2s));
-          return r.nodes.size() == 3 && r.nodes[0].state == NodeState::excluded;
-        },
-        3000ms));
-    CHECK(r.nodes[0].detail.find("restart guard") != std::string::npos);
-    const auto excluded_at = Clock::now();
-    // Unfixed, the quarantine was at least 30 s; 3 s + drift now. The limit leaves room for a
-    // loaded machine, far below 30 s.
-    CHECK(eventually(
-        [&] {
-          r = client.try_acquire({"later-" + std::to_string(rand())}, ttl_opts(2s));
-          return bool(r);
-        },
-        15'000ms));
-    CHECK(r.nodes[0].state == NodeState::ok);
-    MESSAGE("node 0 voted again " << ms_since(excluded_at) << " ms after it was first excluded");
+    for (std::size_t i = 0; i < c.size(); ++i)
+      REQUIRE(c[i].command({"ACL", "SETUSER", "noinfo", "-info"}).str == "OK");
   }
-
-  // Issue 41 item 2: an ACL user without +info used to turn the restart guard off silently. A guard
-  // that is on fails closed, naming the missing permission; granted later, it counts again.
-  TEST_CASE("restart guard: a user that cannot read INFO gives no vote while the guard is on") {
-    RedisCluster c(3);
-    std::string csv;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      REQUIRE(c[i].command({"ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info"})
-                  .str == "OK");
-      csv += (csv.empty() ? "" : ",") + std::string("redis://noinfo:pw@127.0.0.1:") +
-             std::to_string(c[i].port());
-    }
-    Options o = options_for(csv);
-    o.tls = {};  // plaintext ports, also in the suite's TLS run
-    {
-      Client guarded(o);
-      auto r = guarded.try_acquire({"noinfo"}, ttl_opts(5s));
-      CHECK_FALSE(r);
-      CHECK(r.error == Errc::refused);  // nothing a retry fixes: the user lacks a permission
-      CHECK(count_state(r.nodes, NodeState::ok) == 0);
-      CHECK(count_state(r.nodes, NodeState::excluded) >= 2);
-      CHECK_MESSAGE(r.message.find("the user needs +info") != std::string::npos, r.message);
-      CHECK(eventually([&] { return c.count_with_key("noinfo") == 0; }));  // rolled back
-      // Granted meanwhile: the guard reads INFO again and the votes count, without a reconnect.
-      for (std::size_t i = 0; i < c.size(); ++i)
-        REQUIRE(c[i].command({"ACL", "SETUSER", "noinfo", "+info"}).str == "OK");
-      CHECK(eventually([&] {
-        auto ok = guarded.try_acquire({"noinfo-" + std::to_string(rand())}, ttl_opts(5s));
-        return bool(ok);
-      }));
-      for (std::size_t i = 0; i < c.size(); ++i)
-        REQUIRE(c[i].command({"ACL", "SETUSER", "noinfo", "-info"}).str == "OK");
-    }
-    // The guard off: durable nodes, or a quarantine of 0 without a minimum uptime.
-    Options durable = o;
-    durable.durable_nodes = true;
-    Client d(durable);
-    CHECK(d.try_acquire({"noinfo-durable"}, ttl_opts(5s)));
-    Options off = o;
-    off.restart_quarantine = 0ms;
-    Client u(off);
-    CHECK(u.try_acquire({"noinfo-off"}, ttl_opts(5s)));
-  }
+  // The guard off: durable nodes, or a quarantine of 0 without a minimum uptime.
+  Options durable = o;
+  durable.durable_nodes = true;
+  Client d(durable);
+  CHECK(d.try_acquire({"noinfo-durable"}, ttl_opts(5s)));
+  Options off = o;
+  off.restart_quarantine = 0ms;
+  Client u(off);
+  CHECK(u.try_acquire({"noinfo-off"}, ttl_opts(5s)));
+}

@@ -118,9 +118,9 @@ TEST_CASE("describe(), unexpected() and the reason of a failed AUTH show server 
   CHECK(row.detail == "an error reply without text");
   CHECK(auth_error_text("ERR proxy: bad password s3cr3t\x1b[2J", "s3cr3t") ==
         "ERR proxy: bad password ***\\x1b[2J");
-  // The reason a failure names without -v (breakdown) is cut as safely.
+  // The reason a failure names without -v (summarize) is cut as safely.
   NodeOutcome o{"n1", NodeState::error, server_text(std::string(150, 'z') + "\x1b"), {}};
-  const auto b = breakdown({o});
+  const auto b = redlock::summarize({o});
   CHECK(b.find('\x1b') == std::string::npos);
   CHECK(b.size() < 150);
 }
