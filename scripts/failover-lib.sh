@@ -60,8 +60,10 @@ fo_parse_args() {
   fi
   fo_tls_ca
   # A malformed list is a usage error (exit 2) before anything is touched, not a failed check.
-  local why
-  if ! why=$("$cli" -n "$nodes" --connect-timeout 100ms status redlock-failover-precheck 2>&1 >/dev/null); then
+  # (status exits 2 only for usage; its other codes are verdicts: free, held, no quorum to tell)
+  local why rc=0
+  why=$("$cli" -n "$nodes" --connect-timeout 100ms status redlock-failover-precheck 2>&1 >/dev/null) || rc=$?
+  if ((rc == 2)); then
     fo_usage_error "bad node list '$nodes': ${why#redlock-cli: }"
   fi
   fo_check_actions

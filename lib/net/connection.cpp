@@ -513,6 +513,7 @@ void Connection::drop(std::string why, Failure failure) {
   last_failure_ = failure;
   const bool closing = state_ == State::draining;
   const bool was_ready = state_ == State::ready || closing;
+  last_drop_was_ready_ = was_ready;
   const bool connect_failed = state_ == State::connecting;
   // Refused: by the listener's word (AUTH, SELECT), or a server that answered the handshake with
   // an error and hung up before the rest (maxclients).

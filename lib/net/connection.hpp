@@ -138,6 +138,9 @@ class Connection {
   [[nodiscard]] const std::string& last_error() const noexcept { return last_error_; }
   // The kind of the last failure (a refused login until a later connect gets further).
   [[nodiscard]] Failure last_failure() const noexcept { return last_failure_; }
+  // Whether the last drop lost a connection that was ready (else: a connect that failed). Set
+  // before the commands are failed, so their sinks can read it.
+  [[nodiscard]] bool last_drop_was_ready() const noexcept { return last_drop_was_ready_; }
   void set_metrics(NodeMetrics* m) noexcept { metrics_ = m; }
   void set_push_handler(PushHandler* h) noexcept { push_ = h; }
 
@@ -240,6 +243,7 @@ class Connection {
   std::minstd_rand jitter_;
   std::string last_error_;
   Failure last_failure_ = Failure::down;
+  bool last_drop_was_ready_ = false;
   NodeMetrics* metrics_ = nullptr;
   PushHandler* push_ = nullptr;
 };

@@ -147,9 +147,11 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
                             options_.min_node_uptime);
   }
   std::string failure_detail(std::string_view error) const override {
-    // The commands the connection failed when it dropped carry the drop's reason.
-    return !hint_.empty() && error == conn_.last_error() ? std::string(error) + hint_
-                                                         : std::string(error);
+    // The commands the connection failed when it dropped carry the drop's reason. (They are
+    // failed before on_dropped() runs: the hint is worked out here too.)
+    return error == conn_.last_error()
+               ? std::string(error) + tls_hint(conn_.last_error(), conn_.last_drop_was_ready())
+               : std::string(error);
   }
   std::optional<std::string> fence_durability_problem() const override {
     if (appendonly_.empty() || appendfsync_.empty()) return std::nullopt;  // unknown: say nothing
@@ -159,6 +161,17 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   }
 
  private:
+  // A plaintext connection that the server hangs up on before answering anything is, most of
+  // the time, a TLS port: say so in the per-node records (last_error, failure_detail) and the log.
+  std::string tls_hint(std::string_view why, bool was_ready) const {
+    const bool hung_up = why.find("reset") != std::string_view::npos ||
+                         why.find("closed by the server") != std::string_view::npos;
+    return !tls_ && !answered_ && was_ready && hung_up
+               ? " (the server hung up before answering: does it expect TLS? use rediss:// or "
+                 "--tls)"
+               : "";
+  }
+
   // Connection::Listener
   void on_connecting(Connection& c) override {
     const auto t = options_.connect_timeout;
@@ -184,14 +197,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   // while it stays down, each reconnect says nothing unless the reason changes (debug). A service
   // logging at info then learns of an expired certificate once, and is not flooded by retries.
   void on_dropped(Connection&, const std::string& why, bool was_ready) override {
-    // A plaintext connection that the server hangs up on before answering anything is, most of
-    // the time, a TLS port: say so in the per-node records (last_error, failure_detail).
-    const bool hung_up = why.find("reset") != std::string::npos ||
-                         why.find("closed by the server") != std::string::npos;
-    hint_ = !tls_ && !answered_ && was_ready && hung_up
-                ? " (the server hung up before answering: does it expect TLS? use rediss:// or "
-                  "--tls)"
-                : "";
+    hint_ = tls_hint(why, was_ready);
     const std::string reason = why + hint_;
     if (health_ != Health::down) {
       health_ = Health::down;

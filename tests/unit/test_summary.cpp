@@ -54,7 +54,10 @@ TEST_CASE("summarize: different reasons: the most common with its count, else th
         "4 down (2 of them: r1)");  // equals: the first seen
   // Long server text is cut.
   const std::string s = summarize({on("a", NodeState::error, std::string(500, 'x'))});
-  CHECK(s == "1 error: " + std::string(120, 'x') + "...");
+  // (server_text(): at most 120 bytes with its own mark of the cut)
+  CHECK_MESSAGE(s.size() <= std::string_view("1 error: ").size() + 120, s);
+  CHECK_MESSAGE(s.starts_with("1 error: " + std::string(100, 'x')), s);
+  CHECK_MESSAGE(s.ends_with("..."), s);
 }
 
 TEST_CASE("refused_by_configuration: auth, ACL and TLS verification; never an outage") {
