@@ -102,7 +102,7 @@ class AclLines(unittest.TestCase):
         if message:
             self.assertIn(message, out + err)  # status says its verdict on stdout
         else:
-            self.assertRegex(err, r"NOPERM|The user executing the script can't")
+            self.assertRegex(err, r"NOPERM|The user executing the script can't|ACL failure in script")
 
     def keys_left(self, *keys):
         """Those of `keys` that any node still has."""

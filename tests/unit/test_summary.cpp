@@ -73,6 +73,9 @@ TEST_CASE("refused_by_configuration: auth, ACL and TLS verification; never an ou
   CHECK(refused_by_configuration(
       on("a", NodeState::error,
          "ERR The user executing the script can't access at least one of the keys mentioned")));
+  CHECK(refused_by_configuration(on("a", NodeState::error,
+                                    "ERR ACL failure in script: User lock has no permissions to "
+                                    "run the 'incr' command script: <hex>, on @user_script:1.")));
   CHECK(refused_by_configuration(on("a", NodeState::down, expired)));
   CHECK(refused_by_configuration(on(
       "a", NodeState::down, "TLS handshake failed: certificate verify failed: Hostname mismatch")));
