@@ -55,6 +55,12 @@ bool refused_by_configuration(const NodeOutcome& o) {
   const std::string_view d = o.detail;
   // An ACL user without a command it needs ("NOPERM this user has no permissions to run ...").
   if (d.find("NOPERM") != std::string_view::npos) return true;
+  // The same refused to a script's redis.call, which says no NOPERM: Redis 7.0's "The user
+  // executing the script can't run this command or subcommand" (or "... can't access at least
+  // one of the keys ...", "... can't publish to the channel ..."), Valkey's "ACL failure in
+  // script: User u has no permissions to run the 'incr' command".
+  if (d.find("The user executing the script can't") != std::string_view::npos) return true;
+  if (d.find("ACL failure in script") != std::string_view::npos) return true;
   // TLS (net/tls.cpp's words): our verification of the server's certificate, or the server's
   // alert refusing ours ("tlsv13 alert certificate required", "tlsv1 alert unknown ca").
   if (d.find("certificate verify failed") != std::string_view::npos) return true;

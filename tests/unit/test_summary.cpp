@@ -66,6 +66,16 @@ TEST_CASE("refused_by_configuration: auth, ACL and TLS verification; never an ou
       on("a", NodeState::error, "NOPERM this user has no permissions to run the 'set' command")));
   CHECK(refused_by_configuration(
       on("a", NodeState::excluded, "restart guard: cannot read INFO server: NOPERM ...")));
+  // Inside a script (Redis 7.0's words; tests/cli/test_acl.py meets them on a real server).
+  CHECK(refused_by_configuration(
+      on("a", NodeState::error,
+         "ERR The user executing the script can't run this command or subcommand script: <hex>")));
+  CHECK(refused_by_configuration(
+      on("a", NodeState::error,
+         "ERR The user executing the script can't access at least one of the keys mentioned")));
+  CHECK(refused_by_configuration(on("a", NodeState::error,
+                                    "ERR ACL failure in script: User lock has no permissions to "
+                                    "run the 'incr' command script: <hex>, on @user_script:1.")));
   CHECK(refused_by_configuration(on("a", NodeState::down, expired)));
   CHECK(refused_by_configuration(on(
       "a", NodeState::down, "TLS handshake failed: certificate verify failed: Hostname mismatch")));
