@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_demo import CLI, clean_env, free_base  # noqa: E402
-from redisfix import with_test_deadline  # noqa: E402
+from redisfix import Server, command, free_server_port, with_test_deadline  # noqa: E402
 
 SECRET = "s3cret-pw-never-shown"
 
@@ -270,6 +270,91 @@ class Tls(unittest.TestCase):
         self.assertGreater(obj["rtt_us_p50"], 0)  # the raw SET probe went over TLS too
         self.assertGreater(obj["cycles_per_s"], 0)
         self.assertEqual(obj["keys_left"], 0)
+
+
+class ExpiredCertificate(unittest.TestCase):
+    """Issue 41 item 4: nodes whose certificate has expired are named as such without -v, and
+    (item 5) it is a refusal by configuration: exit 5, one attempt. The certificate is made with
+    the openssl CLI (`openssl ca` can date a certificate in the past; `cluster up --tls` cannot)."""
+
+    CA_CONFIG = """[ca]
+default_ca = test
+[test]
+dir = .
+database = db/index.txt
+new_certs_dir = db
+serial = db/serial
+default_md = sha256
+policy = any
+copy_extensions = copy
+[any]
+commonName = supplied
+"""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="redlock-tls-expired-")
+        cls.servers = []
+        try:
+            cls.make_certificates()
+            for _ in range(3):
+                port = free_server_port()
+                cls.servers.append((Server([
+                    "--tls-port", str(port), "--tls-cert-file", cls.path("srv.crt"),
+                    "--tls-key-file", cls.path("srv.key"), "--tls-ca-cert-file", cls.path("ca.crt"),
+                    "--tls-auth-clients", "no"]), port))
+        except Exception:
+            cls.tearDownClass()
+            raise
+        cls.nodes = ",".join("rediss://127.0.0.1:%d" % port for _, port in cls.servers)
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.dir, name)
+
+    @classmethod
+    def make_certificates(cls):
+        def openssl(*args):
+            subprocess.run(["openssl"] + list(args), cwd=cls.dir, check=True, capture_output=True,
+                           timeout=60)
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+                "-subj", "/CN=redlock-expired-test-ca", "-days", "3650")
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
+                "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost")
+        os.mkdir(cls.path("db"))
+        with open(cls.path("db/index.txt"), "w"):
+            pass
+        with open(cls.path("db/serial"), "w") as f:
+            f.write("01\n")
+        with open(cls.path("ca.cnf"), "w") as f:
+            f.write(cls.CA_CONFIG)
+        openssl("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.crt", "-keyfile", "ca.key",
+                "-startdate", "20200101000000Z", "-enddate", "20200201000000Z", "-in", "srv.csr",
+                "-out", "srv.crt")
+
+    @classmethod
+    def tearDownClass(cls):
+        for server, _ in cls.servers:
+            server.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_an_expired_certificate_is_named_without_verbose_and_refused(self):
+        r = run("-n", self.nodes, "--cacert", self.path("ca.crt"), "--retry-count", "3",
+                "--connect-timeout", "5s", "acquire", "tls-expired")
+        self.assertEqual(r.returncode, 5, r.stderr)
+        last = r.stderr.decode().splitlines()[-1]
+        # (decided once a quorum is refused: the third node may still be pending)
+        self.assertIn("refused: 0 of 3 nodes granted", last)
+        self.assertIn(" down: TLS handshake failed: certificate verify failed: certificate has expired",
+                      last)
+        r = run("-n", self.nodes, "--cacert", self.path("ca.crt"), "--retry-count", "3",
+                "--connect-timeout", "5s", "--json", "acquire", "tls-expired")
+        obj = json.loads(r.stdout)
+        self.assertEqual((obj["error"], obj["attempts"]), ("refused", 1), r.stdout)
+        for server, _ in self.servers:  # nothing was written (asked on the plaintext port)
+            self.assertEqual(command(server.port, "EXISTS", "tls-expired"), b":0\r\n")
+
+
 
 
 if __name__ == "__main__":
