@@ -417,24 +417,15 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   return parse_host_port(text, a, why);
 }
 
-// The address as it may appear in an error message: a password never does. Whatever the
-// input, everything between the scheme (or the start) and the last '@' is taken for credentials
-// and only a user name before the first ':' is kept, so a password with an unescaped '/', '@' or
-// ':' is hidden too.
-std::string redacted_userinfo(std::string_view text);
+namespace {
 
-// A sentinel_password= hides everything after it too: with an unescaped '&', '@' or ',' in it,
-// nothing else tells where it ends.
-std::string redacted(std::string_view text) {
-  constexpr std::string_view param = "sentinel_password=";
-  const auto at = text.find(param);
-  if (at == std::string_view::npos) return redacted_userinfo(text);
-  return redacted_userinfo(std::string(text.substr(0, at + param.size())) + "***");
-}
-
-std::string redacted_userinfo(std::string_view text) {
+// Where the credentials' secret lies in an address as written: [from, to), or nullopt when it
+// has no '@'. Whatever the input, everything between the scheme (or the start) and the last '@'
+// is taken for credentials and only a user name before the first ':' is kept, so a password with
+// an unescaped '/', '@' or ':' is hidden too.
+std::optional<std::pair<std::size_t, std::size_t>> userinfo_secret(std::string_view text) {
   const auto at = text.rfind('@');
-  if (at == std::string_view::npos) return std::string(text);
+  if (at == std::string_view::npos) return std::nullopt;
   // A scheme only where the text starts with one (letters, digits, '+', '-', '.'): a "://" later
   // on is part of what is hidden.
   const auto scheme = text.find("://");
@@ -448,9 +439,34 @@ std::string redacted_userinfo(std::string_view text) {
   const auto colon = userinfo.find(':');
   const bool plain_user = colon != std::string_view::npos &&
                           userinfo.substr(0, colon).find_first_of("/@") == std::string_view::npos;
-  const std::string user =
-      plain_user ? std::string(userinfo.substr(0, colon)) + ":" : std::string();
-  return std::string(text.substr(0, start)) + user + "***" + std::string(text.substr(at));
+  return std::pair{plain_user ? start + colon + 1 : start, at};
+}
+
+}  // namespace
+
+// The address as it may appear in an error message: a password never does. The userinfo's
+// secret is hidden (userinfo_secret), and a sentinel_password= hides everything after it too:
+// with an unescaped '&', '@' or ',' in it, nothing else tells where it ends. Where the two
+// overlap (a "sentinel_password=" inside what may be the userinfo's password), everything from
+// the first hidden byte on is hidden.
+std::string redacted(std::string_view text) {
+  constexpr std::string_view param = "sentinel_password=";
+  const auto p = text.find(param);
+  const auto cut = p == std::string_view::npos ? std::string_view::npos : p + param.size();
+  const auto secret = userinfo_secret(text);
+  if (!secret) {
+    return cut == std::string_view::npos ? std::string(text)
+                                         : std::string(text.substr(0, cut)) + "***";
+  }
+  const auto [from, to] = *secret;
+  if (cut == std::string_view::npos) {
+    return std::string(text.substr(0, from)) + "***" + std::string(text.substr(to));
+  }
+  if (cut > to) {
+    return std::string(text.substr(0, from)) + "***" + std::string(text.substr(to, cut - to)) +
+           "***";
+  }
+  return std::string(text.substr(0, std::min(from, cut))) + "***";
 }
 
 // A ',' separates nodes, so a raw one in a user name or password cuts the address in two, and
