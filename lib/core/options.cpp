@@ -417,8 +417,6 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   return parse_host_port(text, a, why);
 }
 
-namespace {
-
 // Where the credentials' secret lies in an address as written: [from, to), or nullopt when it
 // has no '@'. Whatever the input, everything between the scheme (or the start) and the last '@'
 // is taken for credentials and only a user name before the first ':' is kept, so a password with
@@ -442,31 +440,21 @@ std::optional<std::pair<std::size_t, std::size_t>> userinfo_secret(std::string_v
   return std::pair{plain_user ? start + colon + 1 : start, at};
 }
 
-}  // namespace
-
 // The address as it may appear in an error message: a password never does. The userinfo's
-// secret is hidden (userinfo_secret), and a sentinel_password= hides everything after it too:
-// with an unescaped '&', '@' or ',' in it, nothing else tells where it ends. Where the two
-// overlap (a "sentinel_password=" inside what may be the userinfo's password), everything from
-// the first hidden byte on is hidden.
+// secret is hidden, and a sentinel_password= hides everything after it too (with an unescaped
+// '&', '@' or ',' in it, nothing else tells where it ends); where the two overlap (the parameter
+// may be a piece of the userinfo's password), everything from the first hidden byte on is hidden.
 std::string redacted(std::string_view text) {
+  constexpr auto npos = std::string_view::npos;
   constexpr std::string_view param = "sentinel_password=";
   const auto p = text.find(param);
-  const auto cut = p == std::string_view::npos ? std::string_view::npos : p + param.size();
+  const auto cut = p == npos ? npos : p + param.size();
   const auto secret = userinfo_secret(text);
-  if (!secret) {
-    return cut == std::string_view::npos ? std::string(text)
-                                         : std::string(text.substr(0, cut)) + "***";
-  }
+  if (!secret) return cut == npos ? std::string(text) : std::string(text.substr(0, cut)) + "***";
   const auto [from, to] = *secret;
-  if (cut == std::string_view::npos) {
-    return std::string(text.substr(0, from)) + "***" + std::string(text.substr(to));
-  }
-  if (cut > to) {
-    return std::string(text.substr(0, from)) + "***" + std::string(text.substr(to, cut - to)) +
-           "***";
-  }
-  return std::string(text.substr(0, std::min(from, cut))) + "***";
+  if (cut != npos && cut <= to) return std::string(text.substr(0, std::min(from, cut))) + "***";
+  return std::string(text.substr(0, from)) + "***" +
+         std::string(text.substr(to, cut == npos ? npos : cut - to)) + (cut == npos ? "" : "***");
 }
 
 // A ',' separates nodes, so a raw one in a user name or password cuts the address in two, and
