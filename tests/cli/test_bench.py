@@ -105,6 +105,13 @@ class Bench(unittest.TestCase):
             self.assertGreater(x["handoffs_per_s"], 0, x)
             self.assertTrue(0 <= x["to_other_pct"] <= 100, x)
             self.assertEqual(x["errors"], 0, x)
+            # What the nodes did per handoff: at least a SET and a release on each of a quorum.
+            quorum = len(self.c.nodes.split(",")) // 2 + 1
+            self.assertGreaterEqual(x["server_commands"], 2 * quorum, x)
+            self.assertGreaterEqual(x["server_cpu_us"], 0, x)
+        # A fair handoff takes a ticket and confirms the handoff with an attempt, in scripts: the
+        # nodes do more for it than for the floor's SET and release.
+        self.assertGreater(rows[("fair", True)]["server_commands"], floor["server_commands"])
         self.assertGreater(obj["rtt_us_p50"], 0)
         # The round (a SET to every node until a quorum answered) was measured, and its key is gone.
         self.assertGreater(obj["round_us_p50"], 0)

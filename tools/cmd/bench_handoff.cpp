@@ -45,6 +45,8 @@ struct Handoff {
   Stats gap_other;   // the same, only where another client took it
   long errors = 0;
   std::string first_error;
+  double server_commands = 0;  // per acquisition, all nodes together
+  double server_cpu_us = 0;    // the same, server CPU time
 };
 
 // What one slice of a row saw; a row adds up its slices.
@@ -53,7 +55,15 @@ struct Slice {
   std::vector<double> gaps, gaps_other;
   long errors = 0;
   std::string first_error;
+  ServerWork work;  // what the nodes did while the clock ran
 };
+
+// The nodes' work from `before` until now, into `h`.
+void add_work_since(const ServerWork& before, const Options& o, Slice& h) {
+  const ServerWork after = server_work(o.nodes, o.tls);
+  h.work.commands += after.commands - before.commands;
+  h.work.cpu_us += after.cpu_us - before.cpu_us;
+}
 
 struct Event {
   Clock::time_point acquired, released;  // released: when the holder started its release
@@ -93,6 +103,7 @@ Slice measure(Options base, const std::string& resource, int waiters, bool fair,
   base.wake_ups = wake;
   auto clients = connected_clients(base, resource, waiters);
   Slice h;
+  const ServerWork before = server_work(base.nodes, base.tls);
   std::mutex mu;
   std::vector<Event> events;
   std::stop_source stop;
@@ -126,6 +137,7 @@ Slice measure(Options base, const std::string& resource, int waiters, bool fair,
   std::this_thread::sleep_until(end);
   stop.request_stop();
   threads.clear();  // joins
+  add_work_since(before, base, h);
   gaps_of(std::move(events), h);
   return h;
 }
@@ -164,6 +176,7 @@ Slice measure_signalled(const Options& base, const std::string& resource, int wa
   auto clients = connected_clients(base, resource, waiters);
   std::vector<Turn> turns(static_cast<std::size_t>(waiters));
   Slice h;
+  const ServerWork before = server_work(base.nodes, base.tls);
   std::mutex mu;
   std::vector<Event> events;
   const auto end = Clock::now() + seconds_of(seconds);
@@ -196,6 +209,7 @@ Slice measure_signalled(const Options& base, const std::string& resource, int wa
   }
   turns.front().give();
   threads.clear();  // joins: each gives up once its turn has not come by the end
+  add_work_since(before, base, h);
   gaps_of(std::move(events), h);
   return h;
 }
@@ -277,6 +291,8 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
         sum.gaps.insert(sum.gaps.end(), one.gaps.begin(), one.gaps.end());
         sum.gaps_other.insert(sum.gaps_other.end(), one.gaps_other.begin(), one.gaps_other.end());
         if (sum.errors == 0 && one.errors > 0) sum.first_error = one.first_error;
+        sum.work.commands += one.work.commands;
+        sum.work.cpu_us += one.work.cpu_us;
         sum.errors += one.errors;
       }
       sample_units();
@@ -289,6 +305,11 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
       h.gap_other = stats_of(std::move(sum.gaps_other));
       h.errors = sum.errors;
       h.first_error = std::move(sum.first_error);
+      if (sum.acquisitions > 0) {
+        const auto n = static_cast<double>(sum.acquisitions);
+        h.server_commands = sum.work.commands / n;
+        h.server_cpu_us = sum.work.cpu_us / n;
+      }
       rows.push_back(std::move(h));
     }
   }
@@ -310,6 +331,8 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
                       {"gap_other_us_p99", std::round(h.gap_other.p99)},
                       {"handoffs_to_other", h.gap_other.count},
                       {"to_other_pct", std::round(to_other_pct(h) * 10) / 10},
+                      {"server_commands", std::round(h.server_commands * 10) / 10},
+                      {"server_cpu_us", std::round(h.server_cpu_us)},
                       {"errors", h.errors}});
     }
     print_json({{"mode", "handoff"},
@@ -331,7 +354,7 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
             << "wake" << std::right << std::setw(12) << "handoffs/s" << std::setw(14)
             << "gap p50 us" << std::setw(14) << "gap p99 us" << std::setw(16) << "other p50 us"
             << std::setw(16) << "other p99 us" << std::setw(10) << "to other" << std::setw(8)
-            << "errors"
+            << "cmds" << std::setw(10) << "srv us" << std::setw(8) << "errors"
             << "\n";
   for (const auto& h : rows) {
     const char* wake = h.kind == Kind::signalled ? "-" : h.wake_ups ? "on" : "off";
@@ -339,12 +362,15 @@ int run_handoff(const std::vector<int>& waiters, double seconds, const Globals& 
               << std::setw(7) << wake << std::right << std::setw(12) << fmt(h.per_s)
               << std::setw(14) << fmt(h.gap.p50) << std::setw(14) << fmt(h.gap.p99) << std::setw(16)
               << fmt(h.gap_other.p50) << std::setw(16) << fmt(h.gap_other.p99) << std::setw(9)
-              << fmt(to_other_pct(h)) << "%" << std::setw(8) << h.errors << "\n";
+              << fmt(to_other_pct(h)) << "%" << std::setw(8) << fmt(h.server_commands)
+              << std::setw(10) << fmt(h.server_cpu_us) << std::setw(8) << h.errors << "\n";
     if (!h.first_error.empty()) std::cout << "    first error: " << h.first_error << "\n";
   }
   std::cout << "gap: from the holder starting its release to the next acquisition; other: only "
                "where another client took it; to other: the share of handoffs that went to another "
-               "client (the rest: the releasing client took it back); signalled: each client told "
+               "client (the rest: the releasing client took it back); cmds, srv us: commands the "
+               "nodes processed and their CPU time, all nodes "
+               "together, per handoff; signalled: each client told "
                "in this process when the "
                "release before it returned, then taking the free lock (the floor). Figures only: a "
                "benchmark never fails on speed.\n"

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -666,6 +667,25 @@ std::vector<double> fanout_quorum_us(const Options& options, const std::string& 
   for (int i = 0; i < samples && fanout.sample(); ++i) {
   }
   return fanout.quorum_samples();
+}
+
+ServerWork server_work(const std::vector<NodeAddress>& nodes, const TlsOptions& tls) {
+  ServerWork w;
+  const auto number = [](const std::string& info, std::string_view field) {
+    const auto v = nodes::info_field(info, field);
+    return v ? std::strtod(v->c_str(), nullptr) : 0.0;
+  };
+  for (const auto& vote : nodes) {
+    for (const auto& m : masters_of(vote, tls, Millis{500})) {
+      nodes::SyncClient conn = connect(m, tls, Millis{500}, {});
+      if (!conn.ok()) continue;
+      const auto r = conn.command({"INFO"});
+      if (!r || r->type != Reply::Type::string) continue;
+      w.commands += number(r->str, "total_commands_processed");
+      w.cpu_us += 1e6 * (number(r->str, "used_cpu_user") + number(r->str, "used_cpu_sys"));
+    }
+  }
+  return w;
 }
 
 Sweep sweep(const std::vector<NodeAddress>& nodes, const TlsOptions& tls,

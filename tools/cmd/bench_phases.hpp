@@ -84,6 +84,15 @@ struct CycleRun {
                                       const AcquireOptions& opts, double seconds,
                                       const std::vector<int>& levels, Progress& progress);
 
+// What the servers behind `nodes` have done so far, summed over all of them (a cluster vote's
+// masters included): commands processed and CPU time (user + system). Read before and after a
+// measurement, the difference is its server cost; nodes that cannot be asked are left out.
+struct ServerWork {
+  double commands = 0;
+  double cpu_us = 0;
+};
+[[nodiscard]] ServerWork server_work(const std::vector<NodeAddress>& nodes, const TlsOptions& tls);
+
 struct Sweep {
   long keys_left = 0;
   int unchecked = 0;  // nodes that could not be asked (down, paused)
