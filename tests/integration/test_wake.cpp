@@ -65,6 +65,26 @@ bool held_everywhere(const RedisCluster& c, const std::string& key) {
   return c.count_with_key(key) == static_cast<int>(c.size());
 }
 
+// `client` takes `key`, and its lock stands on every node: tests that need the key everywhere (a
+// queue behind it, a handoff, a key deleted by hand on a minority) start from here. The client's
+// connections are made first (status reads until every node answered): over TLS on a loaded
+// machine, an acquisition that was a client's first operation lost a node whose handshake outlasted
+// the attempt's deadline (no vote, and the SET never sent: the key never came; under --stress,
+// 2026-11-28), or lost a quorum. A status read sends no SET: the tests that count SETs still count
+// one on every node for this acquisition.
+AcquireResult hold_everywhere(const RedisCluster& c, Client& client, const std::string& key,
+                              const AcquireOptions& o) {
+  REQUIRE(eventually([&] {
+    const auto s = client.status(key);
+    return s.nodes.size() == c.size() &&
+           std::all_of(s.nodes.begin(), s.nodes.end(), [](const auto& n) { return n.up; });
+  }));
+  auto held = client.try_acquire({key}, o);
+  REQUIRE_MESSAGE(held, held.message);
+  REQUIRE(eventually([&] { return held_everywhere(c, key); }));
+  return held;
+}
+
 // Every node has run at least `n` SETs (calls_of counts them): the plain attempts made so far
 // are over on every node, so their answers are on their way.
 bool sets_everywhere(const RedisCluster& c, long long n) {
@@ -227,9 +247,7 @@ TEST_CASE("wake-ups: a resubscription and releases on too few nodes do not add u
   Options o = slow_polling(c);
   o.retry_delay = 20s;
   Client waiter(o);
-  auto held = holder.try_acquire({"partial"}, ttl_opts(30s));
-  REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, "partial"); }));
+  auto held = hold_everywhere(c, holder, "partial", ttl_opts(30s));
   auto w = wait_for(waiter, "partial", 40s);
   REQUIRE(eventually([&] { return listening_everywhere(c, "partial"); }));
   // Its attempt after subscribing must be over, or a release naming it below would (rightly) make
@@ -390,10 +408,8 @@ TEST_CASE("wake-ups: a fair release wakes the waiter it names, and the queue kee
   fair.heartbeat_ttl = 20s;
   Client holder(options_for(c));
   Client first(slow_polling(c)), second(slow_polling(c));
-  auto held = holder.try_acquire({"queue"}, fair);
-  REQUIRE_MESSAGE(held, held.message);
   // A ticket taken on a node the key has not reached would not see the lock held there.
-  REQUIRE(eventually([&] { return held_everywhere(c, "queue"); }));
+  auto held = hold_everywhere(c, holder, "queue", fair);
   const auto start1 = Clock::now();
   auto w1 = std::async(std::launch::async, [&] {
     auto r = first.try_acquire({"queue"}, fair);
@@ -459,9 +475,7 @@ FairHandoff fair_handoff(const RedisCluster& c, Client& holder, Client& waiter,
   AcquireOptions fair = ttl_opts(30s, 15s);
   fair.fair = true;
   fair.heartbeat_ttl = 20s;  // the waiter polls every 3 s (its retry delay): only a wake is quick
-  auto held = holder.try_acquire({key}, fair);
-  REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, key); }));
+  auto held = hold_everywhere(c, holder, key, fair);
   auto w = std::async(std::launch::async, [&] {
     auto r = waiter.try_acquire({key}, fair);
     return Waited{std::move(r), Clock::now()};
@@ -529,9 +543,7 @@ TEST_CASE(
   AcquireOptions fair = ttl_opts(3s, 10s);
   fair.fair = true;
   fair.heartbeat_ttl = 20s;
-  auto held = holder.try_acquire({"stale"}, fair);
-  REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, "stale"); }));
+  auto held = hold_everywhere(c, holder, "stale", fair);
   auto w = std::async(std::launch::async, [&] {
     auto r = waiter.try_acquire({"stale"}, fair);
     return Waited{std::move(r), Clock::now()};
@@ -662,9 +674,7 @@ TEST_CASE("wake-ups: a release names the plain waiter that has waited longest, a
   Client holder(options_for(c));
   std::vector<std::unique_ptr<Client>> clients;
   for (int i = 0; i < 4; ++i) clients.push_back(std::make_unique<Client>(slow_polling(c)));
-  auto held = holder.try_acquire({"named"}, ttl_opts(30s));
-  REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, "named"); }));
+  auto held = hold_everywhere(c, holder, "named", ttl_opts(30s));
   // Each starts waiting once the one before is on the mark: that is the order they are served
   // in. They poll every 3 s: only a release naming each in turn can serve all four quickly; a
   // release that woke everyone would hand the lock to a random one of them.
@@ -744,9 +754,7 @@ TEST_CASE("wake-ups: a waiter's attempt that won too few nodes stays first in li
   Options later = slow_polling(c);
   later.retry_delay = 20s;  // its own poll never comes inside this test's steps
   Client second(later);
-  auto held = holder.try_acquire({"minority"}, ttl_opts(30s));
-  REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, "minority"); }));
+  auto held = hold_everywhere(c, holder, "minority", ttl_opts(30s));
   const std::string mark = derived_key("minority", KeyRole::waiting);
   // Each waiter's first attempt and the one its subscription calls for are over (a SET each on
   // every node), so the only attempt below is the first's poll.
@@ -961,9 +969,7 @@ TEST_CASE("forged wake-ups: a forged handoff does not give a fair waiter the loc
   fair.heartbeat_ttl = 20s;  // B polls at its 3 s retry delay: nothing else happens meanwhile
   Client a(options_for(c));
   Client b(slow_polling(c));
-  auto held = a.try_acquire({"forged"}, fair);
-  REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, "forged"); }));
+  auto held = hold_everywhere(c, a, "forged", fair);
   AcquireOptions briefly = fair;
   briefly.wait = 2500ms;  // ends before its first poll
   auto w = std::async(std::launch::async, [&] {
@@ -1008,9 +1014,7 @@ TEST_CASE("forged wake-ups: each forged wake-up of a plain waiter costs one atte
   Options o = slow_polling(c);
   o.retry_delay = 30s;  // no poll of its own inside the test
   Client b(o);
-  auto held = a.try_acquire({"swept"}, ttl_opts(30s));
-  REQUIRE_MESSAGE(held, held.message);
-  REQUIRE(eventually([&] { return held_everywhere(c, "swept"); }));
+  auto held = hold_everywhere(c, a, "swept", ttl_opts(30s));
   auto w = wait_for(b, "swept", 60s);
   REQUIRE(eventually([&] { return marked_everywhere(c, "swept", 1); }));
   REQUIRE(eventually([&] { return listening_everywhere(c, "swept"); }));
