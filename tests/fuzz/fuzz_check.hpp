@@ -35,6 +35,20 @@ inline std::string show(std::string_view s) {
   return out + "\"";
 }
 
+// A host name or address as the library may take it from a server (a cluster node, a sentinel's
+// master), checked independently of core/server_text.hpp's valid_server_host(): 1-255 bytes of
+// letters, digits and . - _ : % (IPv6 and its zone), nothing a terminal or a resolver could
+// misread.
+inline bool host_ok(std::string_view h) {
+  if (h.empty() || h.size() > 255) return false;
+  for (char ch : h) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && c != '.' && c != '-' && c != '_' && c != ':' && c != '%') return false;
+  }
+  return true;
+}
+
 // Text a server sent, as the library may show it (core/server_text.hpp), checked independently
 // of how it is made: no C0 control byte or DEL, and what is above ASCII is well-formed UTF-8
 // without C1 controls, line/paragraph separators or bidirectional controls. Empty when safe,

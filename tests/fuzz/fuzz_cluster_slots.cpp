@@ -32,16 +32,6 @@ using redlock::net::Reader;
 
 namespace {
 
-bool host_ok(std::string_view h) {
-  if (h.empty() || h.size() > 255) return false;
-  for (char ch : h) {
-    const auto c = static_cast<unsigned char>(ch);
-    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (!alnum && c != '.' && c != '-' && c != '_' && c != ':' && c != '%') return false;
-  }
-  return true;
-}
-
 bool well_formed(const Reply& r) {
   using T = Reply::Type;
   if (r.type != T::array) return false;
@@ -57,7 +47,7 @@ bool well_formed(const Reply& r) {
     }
     if (m.elements[1].integer < 1 || m.elements[1].integer > 65535) return false;
     const auto& host = m.elements[0].str;
-    if (!host.empty() && host != "?" && !host_ok(host)) return false;
+    if (!host.empty() && host != "?" && !fuzz::host_ok(host)) return false;
   }
   return true;
 }
@@ -101,7 +91,8 @@ void check_redirect(std::string_view text) {
   FUZZ_CHECK(text.starts_with(r->ask ? "ASK " : "MOVED "), fuzz::show(text));
   FUZZ_CHECK(r->slot >= 0 && r->slot < 16384, "redirect slot " + std::to_string(r->slot));
   FUZZ_CHECK(r->to.port >= 1, "redirect port 0: " + fuzz::show(text));
-  FUZZ_CHECK(r->to.host.empty() || host_ok(r->to.host), "redirect host " + fuzz::show(r->to.host));
+  FUZZ_CHECK(r->to.host.empty() || fuzz::host_ok(r->to.host),
+             "redirect host " + fuzz::show(r->to.host));
 }
 
 void check_reply(const Reply& r) {

@@ -36,16 +36,6 @@ namespace {
 constexpr Millis quarantines[] = {Millis{0}, Millis{1}, Millis{30'000}, max_ttl};
 constexpr Millis follow_window{2000};  // sentinel.cpp's
 
-bool host_ok(std::string_view h) {
-  if (h.empty() || h.size() > 255) return false;
-  for (char ch : h) {
-    const auto c = static_cast<unsigned char>(ch);
-    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (!alnum && c != '.' && c != '-' && c != '_' && c != ':' && c != '%') return false;
-  }
-  return true;
-}
-
 // "-"? digits, as a 64-bit number; nullopt for anything else or past 64 bits.
 std::optional<long long> number(std::string_view s) {
   const bool minus = s.starts_with('-');
@@ -80,7 +70,7 @@ Expected expected(const Reply& r) {
     if (k.type != Reply::Type::string || v.type != Reply::Type::string) continue;
     const auto n = number(v.str);
     if (k.str == "ip") {
-      if (!host_ok(v.str)) return e;
+      if (!fuzz::host_ok(v.str)) return e;
       e.ip = v.str;
     } else if (k.str == "port") {
       if (!n || *n < 1 || *n > 65535) return e;
