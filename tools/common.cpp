@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "cli.hpp"
+#include "output.hpp"
 
 namespace redlock::cli {
 
@@ -325,57 +326,56 @@ Options make_options(const Globals& g) {
   fill_in_passwords(o.nodes, g);
   o.key_prefix = g.key_prefix;
   o.wake_ups = !g.no_wake_ups;
-  if (!g.node_timeout.empty()) o.node_timeout = duration_arg("--node-timeout", g.node_timeout);
-  if (!g.connect_timeout.empty())
-    o.connect_timeout = duration_arg("--connect-timeout", g.connect_timeout);
-  if (o.node_timeout.count() == 0)
-    throw UsageError("--node-timeout: must be positive, got '" + g.node_timeout + "'");
-  if (o.connect_timeout.count() == 0)
-    throw UsageError("--connect-timeout: must be positive, got '" + g.connect_timeout + "'");
-  if (g.drift_factor) {
-    if (!(*g.drift_factor >= 0.0 && *g.drift_factor < 0.5)) {
-      throw UsageError("--drift-factor: " + std::to_string(*g.drift_factor) +
-                       " is outside [0, 0.5)");
+  // Each setting is parsed here and checked once, by the library's own check (the one the Engine
+  // makes), whose complaint is reported under the flag or variable the value came from, with the
+  // text as given.
+  struct Given {
+    std::string from, text;
+  };
+  std::map<std::string, Given, std::less<>> given;
+  const auto duration = [&](const char* field, const char* flag, const std::string& text,
+                            const char* variable = nullptr) -> std::optional<Millis> {
+    if (!text.empty()) {
+      given[field] = {flag, text};
+      return duration_arg(flag, text);
     }
+    if (const char* v = variable ? env(variable) : nullptr) {
+      given[field] = {variable, v};
+      return duration_arg(variable, v);
+    }
+    return std::nullopt;
+  };
+  given["nodes"] = {g.nodes.empty() && env("REDLOCK_NODES") ? "REDLOCK_NODES" : "--nodes", ""};
+  if (auto d = duration("node_timeout", "--node-timeout", g.node_timeout)) o.node_timeout = *d;
+  if (auto d = duration("connect_timeout", "--connect-timeout", g.connect_timeout))
+    o.connect_timeout = *d;
+  if (g.drift_factor) {
+    given["drift_factor"] = {"--drift-factor", ""};
     o.drift_factor = *g.drift_factor;
   }
   if (g.retry_count) {
-    if (*g.retry_count < 0)
-      throw UsageError("--retry-count: " + std::to_string(*g.retry_count) + " is negative");
+    given["retry_count"] = {"--retry-count", ""};
     o.retry_count = *g.retry_count;
   }
-  if (!g.retry_delay.empty()) {
-    o.retry_delay = duration_arg("--retry-delay", g.retry_delay);
+  if (auto d = duration("retry_delay", "--retry-delay", g.retry_delay)) {
+    o.retry_delay = *d;
     o.retry_jitter = std::min(o.retry_jitter, o.retry_delay / 2);
   }
-  if (!g.min_uptime.empty()) {
-    o.min_node_uptime = duration_arg("--min-uptime", g.min_uptime);
-  } else if (const char* v = env("REDLOCK_MIN_UPTIME")) {
-    o.min_node_uptime = duration_arg("REDLOCK_MIN_UPTIME", v);
-  }
-  if (!g.max_ttl.empty()) {
-    o.max_ttl = duration_arg("--max-ttl", g.max_ttl);
-  } else if (const char* v = env("REDLOCK_MAX_TTL")) {
-    o.max_ttl = duration_arg("REDLOCK_MAX_TTL", v);
-  }
-  if (o.max_ttl) {
-    const std::string from = g.max_ttl.empty() ? "REDLOCK_MAX_TTL" : "--max-ttl";
-    if (*o.max_ttl <= Millis{0} || *o.max_ttl > max_ttl)
-      throw UsageError(from + ": must be positive and at most 365 days, got " +
-                       std::to_string(o.max_ttl->count()) + " ms");
-  }
+  if (auto d = duration("min_node_uptime", "--min-uptime", g.min_uptime, "REDLOCK_MIN_UPTIME"))
+    o.min_node_uptime = *d;
+  o.max_ttl = duration("max_ttl", "--max-ttl", g.max_ttl, "REDLOCK_MAX_TTL");
   if (g.min_replicas) {
-    if (*g.min_replicas < 0 || *g.min_replicas > 100) {
-      throw UsageError("--min-replicas: " + std::to_string(*g.min_replicas) + " is outside 0-100");
-    }
+    given["min_replicas"] = {"--min-replicas", ""};
     o.min_replicas = *g.min_replicas;
   }
-  if (!g.replica_timeout.empty()) {
-    o.replica_timeout = duration_arg("--replica-timeout", g.replica_timeout);
-    if (*o.replica_timeout <= Millis{0} || *o.replica_timeout >= o.node_timeout) {
-      throw UsageError("--replica-timeout: " + g.replica_timeout + " must be above 0 and below " +
-                       "--node-timeout (" + std::to_string(o.node_timeout.count()) + " ms)");
-    }
+  o.replica_timeout = duration("replica_timeout", "--replica-timeout", g.replica_timeout);
+  if (auto p = find_options_problem(o)) {
+    const auto it = given.find(p->field);
+    if (it == given.end()) throw UsageError(p->field + ": " + p->reason);
+    const Given& from = it->second;
+    throw UsageError(from.from + ": " +
+                     (from.text.empty() ? "" : "'" + printable(from.text) + "'" + ": ") +
+                     p->reason);
   }
   warn_insecure(o, g.quiet);
   warn_small_quorum(o.nodes.size(), g.quiet);

@@ -274,6 +274,16 @@ struct AcquireOptions {
 // or nullopt. The Engine refuses exactly the same things (std::invalid_argument from its
 // constructor, Errc::invalid_argument from acquire), so the two can never disagree.
 [[nodiscard]] REDLOCK_API std::optional<std::string> check_options(const Options& options);
+// The same check, for callers that report a bad setting under their own name for it (the CLI
+// names its flag): the Options member at fault ("node_timeout", "max_ttl", ...; "nodes" for the
+// node list or one of its addresses) and what is wrong with it, with the value. check_options()
+// is "<field>: <reason>" of this.
+struct OptionsProblem {
+  std::string field;
+  std::string reason;
+};
+[[nodiscard]] REDLOCK_API std::optional<OptionsProblem> find_options_problem(
+    const Options& options);
 // Resources (non-empty, distinct, at most 1 MiB each, none whose key has the form of the library's
 // own keys: redlock/keys.hpp) and how the lock kinds combine: fencing, read/write and fair locks
 // take one resource; fair locks are exclusive and unfenced; fencing is for exclusive locks.

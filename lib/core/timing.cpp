@@ -6,6 +6,11 @@ namespace redlock::detail {
 
 std::optional<HoldSchedule> hold_schedule(Millis ttl, const HoldOptions& options,
                                           std::string& why) {
+  if (options.auto_extend && ttl < min_auto_extended_ttl) {
+    why = "a ttl of " + std::to_string(ttl.count()) + " ms is too short to be extended (at least " +
+          std::to_string(min_auto_extended_ttl.count()) + " ms)";
+    return std::nullopt;
+  }
   const Millis every = options.extend_every.value_or(ttl / 3);
   if (every <= Millis{0} || every >= ttl) {
     why = "extend_every must be positive and below the ttl (" + std::to_string(ttl.count()) +

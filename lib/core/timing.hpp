@@ -25,8 +25,13 @@ struct HoldSchedule {
 // of client-go's leader election (RenewDeadline 10 s of a 15 s lease). nullopt, with `why` naming
 // the bad value, when extend_every is not in (0, ttl) or renew_deadline not in (extend_every, ttl]
 // (a renew deadline at the ttl gives up only at the validity deadline, as without one).
+// With auto_extend, also when the ttl is below min_auto_extended_ttl.
 [[nodiscard]] std::optional<HoldSchedule> hold_schedule(Millis ttl, const HoldOptions& options,
                                                         std::string& why);
+// The shortest ttl a hold extends automatically: a round to five nodes takes a few ms, and an
+// extension every ttl / 3 must fit several of them before the lock runs out (below this the
+// watchdog would mostly report losses). `redlock-cli run` always extends, so its --ttl has it.
+inline constexpr Millis min_auto_extended_ttl{30};
 
 // ---- replicated votes (Options::min_replicas, NodeAddress::min_replicas) ----------------------
 

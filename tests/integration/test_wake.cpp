@@ -196,7 +196,7 @@ TEST_CASE("wake-ups: a killed pub/sub connection comes back and listens again") 
   for (std::size_t i = 0; i < c.size(); ++i)
     (void)c[i].command({"CLIENT", "KILL", "TYPE", "pubsub"});
   // Resubscribed on every node (after the reconnect backoff), and its retry after that is over.
-  REQUIRE(eventually([&] { return listening_everywhere(c, "relisten"); }, 5000ms));
+  REQUIRE(eventually([&] { return listening_everywhere(c, "relisten"); }));
   std::this_thread::sleep_for(100ms);
   const auto released = Clock::now();
   REQUIRE(holder.try_release(Lock::from_token({"relisten"}, held.lock.token())));
@@ -223,7 +223,7 @@ TEST_CASE("wake-ups: a fair waiter's own channel comes back after its connection
   REQUIRE(eventually([&] { return clients_listening_everywhere(c, 1); }));
   for (std::size_t i = 0; i < c.size(); ++i)
     (void)c[i].command({"CLIENT", "KILL", "TYPE", "pubsub"});
-  REQUIRE(eventually([&] { return clients_listening_everywhere(c, 1); }, 5000ms));
+  REQUIRE(eventually([&] { return clients_listening_everywhere(c, 1); }));
   std::this_thread::sleep_for(100ms);  // the attempt the resubscription calls for is over
   const auto released = Clock::now();
   REQUIRE(holder.try_release(held.lock));
@@ -679,7 +679,7 @@ TEST_CASE("wake-ups: a release names the plain waiter that has waited longest, a
   std::vector<std::future<Waited>> waits;
   for (int i = 0; i < 4; ++i) {
     waits.push_back(wait_for(*clients[static_cast<std::size_t>(i)], "named", 20s));
-    REQUIRE(eventually([&] { return marked_everywhere(c, "named", i + 1); }, 5000ms));
+    REQUIRE(eventually([&] { return marked_everywhere(c, "named", i + 1); }));
   }
   std::this_thread::sleep_for(100ms);  // their attempts after subscribing are over
   auto released = Clock::now();
@@ -716,7 +716,7 @@ TEST_CASE("wake-ups: a release that names a waiter that is gone leaves the lock 
   auto held = holder.try_acquire({"ghost"}, ttl_opts(30s));
   REQUIRE_MESSAGE(held, held.message);
   auto w = wait_for(waiter, "ghost", 20s);
-  REQUIRE(eventually([&] { return marked_everywhere(c, "ghost", 1); }, 5000ms));
+  REQUIRE(eventually([&] { return marked_everywhere(c, "ghost", 1); }));
   // A waiter whose process died first in line: the release names it, and nobody hears.
   for (std::size_t i = 0; i < c.size(); ++i) {
     (void)c[i].command({"ZADD", derived_key("ghost", KeyRole::waiting), "1",
@@ -757,16 +757,16 @@ TEST_CASE("wake-ups: a waiter's attempt that won too few nodes stays first in li
   // Each waiter's first attempt and the one its subscription calls for are over (a SET each on
   // every node), so the only attempt below is the first's poll.
   auto w1 = wait_for(first, "minority", 20s);
-  REQUIRE(eventually([&] { return marked_everywhere(c, "minority", 1); }, 5000ms));
-  REQUIRE(eventually([&] { return sets_everywhere(c, 3); }, 5000ms));
+  REQUIRE(eventually([&] { return marked_everywhere(c, "minority", 1); }));
+  REQUIRE(eventually([&] { return sets_everywhere(c, 3); }));
   const std::string first_id = c[0].command({"ZRANGE", mark, "0", "0"}).elements.at(0).str;
   std::optional<std::future<Waited>> w2;
   SUBCASE("alone: its rollback names nobody") {}
   SUBCASE("with a second waiter: not named either, and neither leaves the mark") {
     std::this_thread::sleep_for(5ms);  // a later rank than the first's (ms)
     w2 = wait_for(second, "minority", 40s);
-    REQUIRE(eventually([&] { return marked_everywhere(c, "minority", 2); }, 5000ms));
-    REQUIRE(eventually([&] { return sets_everywhere(c, 5); }, 5000ms));
+    REQUIRE(eventually([&] { return marked_everywhere(c, "minority", 2); }));
+    REQUIRE(eventually([&] { return sets_everywhere(c, 5); }));
   }
   const long long sets[2] = {calls_of(c[0], "set"), calls_of(c[1], "set")};
   const long long published[2] = {calls_of(c[0], "publish"), calls_of(c[1], "publish")};

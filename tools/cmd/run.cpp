@@ -150,21 +150,19 @@ int run_run(const RunArgs& a, const Globals& g) {
   }
   LockOptions lo;
   lo.acquire.ttl = ttl_arg(a.ttl);
-  if (lo.acquire.ttl < Millis{30}) {
-    throw UsageError("--ttl: '" + a.ttl + "' is too short to be extended (at least 30ms)");
-  }
   if (!a.wait.empty()) {
     auto w = duration_arg("--wait", a.wait);
     if (w.count() > 0) lo.acquire.wait = w;
   }
   const Millis grace = duration_arg("--grace", a.grace);
   lo.hold.auto_extend = true;
-  if (!a.renew_deadline.empty()) {
+  if (!a.renew_deadline.empty())
     lo.hold.renew_deadline = duration_arg("--renew-deadline", a.renew_deadline);
-    if (auto why = check_hold(lo.acquire.ttl, lo.hold)) {
-      throw UsageError("--renew-deadline: '" + a.renew_deadline + "' with --ttl '" + a.ttl +
-                       "': " + *why);
-    }
+  // The library's check of a hold, once; its complaint named by the flags it is about.
+  if (auto why = check_hold(lo.acquire.ttl, lo.hold)) {
+    if (a.renew_deadline.empty()) throw UsageError("--ttl: '" + a.ttl + "': " + *why);
+    throw UsageError("--renew-deadline: '" + a.renew_deadline + "' with --ttl '" + a.ttl +
+                     "': " + *why);
   }
   lo.acquire.fence = a.fence;
   lo.acquire.mode = lock_mode(a.read, a.write);
