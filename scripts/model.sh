@@ -4,10 +4,14 @@
 # macros and runs it with a bounded search:
 #   - the real model must give "errors: 0";
 #   - each mutation (a mechanism removed, or the library's old behaviour) must give a
-#     counterexample ("errors: 1"): if it does not, the model no longer exercises that mechanism.
+#     counterexample ("errors: 1"): if it does not, the model no longer exercises that mechanism;
+#     where the check names the assertion that must fail, another one failing is a failure too;
+#   - a trace check (Kleppmann's pause) must find its trace, and the trace replayed with
+#     `spin -t` must show the step the check names; its readable rendering (the MSC lines) is
+#     kept in <name>/trace.txt (docs/model/ holds the committed ones).
 # A pan run that does not finish within its time limit fails the check.
 #
-# Usage: scripts/model.sh [--deep] [--jobs N] [--keep DIR] [--trail NAME]
+# Usage: scripts/model.sh [--deep] [--jobs N] [--keep DIR] [--only NAME]
 #   --deep        bigger bounds (nemesis with crashes and resets, more attempts): minutes to hours
 #   --jobs N      checks run at once (default 2)
 #   --keep DIR    build and run in DIR and keep it (pan binaries, outputs, trails)
@@ -46,7 +50,11 @@ fi
 # no extends, no connection resets, no slow answers.
 small="-DRESETS=0 -DSLOW=0 -DMAXEXT=0 -DMAXATT=1 -DMAXACQ=1"
 
-# name | expect (pass/fail) | model | spin -D macros | pan compile flags | pan run flags | seconds
+# name | expect | model | spin -D macros | pan compile flags | pan run flags | seconds [| trace]
+#   expect: pass (errors: 0), fail (a counterexample), or fail:REGEX (the violated assertion's
+#   text must match REGEX); trace: a regex the replayed trace must match.
+#   -DBFS in the compile flags (breadth-first: the shortest trace) is given to spin as well, as the
+#   models hide their scratch variables only from a depth-first search.
 checks=(
   # --- the real model
   "lock-exhaustive|pass|lock.pml|$small -DCRASHES=0|-DHC4|-w25 -m10000|300"
@@ -59,6 +67,9 @@ checks=(
   "mut-no-rollback|fail|lock.pml|-DMUT_NO_ROLLBACK|-DBITSTATE|-w24 -m10000|300"
   "mut-no-writeback|fail|lock.pml|-DRESETS=0 -DSLOW=0 -DMAXEXT=0 -DMAXATT=2 -DMAXACQ=1 -DFENCED -DMUT_NO_WRITEBACK|-DBITSTATE|-w24 -m10000|300"
   "mut-trust-hint|fail|fair.pml|-DFORGER -DMUT_TRUST_HINT|-DBITSTATE|-w24 -m60|300"
+  # --- Kleppmann's pause: the trace, and the fence check of the resource that makes it harmless
+  "kleppmann|fail:!\\(ovl\\[c\\]\\)|lock.pml|$small -DCRASHES=0 -DFAST_NODES=0 -DFENCED -DKLEPPMANN|-DBFS|-m10000|300|c1: resource accepts the write with fence.*c0: resource REFUSES the write"
+  "mut-no-fence-check|fail:lseq|lock.pml|$small -DCRASHES=0 -DFAST_NODES=0 -DFENCED -DKLEPPMANN -DMUT_NO_FENCE_CHECK|-DBFS|-m10000|300"
 )
 if ((deep)); then
   checks+=(
@@ -71,11 +82,14 @@ fi
 
 # Runs one check; its summary line goes to $work/<name>.result.
 run_check() {
-  local name expect model macros ccflags panflags secs
-  IFS='|' read -r name expect model macros ccflags panflags secs <<<"$1"
+  local name expect model macros ccflags panflags secs trace
+  IFS='|' read -r name expect model macros ccflags panflags secs trace <<<"$1"
   local dir=$work/$name
   mkdir -p "$dir"
   cp "$spec"/*.pml "$dir"/
+  [[ " $ccflags " == *" -DBFS "* ]] && macros="$macros -DBFS"
+  local must_violate=
+  [[ $expect == fail:* ]] && must_violate=${expect#fail:} && expect=fail
   local verdict
   # shellcheck disable=SC2086 # the macro and flag lists are word lists
   if ! (cd "$dir" && spin -a $macros "$model" >spin.out 2>&1); then
@@ -98,8 +112,21 @@ run_check() {
     elif [[ $expect == pass && $errors == 0 ]]; then
       verdict="ok ($what)"
     elif [[ $expect == fail && $errors != 0 ]]; then
-      verdict="ok, counterexample found as it must ($what)"
       grep -m1 -E 'assertion violated|violated' "$dir/pan.out" | cut -c1-160 >"$dir/violation" || true
+      # the trace, replayed: its MSC lines are the readable rendering
+      # shellcheck disable=SC2086
+      (cd "$dir" && spin -t $macros "$model" 2>&1 | grep 'MSC:' >trace.txt) || true
+      if [[ -n $must_violate ]] && ! grep -qE -- "$must_violate" "$dir/violation"; then
+        verdict="FAIL (another counterexample than the one expected: $(cat "$dir/violation"))"
+      elif [[ -n $trace ]] && ! tr '\n' ' ' <"$dir/trace.txt" | grep -qE -- "$trace"; then
+        verdict="FAIL (the trace does not show '$trace': see $dir/trace.txt)"
+      elif [[ -f $root/docs/model/$name.txt ]] &&
+        ! diff <(grep -v '^#' "$root/docs/model/$name.txt") <(sed 's/^ *//' "$dir/trace.txt") \
+          >"$dir/trace.diff"; then
+        verdict="FAIL (the trace changed: update docs/model/$name.txt from $dir/trace.txt, with --keep DIR)"
+      else
+        verdict="ok, counterexample found as it must ($what)"
+      fi
     elif [[ $expect == pass ]]; then
       verdict="FAIL (counterexample in the real model: $what; keep the trail with --keep DIR, replay in DIR/$name with spin -t -p $macros $model)"
     else

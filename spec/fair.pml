@@ -145,7 +145,8 @@ byte slow = SLOW;
 byte lapses = LAPSES;
 byte losses = LOSSES;
 
-hidden byte ti, tj, tk, tv, tw, tb, th;
+/* scratch, not part of the state (a breadth-first search, -DBFS, cannot hide them) */
+HIDDEN byte ti, tj, tk, tv, tw, tb, th;
 
 #define IN_ROUND(c) (ph[c] == F_TICKET || ph[c] == F_TWB || ph[c] == F_ATTEMPT)
 #define HOLDS(c) (ph[c] == F_HOLD && hl[c] > 0)
