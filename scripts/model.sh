@@ -61,12 +61,19 @@ checks=(
   # the nemesis (a crash with or without persistence, a reset, a slow answer) and fencing
   "lock-fenced|pass|lock.pml|-DFENCED|-DBITSTATE|-w21 -m10000|300"
   "fair-forger|pass|fair.pml|-DFORGER -DMAXSER=3|-DBITSTATE|-w21 -m10000|300"
+  # FIFO where it can be broken: two acquisitions each, so a waiter can wait behind a holder
+  # that comes back (no time passes: the FIFO bookkeeping needs none)
+  "fair-fifo|pass|fair.pml|-DTIMELESS -DFAST_NODES=0 -DSLOW=0 -DMAXACQ=2|-DBITSTATE|-w21 -m10000|300"
+  # N = 5
+  "lock-n5|pass|lock.pml|$small -DN=5 -DFENCED|-DBITSTATE|-w21 -m10000|300"
+  "fair-n5|pass|fair.pml|-DN=5 -DMAXSER=3|-DBITSTATE|-w21 -m10000|300"
   # --- mutations: each must give a counterexample
   "mut-no-guard|fail|lock.pml|$small -DFAST_NODES=0 -DMUT_NO_GUARD|-DBITSTATE|-w24 -m10000|300"
   "mut-no-drift|fail|lock.pml|$small -DCRASHES=0 -DMUT_NO_DRIFT|-DBITSTATE|-w24 -m10000|300"
   "mut-no-rollback|fail|lock.pml|-DMUT_NO_ROLLBACK|-DBITSTATE|-w24 -m10000|300"
   "mut-no-writeback|fail|lock.pml|-DRESETS=0 -DSLOW=0 -DMAXEXT=0 -DMAXATT=2 -DMAXACQ=1 -DFENCED -DMUT_NO_WRITEBACK|-DBITSTATE|-w24 -m10000|300"
   "mut-trust-hint|fail|fair.pml|-DFORGER -DMUT_TRUST_HINT|-DBITSTATE|-w24 -m60|300"
+  "mut-fifo-by-waiter|fail:aheadof|fair.pml|-DTIMELESS -DFAST_NODES=0 -DSLOW=0 -DMAXACQ=2 -DMUT_FIFO_BY_WAITER|-DBFS|-m10000|300"
   # --- Kleppmann's pause: the trace, and the fence check of the resource that makes it harmless
   "kleppmann|fail:!\\(ovl\\[c\\]\\)|lock.pml|$small -DCRASHES=0 -DFAST_NODES=0 -DFENCED -DKLEPPMANN|-DBFS|-m10000|300|c1: resource accepts the write with fence.*c0: resource REFUSES the write"
   "mut-no-fence-check|fail:lseq|lock.pml|$small -DCRASHES=0 -DFAST_NODES=0 -DFENCED -DKLEPPMANN -DMUT_NO_FENCE_CHECK|-DBFS|-m10000|300"
@@ -105,6 +112,11 @@ run_check() {
     errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$dir/pan.out" | tail -n 1)
     states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$dir/pan.out" | tail -n 1)
     local what="errors: ${errors:-?}, states stored: ${states:-?}, ${took} s"
+    # a bitstate search's coverage: SPIN's hash factor (states the table can tell apart per
+    # state stored; above 100 nearly every state is visited, near 1 the search is partial)
+    local factor
+    factor=$(sed -n 's/^hash factor: \([0-9.e+]*\).*/\1/p' "$dir/pan.out" | tail -n 1)
+    [[ -n $factor ]] && what="$what, hash factor ${factor}"
     if ((rc == 124)); then
       verdict="FAIL (no verdict within ${secs} s)"
     elif [[ -z $errors ]]; then
