@@ -12,7 +12,7 @@
 # A pan run that does not finish within its time limit fails the check.
 #
 # Usage: scripts/model.sh [--deep] [--jobs N] [--keep DIR] [--only NAME]
-#   --deep        bigger bounds (nemesis with crashes and resets, more attempts): minutes to hours
+#   --deep        bigger bounds (N = 5, C = 3, the fair nemesis, liveness): about an hour
 #   --jobs N      checks run at once (default 2)
 #   --keep DIR    build and run in DIR and keep it (pan binaries, outputs, trails)
 #   --only NAME   run only the named check(s) (a regex over the names)
@@ -80,10 +80,15 @@ checks=(
 )
 if ((deep)); then
   checks+=(
-    "deep-lock-nemesis|pass|lock.pml||-DHC4|-w28 -m100000|7200"
-    "deep-lock-fenced-n5|pass|lock.pml|-DFENCED -DN=5|-DBITSTATE|-w30 -m100000|7200"
-    "deep-lock-c3|pass|lock.pml|-DC=3 -DFENCED|-DBITSTATE|-w30 -m100000|7200"
-    "deep-fair-forger|pass|fair.pml|-DFORGER -DRESETS=1 -DLAPSES=1|-DBITSTATE|-w30 -m100000|7200"
+    # bitstate with 2^25 bits: about 16 times the states of the suite's checks, 10-20 min each
+    # on a loaded 2-core machine (docs/model.md has the figures of a run)
+    "deep-lock-nemesis|pass|lock.pml|-DFENCED|-DBITSTATE|-w25 -m100000|3600"
+    "deep-lock-fenced-n5|pass|lock.pml|-DFENCED -DN=5|-DBITSTATE|-w25 -m100000|3600"
+    "deep-lock-c3|pass|lock.pml|-DC=3 -DFENCED|-DBITSTATE|-w25 -m100000|3600"
+    "deep-fair-forger|pass|fair.pml|-DFORGER -DRESETS=1 -DLAPSES=1|-DBITSTATE|-w25 -m100000|3600"
+    # liveness: acceptance cycles under weak fairness (pan -a -f; -DNFAIR=3: more processes than
+    # the default fairness bookkeeping allows for)
+    "deep-liveness|pass|lock.pml|$small -DCRASHES=0 -DFAST_NODES=0 -DDELAYS=1 -DLIVENESS|-DBITSTATE -DNFAIR=3|-a -f -w27 -m100000|3600"
   )
 fi
 
@@ -95,13 +100,16 @@ run_check() {
   mkdir -p "$dir"
   cp "$spec"/*.pml "$dir"/
   [[ " $ccflags " == *" -DBFS "* ]] && macros="$macros -DBFS"
+  # a search for acceptance cycles (liveness, pan -a) needs the cycle detection -DSAFETY leaves out
+  local safety=-DSAFETY
+  [[ " $panflags " == *" -a "* ]] && safety=
   local must_violate=
   [[ $expect == fail:* ]] && must_violate=${expect#fail:} && expect=fail
   local verdict
   # shellcheck disable=SC2086 # the macro and flag lists are word lists
   if ! (cd "$dir" && spin -a $macros "$model" >spin.out 2>&1); then
     verdict="FAIL (spin -a failed: see $dir/spin.out)"
-  elif ! (cd "$dir" && "${CC:-gcc}" -O1 -DSAFETY -DMEMLIM=4000 -DVECTORSZ=4096 $ccflags \
+  elif ! (cd "$dir" && "${CC:-gcc}" -O1 $safety -DMEMLIM=4000 -DVECTORSZ=4096 $ccflags \
             -o pan pan.c >cc.out 2>&1); then
     verdict="FAIL (pan did not compile: see $dir/cc.out)"
   else
