@@ -63,10 +63,10 @@ checks=(
   "fair-forger|pass|fair.pml|-DFORGER -DMAXSER=3|-DBITSTATE|-w21 -m10000|300"
   # FIFO where it can be broken: two acquisitions each, so a waiter can wait behind a holder
   # that comes back (no time passes: the FIFO bookkeeping needs none)
-  "fair-fifo|pass|fair.pml|-DTIMELESS -DFAST_NODES=0 -DSLOW=0 -DMAXACQ=2|-DBITSTATE|-w21 -m10000|300"
+  "fair-fifo|pass|fair.pml|-DTIMELESS -DFAST_NODES=0 -DSLOW=0 -DMAXACQ=2|-DBITSTATE|-w20 -m10000|300"
   # N = 5
-  "lock-n5|pass|lock.pml|$small -DN=5 -DFENCED|-DBITSTATE|-w21 -m10000|300"
-  "fair-n5|pass|fair.pml|-DN=5 -DMAXSER=3|-DBITSTATE|-w21 -m10000|300"
+  "lock-n5|pass|lock.pml|$small -DN=5 -DFENCED|-DBITSTATE|-w20 -m10000|300"
+  "fair-n5|pass|fair.pml|-DN=5 -DMAXSER=3|-DBITSTATE|-w20 -m10000|300"
   # --- mutations: each must give a counterexample
   "mut-no-guard|fail|lock.pml|$small -DFAST_NODES=0 -DMUT_NO_GUARD|-DBITSTATE|-w24 -m10000|300"
   "mut-no-drift|fail|lock.pml|$small -DCRASHES=0 -DMUT_NO_DRIFT|-DBITSTATE|-w24 -m10000|300"
