@@ -52,4 +52,10 @@
 #error "C must be 2 or 3"
 #endif
 
+#ifdef BFS
+#define HIDDEN
+#else
+#define HIDDEN hidden
+#endif
+
 #define MAX(a, b) ((a) > (b) -> (a) : (b))

@@ -12,16 +12,19 @@
  *  - no key left: once the commands of a failed attempt were delivered to a node (none lost),
  *    that node does not hold the attempt's token (Monitor);
  *  - -DFENCED: fences are handed out in strictly increasing order, so a holder paused past its
- *    validity carries a lower fence than any later holder (hand_out);
+ *    validity carries a lower fence than any later holder (hand_out); and the resource, which
+ *    refuses a write with a lower fence than it saw, never accepts a stale write: one from a
+ *    holder that acquired before the holder of a write it accepted already (the write step);
  *  - -DLIVENESS: a waiter eventually gets a free lock (LTL `waiter_served`, pan -a -f).
  * Mutations (each must give a counterexample; scripts/model.sh checks that it does):
  *  MUT_NO_GUARD      the restart guard off, and restarts lose the keys
  *  MUT_NO_DRIFT      validity without the drift term
  *  MUT_NO_ROLLBACK   a failed attempt leaves its keys
  *  MUT_NO_WRITEBACK  the fence is handed out without the write-back round
- *  KLEPPMANN         not a mutation: stops at a holder's write that the resource refused (the
- *                    holder paused past its validity; a later holder wrote first): the trace in
- *                    docs/model.md
+ *  MUT_NO_FENCE_CHECK  the resource takes every write, whatever its fence
+ *  KLEPPMANN         not a mutation: stops at the write of a holder paused past its validity,
+ *                    after a later holder acquired and wrote, which the resource refused for its
+ *                    fence: the trace in docs/model/kleppmann.txt
  * docs/model.md maps each step to the file and function of the library that does it.
  */
 
@@ -126,6 +129,12 @@ Row lost[C];  /* since then, a command of this client to that node was lost or n
 /* ---- the protected resource, and the fences handed out ---- */
 byte res;        /* the highest fence the resource accepted (scripts/lua/fenced-set.lua) */
 byte last_fence; /* the highest fence handed out so far */
+#ifdef FENCED
+byte nseq;  /* locks handed out so far: the order of the holders (the model's, not the client's) */
+byte lseq[C]; /* which of them each client holds */
+byte wseq;  /* the latest (in that order) holder whose write the resource accepted */
+bool ovl[C]; /* another client acquired while this one had checked its validity (a pause) */
+#endif
 
 /* ---- the nemesis's budget ---- */
 byte crashes = CRASHES;
@@ -133,7 +142,8 @@ byte resets = RESETS;
 byte slow = SLOW;
 byte delays = DELAYS;
 
-hidden byte ti, tj, tk, tv, te, tb;
+/* scratch, not part of the state (a breadth-first search, -DBFS, cannot hide them) */
+HIDDEN byte ti, tj, tk, tv, te, tb;
 
 #define IN_ROUND(c) (ph[c] == P_ATTEMPT || ph[c] == P_WRITEBACK || ph[c] == P_EXTEND)
 #define HOLDS(c) ((ph[c] == P_HOLD || ph[c] == P_EXTEND) && hl[c] > 0)
@@ -325,12 +335,20 @@ inline fresh_token(c) {
   }
 }
 
+/* Attempts and acquisitions counted for the budget; the waiter of -DLIVENESS, whose budget is
+ * endless, does not count (a count that grows for ever would make the state space endless). */
+#ifdef LIVENESS
+#define COUNT(x) if :: c != 0 -> x++ :: else fi
+#else
+#define COUNT(x) x++
+#endif
+
 /* AcquireOp::start_attempt: a fresh token, t1, the SET to every node */
 inline start_attempt(c) {
   fresh_token(c);
   if
   :: tv != 0 ->
-    att[c]++;
+    COUNT(att[c]);
     tok[c] = tv;
     fmax[c] = 0;
     fcnt[c] = 0;
@@ -377,14 +395,22 @@ inline hand_out(c) {
   close_round(c);
   ph[c] = P_HOLD;
   hl[c] = tv;
-  acq[c]++;
+  COUNT(acq[c]);
   printf("MSC: c%d: HOLDS the lock (token %d, validity %d ticks, fence %d)\n", c, tok[c], tv,
          fmax[c]);
 #ifdef FENCED
   fence[c] = fmax[c];
   /* fences strictly increase: a holder past its validity has a lower one than any later */
   assert(fence[c] > last_fence);
-  last_fence = fence[c]
+  last_fence = fence[c];
+  nseq++;
+  lseq[c] = nseq;
+  for (tj : 0 .. C - 1) {
+    if
+    :: tj != c && chk[tj] -> ovl[tj] = 1
+    :: else
+    fi
+  }
 #endif
 }
 
@@ -461,7 +487,10 @@ inline release(c) {
   tok[c] = 0;
   ph[c] = P_IDLE;
   hl[c] = 0;
-  chk[c] = 0
+  chk[c] = 0;
+#ifdef FENCED
+  ovl[c] = 0
+#endif
 }
 
 /* Runs the first command queued on connection (c, n) on node n, as the scripts of
@@ -540,7 +569,17 @@ inline answer(c, n) {
 #else
 #define BUDGET(c) (att[c] < MAXATT && acq[c] < MAXACQ)
 #endif
-#define CAN_START(c) (ph[c] == P_IDLE && sl[c] == 0 && BUDGET(c) && ROOM_ALL(c, ATTEMPT_ROOM))
+#ifdef KLEPPMANN
+/* The scenario, to keep the search short: client 1 tries only once client 0 holds the lock and
+ * has checked its validity (it is about to write); client 0 writes before it releases. */
+#define SCENARIO(c) (c == 0 || chk[0])
+#define MAY_RELEASE(c) (c != 0 || !chk[0])
+#else
+#define SCENARIO(c) 1
+#define MAY_RELEASE(c) 1
+#endif
+#define CAN_START(c) \
+  (ph[c] == P_IDLE && sl[c] == 0 && BUDGET(c) && ROOM_ALL(c, ATTEMPT_ROOM) && SCENARIO(c))
 
 /* node_timeout: free when the answer is gone for good (a lost command, a crashed node); the
  * timeout of a command still on its way uses the budget `slow` (else every round could time
@@ -571,7 +610,7 @@ end:
          broadcast_round(c, OP_EXT, tok[c]);
          evaluate(c)
      }
-  :: d_step { ph[c] == P_HOLD && ROOM_ALL(c, 1) -> release(c) }
+  :: d_step { ph[c] == P_HOLD && ROOM_ALL(c, 1) && MAY_RELEASE(c) -> release(c) }
 #ifdef FENCED
   /* the holder checks its validity and is about to write; a pause may come in between */
   :: d_step {
@@ -583,18 +622,28 @@ end:
        chk[c] ->
          chk[c] = 0;
          if
-         :: fence[c] >= res ->
-           res = fence[c];
-           printf("MSC: c%d: resource accepts the write with fence %d\n", c, fence[c])
+#ifdef MUT_NO_FENCE_CHECK
+         :: true ->
+#else
+         :: fence[c] >= res -> /* fenced-set.lua: a fence not older than the highest seen */
+#endif
+           printf("MSC: c%d: resource accepts the write with fence %d (validity left %d)\n", c,
+                  fence[c], hl[c]);
+           /* no stale write: none from a holder older than one whose write was taken */
+           assert(lseq[c] >= wseq);
+           res = MAX(res, fence[c]);
+           wseq = lseq[c]
          :: else ->
-           printf("MSC: c%d: resource REFUSES the write with fence %d (it saw %d)\n", c, fence[c],
-                  res);
+           printf("MSC: c%d: resource REFUSES the write with fence %d (it saw %d; validity left %d)\n",
+                  c, fence[c], res, hl[c]);
 #ifdef KLEPPMANN
-           assert(false) /* a stale holder's write, refused for its fence */
+           /* the trace: this holder was paused past its validity while another acquired */
+           assert(!ovl[c])
 #else
            skip
 #endif
-         fi
+         fi;
+         ovl[c] = 0
      }
 #endif
   od
