@@ -2,6 +2,8 @@
 // (docs/cli.md: exit 0 fit, 1 warnings, 3 fewer than a quorum fit, 5 a quorum refused by
 // configuration). The checks are in doctor_server.cpp, doctor_acl.cpp and doctor_votes.cpp.
 
+#include "doctor.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,7 +12,6 @@
 #include <iostream>
 
 #include "cli.hpp"
-#include "doctor.hpp"
 #include "json.hpp"
 
 namespace redlock::cli::doctor {
@@ -89,8 +90,8 @@ void judge_clocks(const Context& ctx, std::vector<VoteReport>& reports) {
     }
     char rtt[32];
     std::snprintf(rtt, sizeof rtt, "%.1f ms", s.clock.rtt_ms);
-    std::string message = s.prefix + ms(s.clock.offset_ms) + " against ours (round trip " + rtt +
-                          ")";
+    std::string message =
+        s.prefix + ms(s.clock.offset_ms) + " against ours (round trip " + rtt + ")";
     if (all.size() > 1) message += ", at most " + ms(others).substr(1) + " from the others'";
     const bool skewed = ours >= limit || others >= limit;
     if (skewed) {
@@ -144,8 +145,7 @@ const char* node_verdict(const VoteReport& r) {
 
 std::string verdict_line(const Verdict& v, std::size_t nodes) {
   const std::string usable = std::to_string(v.fit + v.warned) + " of " + std::to_string(nodes) +
-                             " nodes can hold locks (a quorum is " + std::to_string(v.quorum) +
-                             ")";
+                             " nodes can hold locks (a quorum is " + std::to_string(v.quorum) + ")";
   std::string detail;
   if (v.warned > 0) detail += ", " + std::to_string(v.warned) + " with warnings";
   if (v.unfit > 0) detail += ", " + std::to_string(v.unfit) + " unfit";
@@ -164,8 +164,8 @@ void print_human(const Globals& g, const std::vector<VoteReport>& reports, const
     }
     std::string line;
     for (const auto& b : briefs) line += (line.empty() ? "" : ", ") + b;
-    std::cout << std::left << std::setw(static_cast<int>(width)) << r.node << "  "
-              << std::setw(7) << node_verdict(r) << "  " << line << "\n";
+    std::cout << std::left << std::setw(static_cast<int>(width)) << r.node << "  " << std::setw(7)
+              << node_verdict(r) << "  " << line << "\n";
     for (const auto& c : r.checks) {
       if (c.level == Level::ok && !g.verbose) continue;
       std::cout << "    " << to_string(c.level) << " " << c.name << ": " << c.message << "\n";
@@ -234,12 +234,14 @@ namespace redlock::cli {
 Command doctor_command(const Globals& g) {
   return {
       .name = "doctor",
-      .description = "Check that the nodes are fit to hold locks: reachable, master, persistence, "
-                     "eviction policy, clock, TLS certificate, ACL, Sentinel and Cluster state",
-      .footer = "One line per node (fit, warning or unfit; with -v every check), then the "
-                "verdict.\nExit status: 0 every node fit, 1 warnings (a quorum can still hold "
-                "locks), 2 usage,\n3 fewer than a quorum fit, 5 a quorum refused by "
-                "configuration (AUTH, TLS, ACL).",
+      .description =
+          "Check that the nodes are fit to hold locks: reachable, master, persistence, "
+          "eviction policy, clock, TLS certificate, ACL, Sentinel and Cluster state",
+      .footer =
+          "One line per node (fit, warning or unfit; with -v every check), then the "
+          "verdict.\nExit status: 0 every node fit, 1 warnings (a quorum can still hold "
+          "locks), 2 usage,\n3 fewer than a quorum fit, 5 a quorum refused by "
+          "configuration (AUTH, TLS, ACL).",
       .run = [&g] { return doctor::run_doctor(g); },
   };
 }

@@ -37,8 +37,8 @@ struct ClockSample {
 
 // What the checks of one vote found.
 struct VoteReport {
-  std::string node;     // the address as configured (never with a password)
-  std::string server;   // "redis" / "valkey" (empty when unknown)
+  std::string node;    // the address as configured (never with a password)
+  std::string server;  // "redis" / "valkey" (empty when unknown)
   std::string version;
   std::string role;
   std::vector<Check> checks;

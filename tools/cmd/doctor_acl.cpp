@@ -29,31 +29,37 @@ struct Feature {
 // The lines of docs/guide.md per feature (tests/cli/test_acl.py proves each permission needed).
 const std::vector<Feature>& features() {
   static const std::vector<Feature> all = {
-      {"plain", "plain locks",
-       {"+set", "+get", "+del", "+exists", "+pexpire", "+pttl", "+type", "+time", "+zadd",
-        "+zrem", "+zscore", "+zrange", "+zpopmin", "+zcard", "+zcount", "+zrangebyscore",
-        "+eval", "+evalsha"},
+      {"plain",
+       "plain locks",
+       {"+set", "+get", "+del", "+exists", "+pexpire", "+pttl", "+type", "+time", "+zadd", "+zrem",
+        "+zscore", "+zrange", "+zpopmin", "+zcard", "+zcount", "+zrangebyscore", "+eval",
+        "+evalsha"},
        Level::fail,
        "the lock commands are refused on this node"},
-      {"restart-guard", "the restart guard",
+      {"restart-guard",
+       "the restart guard",
        {"+info"},
        Level::fail,
        "the library reads INFO server at every connect (the restart quarantine, --min-uptime) "
        "and gives this node no vote without it"},
       {"fencing", "fencing", {"+incr"}, Level::warn, "acquire --fence is refused"},
-      {"fair", "fair locks",
+      {"fair",
+       "fair locks",
        {"+incr", "+hset", "+hget", "+hdel", "+zrank"},
        Level::warn,
        "acquire --fair is refused"},
-      {"read-write", "read-write locks",
+      {"read-write",
+       "read-write locks",
        {"+zremrangebyscore", "+pexpireat"},
        Level::warn,
        "acquire --read/--write is refused"},
-      {"wake-ups", "wake-ups",
+      {"wake-ups",
+       "wake-ups",
        {"+publish", "+pubsub|numsub", "+subscribe", "+unsubscribe"},
        Level::warn,
        "waiters wake only at their next retry (or run with --no-wake-ups)"},
-      {"script-cache", "the script cache",
+      {"script-cache",
+       "the script cache",
        {"+script|load"},
        Level::warn,
        "each script is sent whole on its first use on a connection (one round trip more)"},
@@ -121,8 +127,10 @@ std::vector<std::vector<std::string>> probes_of(const std::string& perm, const P
   if (perm == "+pubsub|numsub") return {{"PUBSUB", "NUMSUB", k.channel}};
   if (perm == "+unsubscribe") return {{"UNSUBSCRIBE", k.channel}};
   if (perm == "+subscribe") {
-    return {{"SUBSCRIBE", k.channel}, {"UNSUBSCRIBE", k.channel},
-            {"SUBSCRIBE", k.keyspace}, {"UNSUBSCRIBE", k.keyspace}};
+    return {{"SUBSCRIBE", k.channel},
+            {"UNSUBSCRIBE", k.channel},
+            {"SUBSCRIBE", k.keyspace},
+            {"UNSUBSCRIBE", k.keyspace}};
   }
   return {};
 }
@@ -223,7 +231,10 @@ void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a, V
       for (const auto& [perm, why] : refused) {
         if (perm != p) continue;
         missing += (missing.empty() ? "" : " ") + perm;
-        if (first_why.empty()) first_why = why;
+        // A refusal says no more than the list of permissions; anything else (a renamed
+        // command's "unknown command") is worth its words.
+        const bool refusal = why.starts_with("NOPERM") || why.starts_with("This user has no");
+        if (first_why.empty() && !refusal) first_why = why;
       }
     }
     const std::string name = std::string("acl-") + f.name;
@@ -234,8 +245,8 @@ void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a, V
     lacking.emplace_back(f.name);
     if (f.missing == Level::fail) report.refused = true;
     report.add(name, f.missing,
-               prefix + f.what + ": the user lacks " + missing + " (" + first_why + "): " +
-                   f.without + how);
+               prefix + f.what + ": the user lacks " + missing +
+                   (first_why.empty() ? "" : " (" + first_why + ")") + ": " + f.without + how);
   }
   std::string brief = "acl ok";
   if (!lacking.empty()) {

@@ -95,8 +95,9 @@ void check_persistence(const Context& ctx, nodes::SyncClient& c, VoteReport& rep
   }
   if (*fsync == "always") {
     report.add("persistence", Level::ok,
-               prefix + "AOF, appendfsync always: locks and fencing counters survive a crash "
-                        "and a power loss",
+               prefix +
+                   "AOF, appendfsync always: locks and fencing counters survive a crash "
+                   "and a power loss",
                "aof always");
   } else {
     report.add("persistence", Level::ok,
@@ -112,8 +113,7 @@ void check_eviction(nodes::SyncClient& c, VoteReport& report, const std::string&
   const auto policy = config_get(c, "maxmemory-policy", why);
   if (!policy) {
     report.add("maxmemory-policy", Level::skip,
-               prefix + "cannot read (CONFIG GET refused: " + why +
-                   "); lock nodes need noeviction",
+               prefix + "cannot read (CONFIG GET refused: " + why + "); lock nodes need noeviction",
                "eviction ?");
   } else if (*policy == "noeviction") {
     report.add("maxmemory-policy", Level::ok, prefix + "noeviction", "noeviction");
@@ -191,9 +191,8 @@ void check_tls(const nodes::SyncClient& c, VoteReport& report, const std::string
 }  // namespace
 
 std::string shown(const Reply& r) {
-  return detail::server_text(r.type == Reply::Type::error || r.type == Reply::Type::status
-                                 ? r.str
-                                 : r.to_string());
+  return detail::server_text(
+      r.type == Reply::Type::error || r.type == Reply::Type::status ? r.str : r.to_string());
 }
 
 std::optional<std::string> config_get(nodes::SyncClient& c, const std::string& name,

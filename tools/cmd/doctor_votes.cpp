@@ -102,11 +102,10 @@ void check_sentinel_vote(const Context& ctx, const NodeAddress& vote, VoteReport
     return a.master && a.master->ip == m.ip && a.master->port == m.port;
   });
   const std::string where = host_port(m.ip, m.port);
-  std::string message = "master " + detail::server_text(vote.master_name, 80) + " at " + where +
-                        ", named by " + std::to_string(agree) + " of " + std::to_string(asked) +
-                        " sentinels" +
-                        (poll.quorum > 0 ? " (their quorum: " + std::to_string(poll.quorum) + ")"
-                                         : "");
+  std::string message =
+      "master " + detail::server_text(vote.master_name, 80) + " at " + where + ", named by " +
+      std::to_string(agree) + " of " + std::to_string(asked) + " sentinels" +
+      (poll.quorum > 0 ? " (their quorum: " + std::to_string(poll.quorum) + ")" : "");
   Level level = Level::ok;
   if (static_cast<std::size_t>(agree) < asked) level = Level::warn;
   if (poll.quorum > 0 && agree < poll.quorum) {
@@ -117,8 +116,8 @@ void check_sentinel_vote(const Context& ctx, const NodeAddress& vote, VoteReport
     level = Level::warn;
     message += "; flags " + detail::server_text(m.flags, 80);
   }
-  report.add("sentinel", level, message + silent, std::to_string(agree) + "/" +
-                                                      std::to_string(asked) + " sentinels");
+  report.add("sentinel", level, message + silent,
+             std::to_string(agree) + "/" + std::to_string(asked) + " sentinels");
   const auto trust = detail::trust_discovered(vote, ctx.options.tls, m.ip, m.port);
   if (!trust.trusted) {
     report.add("reachable", Level::fail, trust.why_not, "untrusted");
@@ -182,7 +181,8 @@ void check_cluster_vote(const Context& ctx, const NodeAddress& vote, VoteReport&
     report.add("cluster", Level::fail, "no seed answered CLUSTER INFO and SLOTS: " + why, "down");
     return;
   }
-  const std::string state = detail::server_text(detail::info_field(view->info, "cluster_state"), 40);
+  const std::string state =
+      detail::server_text(detail::info_field(view->info, "cluster_state"), 40);
   long long served = 0;
   std::vector<detail::ClusterEndpoint> masters;
   for (const auto& r : view->ranges) {
