@@ -247,6 +247,33 @@ class Standalone(unittest.TestCase):
         self.assertIn("lacks +eval +evalsha", c["message"])
         self.assert_no_probe_key()
 
+    def test_a_node_without_scripts(self):
+        """A node that refuses scripts (as some proxies do): on a server with native
+        compare-and-delete and compare-and-set-ttl (Valkey 9) plain locks need none, and only
+        the lock kinds that need a script are refused; elsewhere the node is unfit."""
+        lua_free = Server(["--rename-command", "EVAL", "", "--rename-command", "EVALSHA", ""])
+        try:
+            nodes = ",".join([lua_free.address] + [s.address for s in self.servers[1:]])
+            code, obj, r = self.run_json("--min-uptime", "1s", nodes=nodes)
+            n = obj["nodes"][0]
+            caps = check(n, "capabilities")
+            self.assertEqual(caps["status"], "ok", caps)
+            self.assertIn("EVAL and EVALSHA are missing", caps["message"])
+            self.assertEqual(code, 1, r.stdout)
+            for kind in ("fencing", "fair", "read-write"):
+                c = check(n, "acl-" + kind)
+                self.assertEqual(c["status"], "warn")
+                self.assertIn("cannot run +eval +evalsha", c["message"])
+            plain = check(n, "acl-plain")
+            if "without a script" in caps["message"]:  # native release and extend
+                self.assertEqual((n["verdict"], plain["status"]), ("warning", "ok"), n)
+            else:
+                self.assertEqual((n["verdict"], plain["status"]), ("unfit", "fail"), n)
+                self.assertIn("cannot run +eval +evalsha", plain["message"])
+            self.assertEqual(check(obj["nodes"][1], "acl-plain")["status"], "ok")
+        finally:
+            lua_free.close()
+
     def test_wrong_password_is_refused_without_showing_it(self):
         self.narrow()
         wrong = "wrong-" + SECRET

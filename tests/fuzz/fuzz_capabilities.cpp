@@ -61,8 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   const Capabilities caps = parse_capabilities(replies);
-  const bool probed = !replies.empty() && replies[0].type == Reply::Type::array &&
-                      replies[0].elements.size() == 4;
+  const bool probed =
+      !replies.empty() && replies[0].type == Reply::Type::array && replies[0].elements.size() == 4;
   FUZZ_CHECK(caps.probed == probed, what);
   if (!probed) {
     FUZZ_CHECK(caps == Capabilities{}, what + ": a node not probed claims something");
@@ -70,9 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto& e = replies[0].elements;
     FUZZ_CHECK(caps.delifeq == names(e[0], "delifeq"), what + ": DELIFEQ");
     FUZZ_CHECK(caps.delex_ifeq == names(e[1], "delex"), what + ": DELEX");
-    FUZZ_CHECK(
-        caps.scripts == (e[2].type != Reply::Type::nil && e[3].type != Reply::Type::nil),
-        what + ": scripts");
+    FUZZ_CHECK(caps.scripts == (e[2].type != Reply::Type::nil && e[3].type != Reply::Type::nil),
+               what + ": scripts");
     FUZZ_CHECK(!caps.set_ifeq || (replies.size() == 2 && mentions_ifeq(replies[1])),
                what + ": SET IFEQ from nothing");
   }

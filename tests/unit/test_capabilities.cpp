@@ -18,9 +18,9 @@ using namespace redlock::detail;
 namespace {
 
 std::vector<Reply> recorded(const std::string& name) {
-  std::ifstream in(std::string(REDLOCK_SOURCE_ROOT) + "/tests/unit/replies/capabilities-" + name +
-                       ".resp",
-                   std::ios::binary);
+  std::ifstream in(
+      std::string(REDLOCK_SOURCE_ROOT) + "/tests/unit/replies/capabilities-" + name + ".resp",
+      std::ios::binary);
   REQUIRE(in);
   const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   net::Reader reader;
@@ -56,8 +56,8 @@ Reply docs_with(std::string token) {
 TEST_CASE("capabilities: the probe is COMMAND INFO of four commands, then COMMAND DOCS SET") {
   const auto probe = capability_probe_commands();
   REQUIRE(probe.size() == 2);
-  CHECK(probe[0] == std::vector<std::string>{"COMMAND", "INFO", "DELIFEQ", "DELEX", "EVAL",
-                                             "EVALSHA"});
+  CHECK(probe[0] ==
+        std::vector<std::string>{"COMMAND", "INFO", "DELIFEQ", "DELEX", "EVAL", "EVALSHA"});
   CHECK(probe[1] == std::vector<std::string>{"COMMAND", "DOCS", "SET"});
 }
 
@@ -87,9 +87,8 @@ TEST_CASE("capabilities: what real servers answered") {
 }
 
 TEST_CASE("capabilities: DELEX (Redis >= 8.4, no such server here) is read like DELIFEQ") {
-  const auto caps =
-      parse_capabilities({array({nil(), command("delex"), command("eval"), command("evalsha")}),
-                          docs_with("IFEQ")});
+  const auto caps = parse_capabilities(
+      {array({nil(), command("delex"), command("eval"), command("evalsha")}), docs_with("IFEQ")});
   CHECK(caps == Capabilities{true, true, true, false, true});
   CHECK(describe(caps) == "scripts, SET IFEQ, DELEX IFEQ");
   CHECK(caps.native_release());

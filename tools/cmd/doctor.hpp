@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/capabilities.hpp"
+#include "core/reply.hpp"
 #include "nodes/client.hpp"
 #include "redlock/options.hpp"
 
@@ -74,9 +76,10 @@ struct Context {
 void check_server(const Context& ctx, const NodeAddress& a, VoteReport& report,
                   const std::string& prefix = {}, const std::string& tls_name = {});
 
-// The ACL checks of the connected user, per feature (doctor_acl.cpp).
-void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a, VoteReport& report,
-               const std::string& prefix);
+// The ACL checks of the connected user, per feature (doctor_acl.cpp). Plain locks need no script
+// on a node that has native compare-and-delete and compare-and-set-ttl (`caps`).
+void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a,
+               const detail::Capabilities& caps, VoteReport& report, const std::string& prefix);
 
 // The server checks that follow from INFO and CONFIG (doctor_server.cpp, for doctor_acl.cpp).
 [[nodiscard]] std::optional<std::string> config_get(nodes::SyncClient& c, const std::string& name,
@@ -89,5 +92,8 @@ void check_cluster_vote(const Context& ctx, const NodeAddress& vote, VoteReport&
 
 // A server's error text as it may be shown.
 [[nodiscard]] std::string shown(const nodes::Reply& r);
+
+// The tools' reply as the library's parsers take it.
+[[nodiscard]] detail::Reply to_core(const nodes::Reply& r);
 
 }  // namespace redlock::cli::doctor

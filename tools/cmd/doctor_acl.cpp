@@ -18,9 +18,13 @@ namespace {
 
 using Reply = nodes::Reply;
 
+// What a feature needs of EVAL and EVALSHA besides its own permissions.
+enum class Scripts { none, always, unless_native };
+
 struct Feature {
   const char* name;  // the check is "acl-<name>"
   const char* what;  // for messages
+  Scripts scripts;
   std::vector<const char*> perms;
   Level missing;
   const char* without;  // what happens without them
@@ -29,37 +33,43 @@ struct Feature {
 // The lines of docs/guide.md per feature (tests/cli/test_acl.py proves each permission needed).
 const std::vector<Feature>& features() {
   static const std::vector<Feature> all = {
+      // Release and extend by script, or natively where the node can (core/capabilities.hpp).
       {"plain",
        "plain locks",
+       Scripts::unless_native,
        {"+set", "+get", "+del", "+exists", "+pexpire", "+pttl", "+type", "+time", "+zadd", "+zrem",
-        "+zscore", "+zrange", "+zpopmin", "+zcard", "+zcount", "+zrangebyscore", "+eval",
-        "+evalsha"},
+        "+zscore", "+zrange", "+zpopmin", "+zcard", "+zcount", "+zrangebyscore"},
        Level::fail,
        "the lock commands are refused on this node"},
       {"restart-guard",
        "the restart guard",
+       Scripts::none,
        {"+info"},
        Level::fail,
        "the library reads INFO server at every connect (the restart quarantine, --min-uptime) "
        "and gives this node no vote without it"},
-      {"fencing", "fencing", {"+incr"}, Level::warn, "acquire --fence is refused"},
+      {"fencing", "fencing", Scripts::always, {"+incr"}, Level::warn, "acquire --fence is refused"},
       {"fair",
        "fair locks",
+       Scripts::always,
        {"+incr", "+hset", "+hget", "+hdel", "+zrank"},
        Level::warn,
        "acquire --fair is refused"},
       {"read-write",
        "read-write locks",
+       Scripts::always,
        {"+zremrangebyscore", "+pexpireat"},
        Level::warn,
        "acquire --read/--write is refused"},
       {"wake-ups",
        "wake-ups",
+       Scripts::none,
        {"+publish", "+pubsub|numsub", "+subscribe", "+unsubscribe"},
        Level::warn,
        "waiters wake only at their next retry (or run with --no-wake-ups)"},
       {"script-cache",
        "the script cache",
+       Scripts::none,
        {"+script|load"},
        Level::warn,
        "each script is sent whole on its first use on a connection (one round trip more)"},
@@ -168,7 +178,8 @@ class Prober {
     if (!r) return "no answer: " + detail::server_text(c_.error());
     if (dryrun_) {
       if (r->type == Reply::Type::status) return std::nullopt;  // OK
-      return shown(*r);  // "This user has no permissions to run the 'info' command"
+      // "This user has no permissions to run the 'info' command", a bulk string
+      return r->type == Reply::Type::string ? detail::server_text(r->str) : shown(*r);
     }
     if (r->is_error("READONLY")) read_only_ = true;
     // A renamed or missing command ("ERR unknown command") is as missing as a refused one.
@@ -185,8 +196,20 @@ class Prober {
 
 // The permissions in probe order (that of the features, +set before +incr and +hset), the
 // subscription probes last.
+const std::vector<std::string> script_perms = {"+eval", "+evalsha"};
+
+// What feature `f` needs on a node with capabilities `caps`.
+std::vector<std::string> needed(const Feature& f, const detail::Capabilities& caps) {
+  std::vector<std::string> perms(f.perms.begin(), f.perms.end());
+  const bool native = caps.native_release() && caps.native_extend();
+  if (f.scripts == Scripts::always || (f.scripts == Scripts::unless_native && !native)) {
+    perms.insert(perms.end(), script_perms.begin(), script_perms.end());
+  }
+  return perms;
+}
+
 std::vector<std::string> permissions_in_order() {
-  std::vector<std::string> perms;
+  std::vector<std::string> perms = script_perms;
   for (const auto& f : features()) {
     for (const char* p : f.perms) {
       if (std::find(perms.begin(), perms.end(), p) == perms.end()) perms.emplace_back(p);
@@ -199,8 +222,8 @@ std::vector<std::string> permissions_in_order() {
 
 }  // namespace
 
-void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a, VoteReport& report,
-               const std::string& prefix) {
+void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a,
+               const detail::Capabilities& caps, VoteReport& report, const std::string& prefix) {
   Prober prober(c, a, probe_keys(ctx.options, a.db));
   std::vector<std::pair<std::string, std::string>> refused;  // permission, why
   for (const auto& perm : permissions_in_order()) {
@@ -227,7 +250,7 @@ void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a, V
   std::vector<std::string> lacking;  // features, for the node's line
   for (const auto& f : features()) {
     std::string missing, first_why;
-    for (const char* p : f.perms) {
+    for (const auto& p : needed(f, caps)) {
       for (const auto& [perm, why] : refused) {
         if (perm != p) continue;
         missing += (missing.empty() ? "" : " ") + perm;
@@ -245,8 +268,11 @@ void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a, V
     lacking.emplace_back(f.name);
     if (f.missing == Level::fail) report.refused = true;
     report.add(name, f.missing,
-               prefix + f.what + ": the user lacks " + missing +
-                   (first_why.empty() ? "" : " (" + first_why + ")") + ": " + f.without + how);
+               prefix + f.what +
+                   // Not every refusal is the ACL's: a renamed command is missing for anyone.
+                   (first_why.empty() ? ": the user lacks " + missing
+                                      : ": cannot run " + missing + " (" + first_why + ")") +
+                   ": " + f.without + how);
   }
   std::string brief = "acl ok";
   if (!lacking.empty()) {

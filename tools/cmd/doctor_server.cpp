@@ -126,6 +126,39 @@ void check_eviction(nodes::SyncClient& c, VoteReport& report, const std::string&
   }
 }
 
+// What the node can do beyond plain commands, asked with the library's own probe
+// (core/capabilities.hpp): the same answer the library acts on at each connect.
+detail::Capabilities check_capabilities(nodes::SyncClient& c, VoteReport& report,
+                                        const std::string& prefix) {
+  std::vector<detail::Reply> replies;
+  for (const auto& cmd : detail::capability_probe_commands()) {
+    auto r = c.command(cmd);
+    if (!r) break;
+    replies.push_back(to_core(*r));
+  }
+  const auto caps = detail::parse_capabilities(replies);
+  const bool native = caps.native_release() && caps.native_extend();
+  if (!caps.probed) {
+    report.add("capabilities", Level::skip,
+               prefix + "not probed (" +
+                   (replies.empty() || replies[0].type != detail::Reply::Type::error
+                        ? std::string("no answer to COMMAND INFO")
+                        : detail::server_text(replies[0].str)) +
+                   "): release and extend by script",
+               "scripts");
+  } else {
+    const char* brief = native ? (caps.scripts ? "native" : "native, no scripts")
+                               : (caps.scripts ? "scripts" : "no scripts");
+    report.add("capabilities", Level::ok,
+               prefix + detail::describe(caps) +
+                   (native ? ": plain locks are released and extended without a script"
+                           : ": release and extend by script") +
+                   (caps.scripts ? "" : "; EVAL and EVALSHA are missing"),
+               brief);
+  }
+  return caps;
+}
+
 // TIME, halfway through its round trip against our wall clock. The verdict on it waits for the
 // other nodes' (doctor.cpp).
 void sample_clock(nodes::SyncClient& c, VoteReport& report, const std::string& prefix) {
@@ -190,6 +223,17 @@ void check_tls(const nodes::SyncClient& c, VoteReport& report, const std::string
 
 }  // namespace
 
+detail::Reply to_core(const nodes::Reply& r) {
+  detail::Reply out;
+  out.type = static_cast<detail::Reply::Type>(static_cast<int>(r.type));
+  out.integer = r.integer;
+  out.str = r.str;
+  for (const auto& e : r.elements) out.elements.push_back(to_core(e));
+  return out;
+}
+static_assert(static_cast<int>(nodes::Reply::Type::array) ==
+              static_cast<int>(detail::Reply::Type::array));
+
 std::string shown(const Reply& r) {
   return detail::server_text(
       r.type == Reply::Type::error || r.type == Reply::Type::status ? r.str : r.to_string());
@@ -224,11 +268,12 @@ void check_server(const Context& ctx, const NodeAddress& a, VoteReport& report,
     return;
   }
   check_identity(c, report, prefix);
+  const auto caps = check_capabilities(c, report, prefix);
   check_tls(c, report, prefix);
   check_persistence(ctx, c, report, prefix);
   check_eviction(c, report, prefix);
   sample_clock(c, report, prefix);
-  check_acl(ctx, c, a, report, prefix);
+  check_acl(ctx, c, a, caps, report, prefix);
   if (!c.ok()) unreachable(c, report, prefix);  // it went away meanwhile
 }
 

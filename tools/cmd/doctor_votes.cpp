@@ -15,18 +15,6 @@
 namespace redlock::cli::doctor {
 namespace {
 
-// The tools' reply as the library's parsers take it.
-detail::Reply to_core(const nodes::Reply& r) {
-  detail::Reply out;
-  out.type = static_cast<detail::Reply::Type>(static_cast<int>(r.type));
-  out.integer = r.integer;
-  out.str = r.str;
-  for (const auto& e : r.elements) out.elements.push_back(to_core(e));
-  return out;
-}
-static_assert(static_cast<int>(nodes::Reply::Type::array) ==
-              static_cast<int>(detail::Reply::Type::array));
-
 std::string host_port(const std::string& host, std::uint16_t port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
          std::to_string(port);
