@@ -1,7 +1,7 @@
 // doctor: the checks of one server (doctor.hpp): reachable, what it is, its role, persistence,
 // eviction, clock and TLS certificate; then the ACL checks (doctor_acl.cpp).
 
-#include <cstdio>
+#include <charconv>
 #include <ctime>
 
 #include "cli.hpp"
@@ -172,9 +172,13 @@ void sample_clock(nodes::SyncClient& c, VoteReport& report, const std::string& p
                "clock ?");
     return;
   }
+  // Server text: from_chars refuses what is not a number in range (sscanf's overflow is undefined).
   long long s = 0, us = 0;
-  if (std::sscanf(r->elements[0].str.c_str(), "%lld", &s) != 1 ||
-      std::sscanf(r->elements[1].str.c_str(), "%lld", &us) != 1) {
+  const auto number = [](const std::string& text, long long& out) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc() && end == text.data() + text.size();
+  };
+  if (!number(r->elements[0].str, s) || !number(r->elements[1].str, us)) {
     report.add("clock", Level::skip, prefix + "TIME answered " + shown(*r), "clock ?");
     return;
   }
