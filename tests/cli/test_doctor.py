@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from redisfix import Server, query, server_identity, wait_until, with_test_deadline  # noqa: E402
 from test_cluster import TopologyCase, clean_env, redis  # noqa: E402
 from redisfix import free_base, free_cluster_base, free_server_port  # noqa: E402
+from test_json_docs import documented  # noqa: E402
 from test_tls import ExpiredCertificate  # noqa: E402
 
 CLI = os.path.abspath(os.environ.get("REDLOCK_CLI", "redlock-cli"))
@@ -101,6 +102,8 @@ class Standalone(unittest.TestCase):
                         lines[-1])
         code, obj, _ = self.run_json("--min-uptime", "1s")
         self.assertEqual((code, obj["verdict"], obj["quorum"], obj["fit"]), (0, "fit", 2, 3))
+        # The man page's JSON OUTPUT lists exactly these fields.
+        self.assertEqual(sorted(obj), sorted(documented()["doctor --json"]))
         for n in obj["nodes"]:
             self.assertEqual((n["verdict"], n["server"], n["version"], n["role"]),
                              ("fit", name, version, "master"))
