@@ -176,6 +176,13 @@ class Standalone(unittest.TestCase):
         self.assertIn("warnings: 2 of 3 nodes can hold locks (a quorum is 2), 1 unfit",
                       r.stdout)
 
+    def test_the_default_nodes_are_named_as_such(self):
+        # Whatever answers on 7001-7005 on this machine: the verdict says whose nodes these are.
+        r = doctor()
+        self.assertIn(r.returncode, (0, 1, 3, 5), r.stderr)
+        self.assertIn("(the default nodes 127.0.0.1:7001-7005: set -n or REDLOCK_NODES)",
+                      r.stdout.splitlines()[-1])
+
     def test_three_of_five_down_is_no_quorum(self):
         more = [Server() for _ in range(2)]
         try:

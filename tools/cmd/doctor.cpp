@@ -171,7 +171,13 @@ void print_human(const Globals& g, const std::vector<VoteReport>& reports, const
       std::cout << "    " << to_string(c.level) << " " << c.name << ": " << c.message << "\n";
     }
   }
-  std::cout << verdict_line(v, reports.size()) << "\n";
+  std::cout << verdict_line(v, reports.size());
+  // As the lock commands say (issue 41 item 7): nodes nobody named are easy to mistake for one's
+  // own.
+  if (default_nodes_used(g)) {
+    std::cout << " (the default nodes " << default_nodes_summary << ": set -n or REDLOCK_NODES)";
+  }
+  std::cout << "\n";
 }
 
 void print_json_report(const std::vector<VoteReport>& reports, const Verdict& v) {
