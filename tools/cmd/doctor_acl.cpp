@@ -194,8 +194,6 @@ class Prober {
   bool read_only_ = false;
 };
 
-// The permissions in probe order (that of the features, +set before +incr and +hset), the
-// subscription probes last.
 const std::vector<std::string> script_perms = {"+eval", "+evalsha"};
 
 // What feature `f` needs on a node with capabilities `caps`.
@@ -208,6 +206,8 @@ std::vector<std::string> needed(const Feature& f, const detail::Capabilities& ca
   return perms;
 }
 
+// The permissions in probe order (that of the features, +set before +incr and +hset), the
+// subscription probes last.
 std::vector<std::string> permissions_in_order() {
   std::vector<std::string> perms = script_perms;
   for (const auto& f : features()) {
@@ -242,7 +242,7 @@ void check_acl(const Context& ctx, nodes::SyncClient& c, const NodeAddress& a,
     }
     if (auto why = prober.missing(perm)) refused.emplace_back(perm, *why);
   }
-  if (prober.read_only()) {
+  if (prober.read_only() && report.role.empty()) {  // INFO replication said nothing
     report.add("role", Level::fail, prefix + "answers writes with READONLY: a replica", "replica");
   }
   // How the answer was had, for whoever wonders whether doctor wrote to the node.
