@@ -113,6 +113,7 @@ struct Command {
 [[nodiscard]] Command cluster_command(const Globals& g);
 [[nodiscard]] Command bench_command(const Globals& g);
 [[nodiscard]] Command demo_command(const Globals& g);
+[[nodiscard]] Command doctor_command(const Globals& g);
 
 // ---- shared helpers (common.cpp) ---------------------------------------------------------------
 

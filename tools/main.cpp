@@ -212,8 +212,8 @@ int main(int argc, char** argv) {
   add_options(app, globals);
 
   const std::vector<Command> commands = {
-      acquire_command(g), release_command(g), extend_command(g), status_command(g),
-      run_command(g),     cluster_command(g), bench_command(g),  demo_command(g),
+      acquire_command(g), release_command(g), extend_command(g), status_command(g), run_command(g),
+      cluster_command(g), bench_command(g),   demo_command(g),   doctor_command(g),
   };
   std::map<const CLI::App*, const Command*> made;
   for (const auto& c : commands) add_command(app, c, made);

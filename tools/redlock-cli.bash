@@ -38,6 +38,7 @@ _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
       if [[ $2 == start ]]; then echo "$cluster_flags --delay"; else echo "$cluster_flags"; fi ;;
     bench) echo '--seconds --concurrency --ttl --hold --soak --handoff' ;;
     demo) echo '--count --base-port --dir --topology' ;;
+    doctor) echo '' ;;
   esac
 }
 
@@ -125,7 +126,7 @@ _redlock_cli() {
   fi
 
   if [[ -z $cmd ]]; then
-    mapfile -t COMPREPLY < <(compgen -W 'acquire release extend status run cluster bench demo' -- "$cur")
+    mapfile -t COMPREPLY < <(compgen -W 'acquire release extend status run cluster bench demo doctor' -- "$cur")
   elif [[ $cmd == cluster && -z $sub ]]; then
     mapfile -t COMPREPLY < <(compgen -W 'up down status env kill stop cont start' -- "$cur")
   fi

@@ -82,6 +82,8 @@ std::optional<SentinelMaster> parse_sentinel_master(const Reply& r, std::string&
       m.role_reported_ms = n;
     } else if (k.str == "config-epoch") {
       if (to_integer(v.str, n) && n >= 0) m.config_epoch = n;
+    } else if (k.str == "quorum") {
+      if (to_integer(v.str, n) && n >= 1 && n <= 10000) m.quorum = static_cast<int>(n);
     }
   }
   if (m.ip.empty() || !have_port || m.role_reported_ms < 0) {

@@ -46,6 +46,9 @@ struct SentinelMaster {
   // promotion, if there was one, happened at least this long ago.
   long long role_reported_ms = -1;  // 0 to max_reported_seconds * 1000
   long long config_epoch = 0;       // grows with every failover of this master name
+  // How many sentinels must agree that the master is down before a failover (1 to 10000); 0 when
+  // the answer has none that is readable. For reports only (redlock-cli doctor).
+  int quorum = 0;
 };
 // nullopt (with `error` set, naming the bad value) when the reply is not such an array, lacks
 // ip, port or role-reported-time, or one of them is out of its range above.

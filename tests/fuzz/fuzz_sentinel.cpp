@@ -1,5 +1,6 @@
 // Fuzz target: a sentinel's answers with the code that applies them (sentinel.cpp): SENTINEL
-// MASTER <name> (the fields the node reads: ip, port, flags, role-reported-time, config-epoch),
+// MASTER <name> (the fields the node reads: ip, port, flags, role-reported-time, config-epoch;
+// and the quorum doctor reports),
 // the promotion time it derives from role-reported-time, and the restart guard that holds the
 // promoted master's votes. In-process.
 //
@@ -58,6 +59,7 @@ struct Expected {
   bool ok = false;
   std::string ip;
   long long port = 0, role_reported_ms = -1;
+  long long quorum = 0;  // doctor's report: 1-10000, else 0 (the master is kept)
 };
 
 Expected expected(const Reply& r) {
@@ -79,6 +81,8 @@ Expected expected(const Reply& r) {
     } else if (k.str == "role-reported-time") {
       if (!n || *n < 0 || *n > max_reported_seconds * 1000) return e;
       e.role_reported_ms = *n;
+    } else if (k.str == "quorum") {
+      e.quorum = n && *n >= 1 && *n <= 10000 ? *n : 0;
     }
   }
   e.ok = !e.ip.empty() && have_port && e.role_reported_ms >= 0;
@@ -103,9 +107,9 @@ void check_answer(const Reply& r, BootClock::time_point at, Millis quarantine) {
     FUZZ_CHECK(!error.empty() && fuzz::unsafe_for_terminal(error).empty(), fuzz::show(error));
     return;
   }
-  FUZZ_CHECK(
-      m->ip == want.ip && m->port == want.port && m->role_reported_ms == want.role_reported_ms,
-      "fields read wrong");
+  FUZZ_CHECK(m->ip == want.ip && m->port == want.port &&
+                 m->role_reported_ms == want.role_reported_ms && m->quorum == want.quorum,
+             "fields read wrong");
   // What SentinelNode::promoted() does with them.
   const auto p = promoted_at_latest(at, m->role_reported_ms, follow_window);
   FUZZ_CHECK(p == at - Millis{m->role_reported_ms} + follow_window, "promotion time");

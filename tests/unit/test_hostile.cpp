@@ -263,6 +263,24 @@ TEST_CASE("SENTINEL MASTER: ports, role-reported-time and ip checked before use"
   CHECK(err.find('\x1b') == std::string::npos);
 }
 
+TEST_CASE("SENTINEL MASTER: the quorum, for doctor, only when it is a sane count") {
+  std::string err;
+  auto with_quorum = [](const std::string& q) {
+    return sentinel_answer(
+        {"ip", "10.0.0.5", "port", "6380", "role-reported-time", "100", "quorum", q});
+  };
+  auto m = parse_sentinel_master(with_quorum("2"), err);
+  REQUIRE(m);
+  CHECK(m->quorum == 2);
+  // A lie about the quorum costs the report its figure, never the master.
+  for (const char* q : {"0", "-1", "10001", "4294967298", "2x", ""}) {
+    CAPTURE(q);
+    m = parse_sentinel_master(with_quorum(q), err);
+    REQUIRE(m);
+    CHECK(m->quorum == 0);
+  }
+}
+
 TEST_CASE("promoted_at_latest: Sentinel's role-reported-time in time arithmetic, bounded") {
   const auto at = BootClock::time_point{} + 100s;
   CHECK(promoted_at_latest(at, 1500, 2000ms) == at + 500ms);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <utility>
 
 namespace redlock::nodes {
@@ -614,6 +615,21 @@ Failure SyncClient::failure() const { return impl_ ? impl_->failure : Failure::o
 std::string SyncClient::error() const { return impl_ ? impl_->error : "moved from"; }
 
 const Endpoint& SyncClient::endpoint() const { return impl_->endpoint; }
+
+std::optional<TlsSession> SyncClient::tls_session() const {
+  if (!impl_ || impl_->ssl == nullptr || !SSL_is_init_finished(impl_->ssl)) return std::nullopt;
+  TlsSession s;
+  s.protocol = SSL_get_version(impl_->ssl);
+  X509* cert = SSL_get1_peer_certificate(impl_->ssl);
+  if (cert == nullptr) return s;
+  std::tm end{};
+  if (const ASN1_TIME* t = X509_get0_notAfter(cert);
+      t != nullptr && ASN1_TIME_to_tm(t, &end) == 1) {
+    s.not_after = std::chrono::system_clock::from_time_t(timegm(&end));
+  }
+  X509_free(cert);
+  return s;
+}
 
 std::optional<Reply> SyncClient::command(std::span<const std::string_view> argv) {
   if (!impl_) return std::nullopt;

@@ -80,6 +80,14 @@ struct Reply {
   [[nodiscard]] std::string to_string() const;
 };
 
+// What a TLS connection agreed on, for checks of the server's set-up (redlock-cli doctor).
+struct TlsSession {
+  std::string protocol;  // "TLSv1.3", ...
+  // The end of the validity of the certificate the server presented; nullopt when it sent none
+  // or its date cannot be read.
+  std::optional<std::chrono::system_clock::time_point> not_after;
+};
+
 // Why a connection is unusable.
 enum class Failure {
   none,
@@ -109,6 +117,8 @@ class SyncClient {
   // Why the connection is unusable ("Connection refused", "AUTH failed", ...); empty while ok().
   [[nodiscard]] std::string error() const;
   [[nodiscard]] const Endpoint& endpoint() const;
+  // The TLS session of a connection that completed its handshake; nullopt without TLS.
+  [[nodiscard]] std::optional<TlsSession> tls_session() const;
 
   // Sends one command and waits for its reply. Binary-safe. nullopt when the connection failed
   // (I/O error, timeout, closed): it is unusable afterwards and failure()/error() say why. A Redis
