@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "cli.hpp"
+#include "output.hpp"
 
 namespace redlock::cli {
 
@@ -325,6 +326,22 @@ Options make_options(const Globals& g) {
   fill_in_passwords(o.nodes, g);
   o.key_prefix = g.key_prefix;
   o.wake_ups = !g.no_wake_ups;
+  {
+    const char* from = !g.commands.empty() ? "--commands" : "REDLOCK_COMMANDS";
+    const std::string form = !g.commands.empty()       ? g.commands
+                             : env("REDLOCK_COMMANDS") ? std::string(env("REDLOCK_COMMANDS"))
+                                                       : std::string("auto");
+    if (form == "auto") {
+      o.commands = Options::Commands::automatic;
+    } else if (form == "scripts") {
+      o.commands = Options::Commands::scripts;
+    } else if (form == "native") {
+      o.commands = Options::Commands::native;
+    } else {
+      throw UsageError(std::string(from) + ": '" + printable(form) +
+                       "' is not one of auto, scripts, native");
+    }
+  }
   if (!g.node_timeout.empty()) o.node_timeout = duration_arg("--node-timeout", g.node_timeout);
   if (!g.connect_timeout.empty())
     o.connect_timeout = duration_arg("--connect-timeout", g.connect_timeout);

@@ -78,6 +78,7 @@ void Connection::start() {
   handshake_left_ = 0;
   handshake_done_ = false;
   handshake_error_ = false;
+  caps_ = {};
   // What the listener queues now goes out first on the new connection: its handshake.
   in_on_connecting_ = true;
   listener_.on_connecting(*this);
@@ -306,15 +307,32 @@ bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout,
   // this command still goes out (a delete must reach it if it ever resumes), but its caller is
   // told "timeout" on the next loop turn instead of waiting once more.
   if (!inflight_.empty() && inflight_.front().timed_out) deadline = uv_now(loop_);
-  out_ += req->wire;  // encoded once for every node of the round
-  queue(req, sink, tag, sent, deadline, false, false, in_on_connecting_);
+  const auto form = form_of(req);
+  out_ += form->wire;  // encoded once for every node of the round
+  queue(form, sink, tag, sent, deadline, false, false, in_on_connecting_);
+  return true;
+}
+
+std::shared_ptr<const Request> Connection::form_of(
+    const std::shared_ptr<const Request>& req) const {
+  if (req->native_kind == detail::NativeKind::none) return req;
+  const auto form = detail::chosen_form(req->native_kind, caps_, settings_.commands);
+  return form ? Request::native(req, *form) : req;
+}
+
+// Sends `req` in place of the call `f` was (it did not run), with f's deadline, delivery state
+// and sink (still exactly one on_result() and one on_done()).
+bool Connection::resend_instead(InFlight& f, const std::shared_ptr<const Request>& req) {
+  out_ += req->wire;
+  queue(req, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, false, f.handshake);
+  if (f.handshake) --handshake_left_;  // counted again for the new one
   return true;
 }
 
 void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
                        BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered,
                        bool retried, bool handshake) {
-  InFlight f{&sink, tag, sent, deadline_ms, req->command.script ? req : nullptr};
+  InFlight f{&sink, tag, sent, deadline_ms, req->command.script || req->form ? req : nullptr};
   f.delivered = delivered;
   f.retried = retried;
   f.handshake = handshake;
@@ -339,8 +357,55 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
   InFlight f = std::move(inflight_.front());
   inflight_.pop_front();
   if (settled_ > 0) --settled_;
-  if (f.script && !f.retried && reply.is_error() && reply.str.starts_with("NOSCRIPT") &&
-      retry_keeps_order(f)) {
+  if (f.script && f.script->form) {
+    const auto form = *f.script->form;
+    if (detail::refuses_native(reply)) {
+      // The server does not run the native command (an old proxy in front of a new server, an
+      // ACL without it), so it did not run: the script call it stands for goes instead. That is
+      // a release or an extend of our own token, safe to run behind what was sent since
+      // (core/scripts.hpp, safe_to_run_late). This connection picks the form no more.
+      (form == detail::NativeForm::delifeq      ? caps_.delifeq
+       : form == detail::NativeForm::delex_ifeq ? caps_.delex_ifeq
+                                                : caps_.set_ifeq) = false;
+      const auto script = Request::script_of(f.script);
+      const auto instead = form_of(script);
+      if (instead == script) {
+        if (auto why = detail::cannot_run(script->command, script->native_kind, caps_,
+                                          settings_.commands, settings_.name)) {
+          const detail::Reply error{detail::Reply::Type::error, 0, std::move(*why), {}};
+          deliver_reply(f, error, at);
+          return;
+        }
+      }
+      resend_instead(f, instead);
+      listener_.on_native_refused(*this, form, reply);
+      return;
+    }
+    if (form == detail::NativeForm::set_ifeq) {
+      detail::Reply as_script = reply;
+      detail::to_script_reply(form, as_script);
+      deliver_reply(f, as_script, at);
+      return;
+    }
+  }
+  // A script call sent before this connection's probe was answered, to a server that turned out
+  // to refuse scripts: its native form instead where there is one, else the reason it cannot run.
+  if (f.script && f.script->command.script && !f.retried && detail::refuses_native(reply) &&
+      caps_.probed && !caps_.scripts) {
+    const auto instead = form_of(f.script);
+    if (instead != f.script) {
+      resend_instead(f, instead);
+      return;
+    }
+    if (auto why = detail::cannot_run(f.script->command, f.script->native_kind, caps_,
+                                      settings_.commands, settings_.name)) {
+      const detail::Reply error{detail::Reply::Type::error, 0, std::move(*why), {}};
+      deliver_reply(f, error, at);
+      return;
+    }
+  }
+  if (f.script && f.script->command.script && !f.retried && reply.is_error() &&
+      reply.str.starts_with("NOSCRIPT") && retry_keeps_order(f)) {
     // The script cache was flushed (SCRIPT FLUSH, restart): the script did not run, so the same
     // call with EVAL is safe. It keeps its deadline, delivery state and sink (still exactly one
     // on_result() and one on_done()).
@@ -349,6 +414,10 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
     if (f.handshake) --handshake_left_;  // counted again for the retry
     return;
   }
+  deliver_reply(f, reply, at);
+}
+
+void Connection::deliver_reply(InFlight& f, const detail::Reply& reply, BootClock::time_point at) {
   if (f.handshake) {
     --handshake_left_;
     handshake_error_ = handshake_error_ || reply.is_error();
