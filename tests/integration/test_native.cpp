@@ -4,6 +4,9 @@
 // server the suite runs (Redis 7.0, Valkey 8.0, Valkey 9.1, Redis 8.0): what each node can do is
 // read from the server itself, and the tests check that the library did what that allows, by
 // the servers' own command counters (INFO commandstats).
+#include <cctype>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@ using redlock::Client;
 using redlock::Lock;
 using redlock::NodeState;
 using redlock::Options;
+using redlock::test::FakeNode;
 using redlock::test::ServerConfig;
 
 namespace {
@@ -255,4 +259,74 @@ TEST_CASE("Lua-free: a plain lock acquires, extends and releases on nodes that r
     CHECK_MESSAGE(line.find("SCRIPT LOAD") == std::string::npos, line);
     CHECK_MESSAGE(line.find("NOSCRIPT") == std::string::npos, line);
   }
+}
+
+// A node that claims DELIFEQ and SET IFEQ in its probe and then refuses both (an old proxy in front
+// of a new server): a fake node (tests/support), since no real server lies about its own commands.
+TEST_CASE("native commands: a node that claims a command and refuses it gets the script instead") {
+  struct Seen {
+    std::mutex mu;
+    int delifeq = 0, set_ifeq = 0, scripts = 0;
+  };
+  auto seen = std::make_shared<Seen>();
+  auto base = FakeNode::redis_like();
+  const std::string claim =
+      "*4\r\n*2\r\n$7\r\ndelifeq\r\n:3\r\n$-1\r\n*2\r\n$4\r\neval\r\n:-3\r\n"
+      "*2\r\n$7\r\nevalsha\r\n:-3\r\n";
+  const std::string docs =
+      "*2\r\n$3\r\nset\r\n*2\r\n$9\r\narguments\r\n*1\r\n*4\r\n$4\r\nname\r\n$3\r\ncmp\r\n"
+      "$5\r\ntoken\r\n$4\r\nIFEQ\r\n";
+  FakeNode liar([=](const std::vector<std::string>& argv) -> std::optional<std::string> {
+    std::vector<std::string> up;
+    for (const auto& a : argv) {
+      std::string u = a;
+      for (auto& ch : u) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      up.push_back(u);
+    }
+    std::lock_guard lock(seen->mu);
+    if (up.size() > 1 && up[0] == "COMMAND" && up[1] == "INFO") return claim;
+    if (up.size() > 1 && up[0] == "COMMAND" && up[1] == "DOCS") return docs;
+    if (!up.empty() && up[0] == "DELIFEQ") {
+      ++seen->delifeq;
+      return std::string("-ERR unknown command 'DELIFEQ', with args beginning with: \r\n");
+    }
+    if (up.size() > 3 && up[0] == "SET" && up[3] == "IFEQ") {
+      ++seen->set_ifeq;
+      return std::string("-ERR syntax error\r\n");
+    }
+    if (!up.empty() && (up[0] == "EVALSHA" || up[0] == "EVAL")) ++seen->scripts;
+    return base(argv);
+  });
+  std::vector<std::string> log;
+  std::mutex log_mutex;
+  Options o = options_for("127.0.0.1:" + std::to_string(liar.port()));
+  o.logger = [&](redlock::LogLevel, std::string_view m) {
+    std::lock_guard lock(log_mutex);
+    log.emplace_back(m);
+  };
+  Client client(o);
+  wait_probed(client);
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    auto r = client.try_acquire({"liar"}, ttl_opts(10s));
+    REQUIRE_MESSAGE(r, r.message);
+    auto e = client.try_extend(r.lock, 20s);
+    CHECK_MESSAGE(e, e.message);  // the lock is not lost: the script extended it
+    auto rel = client.try_release(Lock::from_token({"liar"}, r.lock.token()));
+    CHECK_MESSAGE(rel, rel.message);
+    CHECK(rel.deleted == 1);
+  }
+  // The release rebuilt from a token wakes waiters: with scripts there, it is a script anyway. A
+  // quick release (no wake-up) would have gone natively: it goes as the script from now on too.
+  REQUIRE(quick_cycle(client, "liar-quick"));
+  {
+    std::lock_guard lock(seen->mu);
+    CHECK(seen->set_ifeq == 1);  // asked once per connection, then the script
+    CHECK(seen->delifeq <= 1);
+    CHECK(seen->scripts >= 3);
+  }
+  std::lock_guard lock(log_mutex);
+  int said = 0;
+  for (const auto& line : log) said += line.find("claims SET IFEQ but refused it") != std::string::npos;
+  CHECK(said == 1);
 }
