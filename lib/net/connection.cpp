@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <span>
 
+#include "core/server_text.hpp"
 #include "net/resp.hpp"
 
 namespace redlock::net {
@@ -316,7 +317,14 @@ bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout,
 std::shared_ptr<const Request> Connection::form_of(
     const std::shared_ptr<const Request>& req) const {
   if (req->native_kind == detail::NativeKind::none) return req;
-  const auto form = detail::chosen_form(req->native_kind, caps_, settings_.commands);
+  auto form = detail::chosen_form(req->native_kind, caps_, settings_.commands);
+  // Forced native before the probe has answered (a fresh client's first command): the native
+  // command at once. A server without it refuses it without running anything, and by then the
+  // probe has answered (it went first): see handle_reply.
+  if (!form && !caps_.probed && settings_.commands == Options::Commands::native) {
+    form = req->native_kind == detail::NativeKind::extend ? detail::NativeForm::set_ifeq
+                                                          : detail::NativeForm::delifeq;
+  }
   return form ? Request::native(req, *form) : req;
 }
 
@@ -364,21 +372,31 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
       // ACL without it), so it did not run: the script call it stands for goes instead. That is
       // a release or an extend of our own token, safe to run behind what was sent since
       // (core/scripts.hpp, safe_to_run_late). This connection picks the form no more.
-      (form == detail::NativeForm::delifeq      ? caps_.delifeq
-       : form == detail::NativeForm::delex_ifeq ? caps_.delex_ifeq
-                                                : caps_.set_ifeq) = false;
+      const bool probed = caps_.probed;
+      bool& has = form == detail::NativeForm::delifeq      ? caps_.delifeq
+                  : form == detail::NativeForm::delex_ifeq ? caps_.delex_ifeq
+                                                           : caps_.set_ifeq;
+      const bool claimed = probed && has;  // (else: sent before the probe answered)
+      if (probed) has = false;
       const auto script = Request::script_of(f.script);
-      const auto instead = form_of(script);
+      const auto instead = probed ? form_of(script) : script;
       if (instead == script) {
-        if (auto why = detail::cannot_run(script->command, script->native_kind, caps_,
-                                          settings_.commands, settings_.name)) {
+        auto why = detail::cannot_run(script->command, script->native_kind, caps_,
+                                      settings_.commands, settings_.name);
+        if (!why && settings_.commands == Options::Commands::native) {
+          // Sent before the probe answered, and the probe could not be read (no +command).
+          why = std::string(detail::cannot_run_prefix) + settings_.name + " refused " +
+                std::string(detail::name(form)) +
+                " (commands=native): " + detail::server_text(reply.str);
+        }
+        if (why) {
           const detail::Reply error{detail::Reply::Type::error, 0, std::move(*why), {}};
           deliver_reply(f, error, at);
           return;
         }
       }
       resend_instead(f, instead);
-      listener_.on_native_refused(*this, form, reply);
+      if (claimed) listener_.on_native_refused(*this, form, reply);
       return;
     }
     if (form == detail::NativeForm::set_ifeq) {

@@ -169,10 +169,10 @@ TEST_CASE("native commands: a vote of nodes that run scripts beside nodes that r
   RedisCluster scripted(2);
   RedisServer refusing(lua_free());
   const bool native = has_command(refusing, "DELIFEQ") && has_set_ifeq(refusing);
-  Client client(options_for(client_csv(scripted) + "," +
-                            (test_tls() ? "rediss://127.0.0.1:" +
-                                              std::to_string(refusing.tls_port())
-                                        : refusing.address())));
+  Client client(
+      options_for(client_csv(scripted) + "," +
+                  (test_tls() ? "rediss://127.0.0.1:" + std::to_string(refusing.tls_port())
+                              : refusing.address())));
   wait_probed(client);
   auto r = client.try_acquire({"mixed"}, ttl_opts(10s));
   REQUIRE_MESSAGE(r, r.message);
@@ -188,8 +188,7 @@ TEST_CASE("native commands: a vote of nodes that run scripts beside nodes that r
   auto rel = client.try_release(e.lock);
   REQUIRE_MESSAGE(rel, rel.message);
   CHECK(rel.nodes[2].state == (native ? NodeState::ok : NodeState::error));
-  if (!native)
-    CHECK(rel.nodes[2].detail.find("refuses scripts") != std::string::npos);
+  if (!native) CHECK(rel.nodes[2].detail.find("refuses scripts") != std::string::npos);
   CHECK(eventually([&] { return scripted.count_with_key("mixed") == 0; }));
   if (native) CHECK(!refusing.exists("mixed"));
 }
@@ -327,6 +326,7 @@ TEST_CASE("native commands: a node that claims a command and refuses it gets the
   }
   std::lock_guard lock(log_mutex);
   int said = 0;
-  for (const auto& line : log) said += line.find("claims SET IFEQ but refused it") != std::string::npos;
+  for (const auto& line : log)
+    said += line.find("claims SET IFEQ but refused it") != std::string::npos;
   CHECK(said == 1);
 }
