@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <span>
 
-#include "core/server_text.hpp"
 #include "net/resp.hpp"
 
 namespace redlock::net {
@@ -314,29 +313,6 @@ bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout,
   return true;
 }
 
-std::shared_ptr<const Request> Connection::form_of(
-    const std::shared_ptr<const Request>& req) const {
-  if (req->native_kind == detail::NativeKind::none) return req;
-  auto form = detail::chosen_form(req->native_kind, caps_, settings_.commands);
-  // Forced native before the probe has answered (a fresh client's first command): the native
-  // command at once. A server without it refuses it without running anything, and by then the
-  // probe has answered (it went first): see handle_reply.
-  if (!form && !caps_.probed && settings_.commands == Options::Commands::native) {
-    form = req->native_kind == detail::NativeKind::extend ? detail::NativeForm::set_ifeq
-                                                          : detail::NativeForm::delifeq;
-  }
-  return form ? Request::native(req, *form) : req;
-}
-
-// Sends `req` in place of the call `f` was (it did not run), with f's deadline, delivery state
-// and sink (still exactly one on_result() and one on_done()).
-bool Connection::resend_instead(InFlight& f, const std::shared_ptr<const Request>& req) {
-  out_ += req->wire;
-  queue(req, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, false, f.handshake);
-  if (f.handshake) --handshake_left_;  // counted again for the new one
-  return true;
-}
-
 void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
                        BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered,
                        bool retried, bool handshake) {
@@ -365,63 +341,7 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
   InFlight f = std::move(inflight_.front());
   inflight_.pop_front();
   if (settled_ > 0) --settled_;
-  if (f.script && f.script->form) {
-    const auto form = *f.script->form;
-    if (detail::refuses_native(reply)) {
-      // The server does not run the native command (an old proxy in front of a new server, an
-      // ACL without it), so it did not run: the script call it stands for goes instead. That is
-      // a release or an extend of our own token, safe to run behind what was sent since
-      // (core/scripts.hpp, safe_to_run_late). This connection picks the form no more.
-      const bool probed = caps_.probed;
-      bool& has = form == detail::NativeForm::delifeq      ? caps_.delifeq
-                  : form == detail::NativeForm::delex_ifeq ? caps_.delex_ifeq
-                                                           : caps_.set_ifeq;
-      const bool claimed = probed && has;  // (else: sent before the probe answered)
-      if (probed) has = false;
-      const auto script = Request::script_of(f.script);
-      const auto instead = probed ? form_of(script) : script;
-      if (instead == script) {
-        auto why = detail::cannot_run(script->command, script->native_kind, caps_,
-                                      settings_.commands, settings_.name);
-        if (!why && settings_.commands == Options::Commands::native) {
-          // Sent before the probe answered, and the probe could not be read (no +command).
-          why = std::string(detail::cannot_run_prefix) + settings_.name + " refused " +
-                std::string(detail::name(form)) +
-                " (commands=native): " + detail::server_text(reply.str);
-        }
-        if (why) {
-          const detail::Reply error{detail::Reply::Type::error, 0, std::move(*why), {}};
-          deliver_reply(f, error, at);
-          return;
-        }
-      }
-      resend_instead(f, instead);
-      if (claimed) listener_.on_native_refused(*this, form, reply);
-      return;
-    }
-    if (form == detail::NativeForm::set_ifeq) {
-      detail::Reply as_script = reply;
-      detail::to_script_reply(form, as_script);
-      deliver_reply(f, as_script, at);
-      return;
-    }
-  }
-  // A script call sent before this connection's probe was answered, to a server that turned out
-  // to refuse scripts: its native form instead where there is one, else the reason it cannot run.
-  if (f.script && f.script->command.script && !f.retried && detail::refuses_native(reply) &&
-      caps_.probed && !caps_.scripts) {
-    const auto instead = form_of(f.script);
-    if (instead != f.script) {
-      resend_instead(f, instead);
-      return;
-    }
-    if (auto why = detail::cannot_run(f.script->command, f.script->native_kind, caps_,
-                                      settings_.commands, settings_.name)) {
-      const detail::Reply error{detail::Reply::Type::error, 0, std::move(*why), {}};
-      deliver_reply(f, error, at);
-      return;
-    }
-  }
+  if (f.script && handle_form_reply(f, reply, at)) return;
   if (f.script && f.script->command.script && !f.retried && reply.is_error() &&
       reply.str.starts_with("NOSCRIPT") && retry_keeps_order(f)) {
     // The script cache was flushed (SCRIPT FLUSH, restart): the script did not run, so the same

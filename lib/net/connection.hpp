@@ -208,6 +208,7 @@ class Connection {
   [[nodiscard]] std::shared_ptr<const Request> form_of(
       const std::shared_ptr<const Request>& req) const;
   bool resend_instead(InFlight& f, const std::shared_ptr<const Request>& req);
+  bool handle_form_reply(InFlight& f, const detail::Reply& reply, BootClock::time_point at);
   void deliver_reply(InFlight& f, const detail::Reply& reply, BootClock::time_point at);
   [[nodiscard]] bool retry_keeps_order(const InFlight& f) const;
   void deliver(InFlight& f, const Result& r);
