@@ -76,8 +76,8 @@ bool Connection::handle_form_reply(InFlight& f, const detail::Reply& reply,
   }
   // A script call sent before this connection's probe was answered, to a server that turned out
   // to refuse scripts: its native form instead where there is one, else the reason it cannot run.
-  if (f.script->command.script && !f.retried && detail::refuses_native(reply) &&
-      caps_.probed && !caps_.scripts) {
+  if (f.script->command.script && !f.retried && detail::refuses_native(reply) && caps_.probed &&
+      !caps_.scripts) {
     const auto instead = form_of(f.script);
     if (instead != f.script) {
       resend_instead(f, instead);
