@@ -65,6 +65,7 @@ struct Globals {
   std::string cacert, cacertdir, cert, key, sni;
   bool insecure = false;
   bool no_wake_ups = false;  // --no-wake-ups: Options::wake_ups off (poll only)
+  std::string commands;      // --commands auto|scripts|native, also REDLOCK_COMMANDS
 };
 
 // ---- the declaration layer ---------------------------------------------------------------------

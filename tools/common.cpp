@@ -326,6 +326,22 @@ Options make_options(const Globals& g) {
   fill_in_passwords(o.nodes, g);
   o.key_prefix = g.key_prefix;
   o.wake_ups = !g.no_wake_ups;
+  {
+    const char* from = !g.commands.empty() ? "--commands" : "REDLOCK_COMMANDS";
+    const std::string form = !g.commands.empty()       ? g.commands
+                             : env("REDLOCK_COMMANDS") ? std::string(env("REDLOCK_COMMANDS"))
+                                                       : std::string("auto");
+    if (form == "auto") {
+      o.commands = Options::Commands::automatic;
+    } else if (form == "scripts") {
+      o.commands = Options::Commands::scripts;
+    } else if (form == "native") {
+      o.commands = Options::Commands::native;
+    } else {
+      throw UsageError(std::string(from) + ": '" + printable(form) +
+                       "' is not one of auto, scripts, native");
+    }
+  }
   // Each setting is parsed here and checked once, by the library's own check (the one the Engine
   // makes), whose complaint is reported under the flag or variable the value came from, with the
   // text as given.

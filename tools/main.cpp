@@ -205,6 +205,13 @@ int main(int argc, char** argv) {
       {"--insecure", &g.insecure,
        "Do not verify the nodes' certificates (encrypted, not authenticated: for tests only; "
        "warns on stderr) (default $REDLOCK_INSECURE=1)"},
+      {.names = "--commands",
+       .target = &g.commands,
+       .help = "How a plain lock's release and extend reach each node: auto (DELIFEQ or DELEX "
+               "IFEQ and SET IFEQ where the node has them, the Lua scripts elsewhere), scripts, "
+               "or native (a node without them gives no vote) (default $REDLOCK_COMMANDS, else "
+               "auto)",
+       .type_name = "FORM"},
       {"--no-wake-ups", &g.no_wake_ups,
        "Waiters poll only: no pub/sub connection listening for releases (default: a waiter "
        "tries again as soon as a quorum of nodes saw the lock released)"},

@@ -165,6 +165,7 @@ void print_status_json(const std::string& resource, const StatusResult& res, std
     if (!n.type.empty()) o["type"] = text(n.type);
     if (!n.detail.empty()) o["detail"] = text(n.detail);
     o["where"] = n.where.empty() ? Json(nullptr) : text(n.where);
+    o["capabilities"] = text(n.capabilities);
     if (n.up) {
       Json readers = Json::array();
       for (const auto& r : n.readers) {

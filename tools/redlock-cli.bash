@@ -11,13 +11,13 @@
 
 _redlock_cli_global_flags='-h --help --version -n --nodes --password-file --json -v --verbose -q --quiet
   --node-timeout --connect-timeout --drift-factor --retry-count --retry-delay --min-uptime
-  --max-ttl --min-replicas --replica-timeout --key-prefix --no-wake-ups --tls --cacert --cacertdir --cert --key --sni --insecure'
+  --max-ttl --min-replicas --replica-timeout --key-prefix --commands --no-wake-ups --tls --cacert --cacertdir --cert --key --sni --insecure'
 
 # Flags followed by a value: the word after them is never a subcommand.
 _redlock_cli_takes_value() {
   case $1 in
     -n | --nodes | --password-file | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
-      --retry-delay | --min-uptime | --max-ttl | --min-replicas | --replica-timeout | --key-prefix | --cacert | --cacertdir | --cert | --key | \
+      --retry-delay | --min-uptime | --max-ttl | --min-replicas | --replica-timeout | --key-prefix | --commands | --cacert | --cacertdir | --cert | --key | \
       --sni | --ttl | --wait | --grace | --renew-deadline | -E | \
       --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --handoff | --count | --base-port | \
       --dir | --persistence | --topology | --replicas | --bus-port-offset | --delay)

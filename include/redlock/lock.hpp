@@ -133,6 +133,10 @@ struct NodeKeyState {
   // Where the key lives behind this vote: "slot 866 on 10.0.0.5:7002" (a Redis Cluster vote),
   // "master 10.0.0.5:6380" (a Sentinel vote); empty for a standalone master.
   std::string where;
+  // What the server can run beyond the basic commands, as probed at its current connection
+  // ("scripts, SET IFEQ, DELIFEQ"; "not probed (scripts)" before the probe was answered or when
+  // it was refused). See Options::commands.
+  std::string capabilities;
   std::optional<std::string> value;  // the stored token, nullopt when no key
   std::optional<Millis> pttl;        // remaining ttl on the node, nullopt when no key/no expiry
   std::string type;                  // Redis type of the key ("string", "none", "hash", ...)

@@ -198,6 +198,22 @@ struct Options {
   // (nodes down, votes excluded) waits retry_delay with its jitter whatever it hears.
   bool wake_ups = true;
 
+  // How a plain lock's release and extend reach each node. Every node is asked at each connect
+  // what it can run (COMMAND INFO, COMMAND DOCS SET; never its version string):
+  //   automatic  DELIFEQ (Valkey >= 9.0) or DELEX key IFEQ (Redis >= 8.4) to release and
+  //              SET key token IFEQ token PX ttl (Valkey >= 8.1, Redis >= 8.4) to extend where the
+  //              node has them, the Lua scripts elsewhere, node by node;
+  //   scripts    the Lua scripts everywhere (as before the probe existed);
+  //   native     the native commands everywhere: a node without them gives no vote, and its
+  //              record says so (refused by configuration).
+  // A release that also wakes waiters keeps its script where the node runs scripts (it names one
+  // waiter and takes it off the waiting mark in the same step). Lock kinds that need a script
+  // (fencing, fair, read-write, several resources) keep it always; on a node that refuses scripts
+  // they fail at once, naming the node. A node that claims a native command and then refuses it
+  // gets the script instead (said once in the log).
+  enum class Commands { automatic, scripts, native };
+  Commands commands = Commands::automatic;
+
   std::string key_prefix;  // prepended to every resource to form the key; default none
 
   // Restart guard (algorithm.md, hazard 6). A node whose Redis uptime is below

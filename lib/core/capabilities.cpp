@@ -97,6 +97,140 @@ Capabilities parse_capabilities(const std::vector<Reply>& replies) {
   return caps;
 }
 
+NativeKind native_kind(const Command& call) noexcept {
+  if (!call.script) return NativeKind::none;
+  if (*call.script == ScriptId::release) {
+    if (call.numkeys == 1 && call.args.size() == 2) return NativeKind::release;
+    // KEYS lock, mark, queue, heartbeats, handoff; ARGV token, channel (LockKind::release with
+    // wake). With a handed waiter (a third ARGV) the release also clears that waiter's
+    // registration: script only.
+    if (call.numkeys == 5 && call.args.size() == 7) return NativeKind::release_waking;
+    return NativeKind::none;
+  }
+  if (*call.script == ScriptId::extend && call.numkeys == 1 && call.args.size() == 3)
+    return NativeKind::extend;
+  return NativeKind::none;
+}
+
+std::optional<NativeForm> native_form(NativeKind kind, const Capabilities& caps) noexcept {
+  if (!caps.probed) return std::nullopt;
+  if (kind == NativeKind::release || kind == NativeKind::release_waking) {
+    if (caps.delifeq) return NativeForm::delifeq;
+    if (caps.delex_ifeq) return NativeForm::delex_ifeq;
+  }
+  if (kind == NativeKind::extend && caps.set_ifeq) return NativeForm::set_ifeq;
+  return std::nullopt;
+}
+
+std::optional<NativeForm> chosen_form(NativeKind kind, const Capabilities& caps,
+                                      Options::Commands commands) noexcept {
+  if (commands == Options::Commands::scripts) return std::nullopt;
+  const auto form = native_form(kind, caps);
+  if (kind == NativeKind::release_waking && commands == Options::Commands::automatic &&
+      caps.scripts)
+    return std::nullopt;
+  return form;
+}
+
+Command native_command(const Command& call, NativeForm form) {
+  const std::string_view key = call.args[0];
+  const std::string_view token = call.args[static_cast<std::size_t>(call.numkeys)];
+  switch (form) {
+    case NativeForm::delifeq:
+      return Command::plain({"DELIFEQ", key, token});
+    case NativeForm::delex_ifeq:
+      return Command::plain({"DELEX", key, "IFEQ", token});
+    case NativeForm::set_ifeq:
+      return Command::plain({"SET", key, token, "IFEQ", token, "PX", call.args[2]});
+  }
+  return {};
+}
+
+void to_script_reply(NativeForm form, Reply& reply) {
+  if (form != NativeForm::set_ifeq) return;
+  if (reply.is_status("OK")) {
+    reply = Reply{Reply::Type::integer, 1, {}, {}};
+  } else if (reply.type == Reply::Type::nil) {
+    reply = Reply{Reply::Type::integer, 0, {}, {}};
+  }
+}
+
+bool refuses_native(const Reply& reply) noexcept {
+  return reply.is_error() &&
+         (reply.str.starts_with("ERR unknown command") ||
+          reply.str.starts_with("ERR syntax error") ||
+          reply.str.starts_with("ERR unknown subcommand") || reply.str.starts_with("NOPERM"));
+}
+
+namespace {
+
+std::string_view needs_script(ScriptId id) {
+  switch (id) {
+    case ScriptId::acquire_fenced:
+    case ScriptId::fence_raise:
+      return "a fenced lock";
+    case ScriptId::acquire_multi:
+    case ScriptId::release_multi:
+    case ScriptId::extend_multi:
+      return "a lock over several resources";
+    case ScriptId::acquire_read:
+    case ScriptId::acquire_write:
+    case ScriptId::release_read:
+    case ScriptId::extend_read:
+      return "a read-write lock";
+    case ScriptId::ticket_take:
+    case ScriptId::acquire_fair:
+    case ScriptId::fair_leave:
+    case ScriptId::fair_rollback:
+      return "a fair lock";
+    case ScriptId::mark_waiting:
+      return "a wake-up mark";
+    case ScriptId::status:
+      return "status";
+    default:
+      return "this command";
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> cannot_run(const Command& call, NativeKind kind,
+                                      const Capabilities& caps, Options::Commands commands,
+                                      std::string_view node) {
+  if (!caps.probed) return std::nullopt;
+  const std::string at = std::string(cannot_run_prefix) + std::string(node) + " ";
+  if (kind != NativeKind::none) {
+    const bool native = chosen_form(kind, caps, commands).has_value();
+    if (commands == Options::Commands::native && !native) {
+      return at + "has no " + (kind == NativeKind::extend ? "SET IFEQ" : "DELIFEQ or DELEX IFEQ") +
+             " (commands=native; it has: " + describe(caps) + ")";
+    }
+    if (!native && !caps.scripts) {
+      return at + "refuses scripts (EVAL/EVALSHA) and has no " +
+             (kind == NativeKind::extend ? "SET IFEQ" : "DELIFEQ or DELEX IFEQ") +
+             (commands == Options::Commands::scripts ? " allowed (commands=scripts)" : "");
+    }
+    return std::nullopt;
+  }
+  if (call.script && !caps.scripts) {
+    return at + "refuses scripts (EVAL/EVALSHA), and " + std::string(needs_script(*call.script)) +
+           " needs one";
+  }
+  return std::nullopt;
+}
+
+std::string_view name(NativeForm form) noexcept {
+  switch (form) {
+    case NativeForm::delifeq:
+      return "DELIFEQ";
+    case NativeForm::delex_ifeq:
+      return "DELEX IFEQ";
+    case NativeForm::set_ifeq:
+      return "SET IFEQ";
+  }
+  return "?";
+}
+
 std::string describe(const Capabilities& caps) {
   if (!caps.probed) return "not probed (scripts)";
   std::string out;

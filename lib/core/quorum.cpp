@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string_view>
 
+#include "core/capabilities.hpp"
 #include "core/server_text.hpp"
 
 namespace redlock::detail {
@@ -60,6 +61,9 @@ bool refused_by_configuration(const NodeOutcome& o) {
   // one of the keys ...", "... can't publish to the channel ..."), Valkey's "ACL failure in
   // script: User u has no permissions to run the 'incr' command".
   if (d.find("The user executing the script can't") != std::string_view::npos) return true;
+  // A node that refuses scripts asked to run one, or a native command forced on a node without
+  // it (core/capabilities.hpp): the same on every try.
+  if (d.starts_with(cannot_run_prefix)) return true;
   if (d.find("ACL failure in script") != std::string_view::npos) return true;
   // TLS (net/tls.cpp's words): our verification of the server's certificate, or the server's
   // alert refusing ours ("tlsv13 alert certificate required", "tlsv1 alert unknown ca").

@@ -1,5 +1,7 @@
 #include "engine/operation.hpp"
 
+#include <utility>
+
 namespace redlock {
 
 void Operation::stamp() {
@@ -8,16 +10,23 @@ void Operation::stamp() {
 }
 
 bool Operation::send(int i, const std::shared_ptr<const net::Request>& req, std::uint32_t tag) {
-  if (!e_.nodes_[static_cast<std::size_t>(i)]->send(req, e_.options_.node_timeout, *this, tag,
-                                                    sent_))
+  auto& node = *e_.nodes_[static_cast<std::size_t>(i)];
+  if (auto why = node.cannot_run(*req)) {
+    cannot_run_ = std::move(*why);
     return false;
+  }
+  if (!node.send(req, e_.options_.node_timeout, *this, tag, sent_)) return false;
   ref();
   return true;
 }
 
 NodeOutcome Operation::not_sent(int i) const {
-  ++e_.metrics_.nodes[static_cast<std::size_t>(i)].down;  // the node never saw this one
   const auto& node = *e_.nodes_[static_cast<std::size_t>(i)];
+  if (!cannot_run_.empty()) {
+    ++e_.metrics_.nodes[static_cast<std::size_t>(i)].errors;
+    return NodeOutcome{node.name(), NodeState::error, std::exchange(cannot_run_, {}), {}};
+  }
+  ++e_.metrics_.nodes[static_cast<std::size_t>(i)].down;  // the node never saw this one
   auto err = node.last_error();
   return NodeOutcome{node.name(),
                      node.refused() ? NodeState::auth_failed : NodeState::down,

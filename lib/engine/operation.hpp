@@ -59,7 +59,8 @@ class Operation : public net::Sink {
   // clock (latencies).
   void stamp();
   // Sends `req` to node `i` with the node deadline. False (and nothing will report) when the
-  // node cannot take it. stamp() first.
+  // node cannot take it (not connected; or the command cannot run there: not_sent() says why).
+  // stamp() first.
   bool send(int i, const std::shared_ptr<const net::Request>& req, std::uint32_t tag);
   // The record of a node that could not even be sent to.
   [[nodiscard]] NodeOutcome not_sent(int i) const;
@@ -76,6 +77,7 @@ class Operation : public net::Sink {
 
  private:
   int refs_ = 1;
+  mutable std::string cannot_run_;  // why the last send() could not go out, for not_sent()
 };
 
 // Sends one command to every node and forgets the answers: the rollback of a failed attempt

@@ -1,6 +1,7 @@
 // Status: what every node stores for a resource (a read-only script; works whatever the key's
 // type).
 
+#include "core/capabilities.hpp"
 #include "core/kinds.hpp"
 #include "core/validate.hpp"
 #include "engine/operation.hpp"
@@ -21,8 +22,8 @@ class StatusOp final : public Operation {
       auto& row = res_.nodes[static_cast<std::size_t>(i)];
       row.node = e_.names()[static_cast<std::size_t>(i)];
       if (!send(i, cmd, 0)) {
-        const auto err = e_.nodes_[static_cast<std::size_t>(i)]->last_error();
-        row.detail = err.empty() ? "not connected" : err;
+        row.detail = not_sent(i).detail;
+        row.capabilities = capabilities(i);
         ++answered_;
       }
     }
@@ -42,6 +43,7 @@ class StatusOp final : public Operation {
       detail::classify_status(*r.reply, row);
     }
     row.where = e_.nodes_[static_cast<std::size_t>(node)]->key_owner(key_);
+    row.capabilities = capabilities(node);
     maybe_finish();
   }
 
@@ -50,6 +52,9 @@ class StatusOp final : public Operation {
   }
 
  private:
+  std::string capabilities(int node) const {
+    return detail::describe(e_.nodes_[static_cast<std::size_t>(node)]->capabilities());
+  }
   void maybe_finish() {
     if (!done_ && answered_ >= e_.n()) complete();
   }

@@ -78,6 +78,7 @@ void Connection::start() {
   handshake_left_ = 0;
   handshake_done_ = false;
   handshake_error_ = false;
+  caps_ = {};
   // What the listener queues now goes out first on the new connection: its handshake.
   in_on_connecting_ = true;
   listener_.on_connecting(*this);
@@ -306,15 +307,16 @@ bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout,
   // this command still goes out (a delete must reach it if it ever resumes), but its caller is
   // told "timeout" on the next loop turn instead of waiting once more.
   if (!inflight_.empty() && inflight_.front().timed_out) deadline = uv_now(loop_);
-  out_ += req->wire;  // encoded once for every node of the round
-  queue(req, sink, tag, sent, deadline, false, false, in_on_connecting_);
+  const auto form = form_of(req);
+  out_ += form->wire;  // encoded once for every node of the round
+  queue(form, sink, tag, sent, deadline, false, false, in_on_connecting_);
   return true;
 }
 
 void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
                        BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered,
                        bool retried, bool handshake) {
-  InFlight f{&sink, tag, sent, deadline_ms, req->command.script ? req : nullptr};
+  InFlight f{&sink, tag, sent, deadline_ms, req->command.script || req->form ? req : nullptr};
   f.delivered = delivered;
   f.retried = retried;
   f.handshake = handshake;
@@ -339,8 +341,9 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
   InFlight f = std::move(inflight_.front());
   inflight_.pop_front();
   if (settled_ > 0) --settled_;
-  if (f.script && !f.retried && reply.is_error() && reply.str.starts_with("NOSCRIPT") &&
-      retry_keeps_order(f)) {
+  if (f.script && handle_form_reply(f, reply, at)) return;
+  if (f.script && f.script->command.script && !f.retried && reply.is_error() &&
+      reply.str.starts_with("NOSCRIPT") && retry_keeps_order(f)) {
     // The script cache was flushed (SCRIPT FLUSH, restart): the script did not run, so the same
     // call with EVAL is safe. It keeps its deadline, delivery state and sink (still exactly one
     // on_result() and one on_done()).
@@ -349,6 +352,10 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
     if (f.handshake) --handshake_left_;  // counted again for the retry
     return;
   }
+  deliver_reply(f, reply, at);
+}
+
+void Connection::deliver_reply(InFlight& f, const detail::Reply& reply, BootClock::time_point at) {
   if (f.handshake) {
     --handshake_left_;
     handshake_error_ = handshake_error_ || reply.is_error();

@@ -79,6 +79,10 @@ struct ConnectionSettings {
   Millis reconnect_max{2000};  // ... up to this
   Millis stall_limit{1000};    // no answer to the oldest command for this long: reconnect
   Millis drain_limit{100};     // close(): how long queued commands may still be answered
+  // Which form a release or extend with native forms goes out in (Options::commands), and the
+  // server's display address for the records that say why one cannot run.
+  Options::Commands commands = Options::Commands::automatic;
+  std::string name;
 };
 
 class Connection {
@@ -97,6 +101,15 @@ class Connection {
     virtual void on_dropped(Connection& c, const std::string& why, bool was_ready) = 0;
     // close() has finished.
     virtual void on_closed(Connection& c) = 0;
+    // The server answered a native command (Request::form) with `reply`, which says it does not
+    // run it (detail::refuses_native): the command did not run, and the script call it stands for
+    // has been sent instead. The listener stops picking that form for this connection.
+    virtual void on_native_refused(Connection& c, detail::NativeForm form,
+                                   const detail::Reply& reply) {
+      (void)c;
+      (void)form;
+      (void)reply;
+    }
 
    protected:
     ~Listener() = default;
@@ -129,9 +142,11 @@ class Connection {
 
   // Queues `req` (a script call goes out as EVALSHA; on NOSCRIPT once more as EVAL, which is safe:
   // the script did not run, unless that would put it behind a later command on its keys: see
-  // handle_reply). `timeout` is its deadline, counted from the loop's time (callers of a round
-  // update it once: uv_update_time); `sent` is the caller's clock reading for latencies.
-  // False when not connected or connecting.
+  // handle_reply). A native form (Request::form) goes out as itself, its reply is delivered as
+  // the script's would be (detail::to_script_reply), and when the server refuses it, the script
+  // call goes out instead (listener.on_native_refused()). `timeout` is its deadline, counted from
+  // the loop's time (callers of a round update it once: uv_update_time); `sent` is the caller's
+  // clock reading for latencies. False when not connected or connecting.
   bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent);
   [[nodiscard]] bool ready() const noexcept { return state_ == State::ready; }
@@ -142,6 +157,11 @@ class Connection {
   // before the commands are failed, so their sinks can read it.
   [[nodiscard]] bool last_drop_was_ready() const noexcept { return last_drop_was_ready_; }
   void set_metrics(NodeMetrics* m) noexcept { metrics_ = m; }
+  // What the server can run, as the listener's probe found at this connect (each start() forgets
+  // it: a failover or an upgrade changes the server behind the address). Until it is set, every
+  // command goes out in its script form.
+  void set_capabilities(const detail::Capabilities& caps) noexcept { caps_ = caps; }
+  [[nodiscard]] const detail::Capabilities& capabilities() const noexcept { return caps_; }
   void set_push_handler(PushHandler* h) noexcept { push_ = h; }
 
  private:
@@ -151,12 +171,13 @@ class Connection {
     Sink* sink;
     std::uint32_t tag;
     BootClock::time_point sent;
-    std::uint64_t deadline_ms;              // loop time
-    std::shared_ptr<const Request> script;  // script calls: kept for the EVAL retry
-    bool delivered = false;                 // its caller was told (reply, timeout or down)
-    bool retried = false;                   // the EVAL retry after NOSCRIPT
-    bool timed_out = false;                 // told "timeout"; the answer is still awaited
-    bool handshake = false;                 // queued by the listener's on_connecting()
+    std::uint64_t deadline_ms;  // loop time
+    // Script calls: kept for the EVAL retry; native forms: for the script call they stand for.
+    std::shared_ptr<const Request> script;
+    bool delivered = false;  // its caller was told (reply, timeout or down)
+    bool retried = false;    // the EVAL retry after NOSCRIPT
+    bool timed_out = false;  // told "timeout"; the answer is still awaited
+    bool handshake = false;  // queued by the listener's on_connecting()
   };
 
   // One connect in progress to one of the name's addresses (Happy Eyeballs: several at once).
@@ -184,6 +205,11 @@ class Connection {
              BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered, bool retried,
              bool handshake);
   void handle_reply(const detail::Reply& reply, BootClock::time_point at);
+  [[nodiscard]] std::shared_ptr<const Request> form_of(
+      const std::shared_ptr<const Request>& req) const;
+  bool resend_instead(InFlight& f, const std::shared_ptr<const Request>& req);
+  bool handle_form_reply(InFlight& f, const detail::Reply& reply, BootClock::time_point at);
+  void deliver_reply(InFlight& f, const detail::Reply& reply, BootClock::time_point at);
   [[nodiscard]] bool retry_keeps_order(const InFlight& f) const;
   void deliver(InFlight& f, const Result& r);
   [[nodiscard]] std::uint64_t deadline_after(Millis timeout);
@@ -246,6 +272,7 @@ class Connection {
   bool last_drop_was_ready_ = false;
   NodeMetrics* metrics_ = nullptr;
   PushHandler* push_ = nullptr;
+  detail::Capabilities caps_;
 };
 
 }  // namespace redlock::net

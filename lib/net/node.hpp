@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "core/capabilities.hpp"
 #include "core/command.hpp"
 #include "net/connection.hpp"
 #include "net/subscriber.hpp"
@@ -79,6 +80,16 @@ class Node {
   [[nodiscard]] virtual std::string key_owner(const std::string& key) const {
     (void)key;
     return {};
+  }
+
+  // What the server behind this vote can run, as probed at its current connection (not probed:
+  // scripts only, as before the probe existed).
+  [[nodiscard]] virtual detail::Capabilities capabilities() const { return {}; }
+  // Why `req` cannot run on this node at all (detail::cannot_run: a script on a node that refuses
+  // them, a native command forced on one without it), or nullopt: then send() it.
+  [[nodiscard]] virtual std::optional<std::string> cannot_run(const Request& req) const {
+    (void)req;
+    return std::nullopt;
   }
 
   bool fence_warned = false;  // the engine has warned about fencing on this node

@@ -170,6 +170,14 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     const Master* m = current();
     return m != nullptr ? m->node->fence_durability_problem() : std::nullopt;
   }
+  detail::Capabilities capabilities() const override {
+    const Master* m = current();
+    return m != nullptr ? m->node->capabilities() : detail::Capabilities{};
+  }
+  std::optional<std::string> cannot_run(const Request& req) const override {
+    const Master* m = current();
+    return m != nullptr ? m->node->cannot_run(req) : std::nullopt;
+  }
 
  private:
   // One master this node has talked to. The current one is masters_.back() (unless retired);

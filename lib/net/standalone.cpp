@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 
+#include "core/capabilities.hpp"
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
 #include "core/secret.hpp"
@@ -27,7 +28,8 @@ enum : std::uint32_t {
   hs_config,
   hs_appendonly,
   hs_appendfsync,
-  hs_replication
+  hs_replication,
+  hs_probe,  // + the probe command's place (core/capabilities.hpp)
 };
 
 std::shared_ptr<const Request> shared(Command c) { return Request::make(std::move(c)); }
@@ -44,7 +46,13 @@ struct CommonHandshake {
   std::shared_ptr<const Request> appendfsync =
       shared(Command::plain({"CONFIG", "GET", "appendfsync"}));
   std::shared_ptr<const Request> replication = shared(Command::plain({"INFO", "replication"}));
+  std::vector<std::shared_ptr<const Request>> probe;
   CommonHandshake() {
+    for (const auto& argv : detail::capability_probe_commands()) {
+      Command c;
+      c.args = argv;
+      probe.push_back(shared(std::move(c)));
+    }
     for (std::size_t i = 0; i < detail::script_count(); ++i) {
       script_loads.push_back(shared(Command::plain(
           {"SCRIPT", "LOAD", detail::script_body(static_cast<detail::ScriptId>(i))})));
@@ -66,8 +74,10 @@ std::optional<std::string> config_value(const Reply& r) {
   return std::nullopt;
 }
 
-ConnectionSettings settings_for(const Options& o) {
+ConnectionSettings settings_for(const Options& o, const std::string& name = {}) {
   ConnectionSettings s;
+  s.commands = o.commands;
+  s.name = name;
   s.connect_timeout = o.connect_timeout;
   s.reconnect_min = o.reconnect_min;
   s.reconnect_max = o.reconnect_max;
@@ -104,7 +114,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
         options_(options),
         replicas_(detail::replica_wait(options, address)),
         conn_(loop, *this, index, endpoint_for(address), transport_(address.host),
-              settings_for(options)) {
+              settings_for(options, name_)) {
     conn_.set_metrics(metrics);
     auth_ = auth_request(address_);
     if (address_.db != 0)
@@ -135,6 +145,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override {
     ask_info_again(sent);
+    probe_again(sent);
     if (!req->gives_vote) return conn_.send(req, timeout, sink, tag, sent);
     return send_replicated(conn_, req, timeout, sink, tag, sent, replicas_);
   }
@@ -152,6 +163,11 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     return error == conn_.last_error()
                ? std::string(error) + tls_hint(conn_.last_error(), conn_.last_drop_was_ready())
                : std::string(error);
+  }
+  detail::Capabilities capabilities() const override { return conn_.capabilities(); }
+  std::optional<std::string> cannot_run(const Request& req) const override {
+    return detail::cannot_run(req.command, req.native_kind, conn_.capabilities(), options_.commands,
+                              name_);
   }
   std::optional<std::string> fence_durability_problem() const override {
     if (appendonly_.empty() || appendfsync_.empty()) return std::nullopt;  // unknown: say nothing
@@ -182,7 +198,10 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     info_asked_ = now;
     if (auth_) c.send(auth_, t, *this, hs_auth, now);
     if (select_) c.send(select_, t, *this, hs_select, now);
-    for (const auto& load : common().script_loads) c.send(load, t, *this, hs_script_load, now);
+    // The probe before anything else of ours, so that every command sent after it goes out in
+    // the form this server runs; SCRIPT LOAD only once it says scripts are there (a node that
+    // refuses them would answer each with an error).
+    send_probe(c, now);
     c.send(common().info, t, *this, hs_info, now);
     c.send(common().eviction, t, *this, hs_config, now);
     c.send(common().appendonly, t, *this, hs_appendonly, now);
@@ -227,6 +246,21 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     info_asked_ = now;
     conn_.send(common().info, options_.connect_timeout, *this, hs_info, now);
   }
+  void send_probe(Connection& c, BootClock::time_point now) {
+    probe_replies_.clear();
+    probe_timed_out_ = false;
+    probe_asked_ = now;
+    for (std::size_t i = 0; i < common().probe.size(); ++i) {
+      c.send(common().probe[i], options_.connect_timeout, *this,
+             hs_probe + static_cast<std::uint32_t>(i), now);
+    }
+  }
+  // A probe not answered in time (a loaded server, a slow link) leaves the node on scripts: ask
+  // again, as the restart guard's INFO is, at most once a second, before the next command.
+  void probe_again(BootClock::time_point now) {
+    if (!probe_timed_out_ || !conn_.ready() || now - probe_asked_ < std::chrono::seconds(1)) return;
+    send_probe(conn_, now);
+  }
   void on_closed(Connection&) override {
     conn_closed_ = true;
     if (!sub_ || sub_closed_) host_.on_node_closed(index_);
@@ -245,6 +279,10 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   // Sink: the handshake's answers.
   void on_result(int, std::uint32_t tag, const Result& r) override {
     if (r.kind == Result::Kind::reply) answered_ = true;
+    if (tag >= hs_probe) {
+      on_probe(r);
+      return;
+    }
     if (tag == hs_info && r.kind == Result::Kind::timeout) {
       guard_.unreadable("restart guard: INFO server was not answered within connect_timeout");
     }
@@ -330,6 +368,41 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   }
   void on_done() override {}
 
+  // One of the probe's answers (in order; a timeout or a lost connection counts as an error
+  // reply: the node then stays on scripts). After the last one: the connection picks its forms
+  // by them, and the scripts are loaded where they exist.
+  void on_probe(const Result& r) {
+    if (r.kind == Result::Kind::timeout) probe_timed_out_ = true;
+    probe_replies_.push_back(
+        r.kind == Result::Kind::reply ? *r.reply : Reply{Reply::Type::error, 0, "no answer", {}});
+    if (probe_replies_.size() < common().probe.size()) return;
+    const auto caps = detail::parse_capabilities(probe_replies_);
+    probe_replies_.clear();
+    if (r.kind == Result::Kind::down) return;  // the connection is gone with its commands
+    // (An answer that came too late is asked again: probe_again(). Meanwhile what did come is
+    // used, unless it is nothing.)
+    if (probe_timed_out_ && !caps.probed) return;
+    conn_.set_capabilities(caps);
+    if (caps != logged_caps_) {
+      host_.log(LogLevel::debug, name_ + ": capabilities: " + detail::describe(caps));
+      logged_caps_ = caps;
+    }
+    if (caps.scripts) {
+      const auto now = BootClock::now();
+      for (const auto& load : common().script_loads)
+        conn_.send(load, options_.connect_timeout, *this, hs_script_load, now);
+    }
+  }
+  void on_native_refused(Connection&, detail::NativeForm form, const Reply& reply) override {
+    // Said once per node and form: a proxy that keeps refusing would otherwise fill the log.
+    const auto bit = 1u << static_cast<unsigned>(form);
+    if ((native_refusals_noted_ & bit) != 0) return;
+    native_refusals_noted_ |= bit;
+    host_.log(LogLevel::info, name_ + ": claims " + std::string(detail::name(form)) +
+                                  " but refused it (" + detail::server_text(reply.str) +
+                                  "): the script instead on this connection");
+  }
+
   enum class Health { unknown, up, down };
 
   uv_loop_t* loop_;
@@ -340,6 +413,11 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   bool answered_ = false;    // a reply came on the current connection
   std::string hint_;         // appended to the drop's reason in the per-node records
   bool script_load_noted_ = false;
+  std::vector<Reply> probe_replies_;  // the probe's answers so far, at this connect
+  bool probe_timed_out_ = false;      // ... and one of them came too late: ask again
+  BootClock::time_point probe_asked_{};
+  detail::Capabilities logged_caps_;  // the last capabilities logged
+  unsigned native_refusals_noted_ = 0;
   BootClock::time_point info_asked_{};
   bool closing_ = false;
   bool conn_closed_ = false;

@@ -8,7 +8,10 @@
 // - DELIFEQ / DELEX only from an element that is an array naming that command (any case);
 //   scripts are taken away only by a nil for EVAL or EVALSHA;
 // - SET IFEQ only when the second reply carries the text IFEQ (any case) somewhere;
-// - describe() is non-empty printable ASCII naming exactly the capabilities claimed.
+// - describe() is non-empty printable ASCII naming exactly the capabilities claimed;
+// - applied (chosen_form, cannot_run): a native form only for a capability claimed and never
+//   with commands=scripts; a call that cannot run is refused with the node's name, and a plain
+//   SET NX is never refused.
 #include <cctype>
 #include <cstdint>
 #include <string>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "core/capabilities.hpp"
+#include "core/kinds.hpp"
 #include "fuzz_check.hpp"
 #include "net/reader.hpp"
 
@@ -77,6 +81,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   FUZZ_CHECK(caps.native_release() == (caps.probed && (caps.delifeq || caps.delex_ifeq)), what);
   FUZZ_CHECK(caps.native_extend() == (caps.probed && caps.set_ifeq), what);
+
+  using C = Options::Commands;
+  const std::vector<std::string> keys{"k"};
+  const auto& plain = kind_for_lock(LockMode::exclusive, 1);
+  const Command calls[] = {plain.release(keys, "t", false), plain.release(keys, "t", true),
+                           plain.extend(keys, "t", Millis{1000}),
+                           plain.acquire(AttemptArgs{keys, "t", Millis{1000}}),
+                           kind_for_lock(LockMode::read, 1).release(keys, "t", false)};
+  for (const auto& call : calls) {
+    const auto kind = native_kind(call);
+    for (auto commands : {C::automatic, C::scripts, C::native}) {
+      const auto form = chosen_form(kind, caps, commands);
+      if (form) {
+        FUZZ_CHECK(caps.probed && commands != C::scripts, what);
+        FUZZ_CHECK(*form == NativeForm::delifeq      ? caps.delifeq
+                   : *form == NativeForm::delex_ifeq ? caps.delex_ifeq
+                                                     : caps.set_ifeq,
+                   what + ": a form not claimed");
+      }
+      const auto why = cannot_run(call, kind, caps, commands, "node-x");
+      if (why) {
+        FUZZ_CHECK(why->starts_with(cannot_run_prefix) && contains(*why, "node-x"), *why);
+        FUZZ_CHECK(!form, what + ": a form chosen for a call that cannot run");
+      }
+      if (!call.script) FUZZ_CHECK(!why, what + ": SET NX refused");
+      if (!caps.probed) FUZZ_CHECK(!why && !form, what + ": a node not probed");
+    }
+  }
 
   const std::string text = describe(caps);
   FUZZ_CHECK(!text.empty(), what);

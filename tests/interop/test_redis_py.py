@@ -10,7 +10,9 @@ the token, a PX expiry), and the other way round: redis-py's locks on a majority
 and each releases the other's lock given the same token, never with another one.
 
 Servers: tests/cli/redisfix.py ($REDLOCK_TEST_REDIS_SERVER, checked against
-$REDLOCK_TEST_SERVER_NAME), so meson runs the file against Redis 7 and Valkey 8.
+$REDLOCK_TEST_SERVER_NAME), so meson runs the file against Redis 7, Valkey 8, Valkey 9.1 and
+Redis 8.0. On Valkey 9.1 the CLI also releases and extends with DELIFEQ and SET IFEQ
+(--commands native): the same locks.
 """
 
 import os
@@ -192,6 +194,59 @@ class Interop:
             self.assertGreater(c.pttl(key), 30000)
         r = cli(self.c.nodes, "extend", key, secrets.token_hex(20))
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)  # another token: lost
+
+
+    def native(self):
+        """Whether the nodes have DELIFEQ and SET IFEQ (asked of the servers, not of redlock)."""
+        try:  # on a key that does not exist: 0 where it exists, an error where it does not
+            return self.clients[0].execute_command("DELIFEQ", self.key("no-such-key"), "x") == 0
+        except redis.ResponseError:
+            return False
+
+    def calls(self, command):
+        stats = [c.info("commandstats").get("cmdstat_" + command, {}) for c in self.clients]
+        return sum(s.get("calls", 0) for s in stats)
+
+    def test_native_release_and_extend_are_the_same_locks(self):
+        # --commands native: DELIFEQ and SET IFEQ (Valkey 9), the same keys and values as the
+        # scripts; on a server without them, a refusal by configuration (exit 5) that leaves
+        # every key as it was.
+        native = self.native()
+        key = self.key("native-py")
+        token = secrets.token_hex(20)
+        held = [Lock(r, key, timeout=5) for r in self.clients]
+        for lock in held:
+            self.assertTrue(lock.acquire(blocking=False, token=token))
+        r = cli(self.c.nodes, "--commands", "native", "extend", key, token, "--ttl", "60s")
+        self.assertEqual(r.returncode, 0 if native else 5, r.stdout + r.stderr)
+        if native:
+            self.assertTrue(wait_until(lambda: all(c.pttl(key) > 30000 for c in self.clients)))
+        r = cli(self.c.nodes, "--commands", "native", "release", key, secrets.token_hex(20))
+        self.assertEqual(r.returncode, 1 if native else 5, r.stdout + r.stderr)
+        self.assertEqual(self.values(key), [token.encode()] * self.COUNT)
+        deletes = self.calls("delifeq")
+        r = cli(self.c.nodes, "--commands", "native", "release", key, token)
+        self.assertEqual(r.returncode, 0 if native else 5, r.stdout + r.stderr)
+        if not native:
+            self.assertIn("has no DELIFEQ or DELEX IFEQ", r.stderr)
+            return
+        self.assertEqual(self.calls("delifeq"), deletes + self.COUNT)
+        self.assertTrue(wait_until(lambda: self.values(key) == [None] * self.COUNT), self.values(key))
+        # redis-py takes the lock released natively, and a CLI lock released natively too.
+        for lock in held:
+            self.assertTrue(lock.acquire(blocking=False))
+            lock.release()
+        key = self.key("native-cli")
+        token = self.acquire(key, "--ttl", "5s")
+        r = cli(self.c.nodes, "--commands", "native", "extend", key, token, "--ttl", "60s")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertTrue(wait_until(lambda: all(c.pttl(key) > 30000 for c in self.clients)))
+        self.assertEqual(self.values(key), [token.encode()] * self.COUNT)
+        r = cli(self.c.nodes, "--commands", "native", "release", key, token)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertTrue(wait_until(lambda: self.values(key) == [None] * self.COUNT), self.values(key))
+        for c in self.clients:
+            self.assertTrue(Lock(c, key, timeout=5).acquire(blocking=False))
 
 
 class ThreeNodes(Interop, unittest.TestCase):

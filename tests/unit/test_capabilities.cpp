@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/capabilities.hpp"
+#include "core/kinds.hpp"
+#include "core/quorum.hpp"
 #include "core/reply.hpp"
 #include "net/reader.hpp"
 
@@ -141,5 +143,160 @@ TEST_CASE("capabilities: a refused or unreadable probe leaves the node on script
     const Reply none = array({nil(), nil(), nil(), nil()});
     CHECK(parse_capabilities({none, nested(3)}).set_ifeq);
     CHECK_FALSE(parse_capabilities({none, nested(20)}).set_ifeq);
+  }
+}
+
+namespace {
+
+const Capabilities valkey9{true, true, true, true, false};
+const Capabilities redis84{true, true, true, false, true};
+const Capabilities redis7{true, true, false, false, false};
+const Capabilities lua_free_valkey9{true, false, true, true, false};
+const Capabilities lua_free_old{true, false, false, false, false};
+
+const LockKind& plain() { return kind_for_lock(LockMode::exclusive, 1); }
+
+}  // namespace
+
+TEST_CASE("native commands: which calls have a native form") {
+  const std::vector<std::string> one{"k"};
+  CHECK(native_kind(plain().release(one, "tok", false)) == NativeKind::release);
+  CHECK(native_kind(plain().release(one, "tok", true)) == NativeKind::release_waking);
+  // A fair lock handed over: the release also clears the waiter's registration.
+  CHECK(native_kind(plain().release(one, "tok", true, "waiter")) == NativeKind::none);
+  CHECK(native_kind(plain().extend(one, "tok", Millis{1000})) == NativeKind::extend);
+  // Several resources, read locks, fencing, fair queues and the rest keep their scripts.
+  const std::vector<std::string> two{"a", "b"};
+  CHECK(native_kind(plain().release(two, "tok", false)) == NativeKind::none);
+  CHECK(native_kind(plain().extend(two, "tok", Millis{1000})) == NativeKind::none);
+  CHECK(native_kind(kind_for_lock(LockMode::read, 1).release(one, "tok", false)) ==
+        NativeKind::none);
+  CHECK(native_kind(kind_for_lock(LockMode::read, 1).extend(one, "tok", Millis{1})) ==
+        NativeKind::none);
+  AcquireOptions fenced;
+  fenced.fence = true;
+  const AttemptArgs a{one, "tok", Millis{1000}};
+  CHECK(native_kind(kind_for_acquire(fenced, 1).acquire(a)) == NativeKind::none);
+  CHECK(native_kind(mark_waiting("k", Millis{1000})) == NativeKind::none);
+  // A writer giving up its waiting mark runs the release script on other keys: not a release.
+  AcquireOptions write;
+  write.mode = LockMode::write;
+  const auto leave = kind_for_acquire(write, 1).finish_waiting(one, "w", false);
+  REQUIRE(leave);
+  CHECK(native_kind(*leave) == NativeKind::none);
+  CHECK(native_kind(Command::plain({"SET", "k", "v"})) == NativeKind::none);
+}
+
+TEST_CASE("native commands: the wire forms (the keys and values of every Redlock client)") {
+  const std::vector<std::string> one{"lock key"};
+  const auto release = plain().release(one, "tok", false);
+  CHECK(native_command(release, NativeForm::delifeq).args ==
+        std::vector<std::string>{"DELIFEQ", "lock key", "tok"});
+  CHECK(native_command(release, NativeForm::delex_ifeq).args ==
+        std::vector<std::string>{"DELEX", "lock key", "IFEQ", "tok"});
+  // The token of a waking release comes after its five keys.
+  const auto waking = plain().release(one, "tok", true);
+  CHECK(native_command(waking, NativeForm::delifeq).args ==
+        std::vector<std::string>{"DELIFEQ", "lock key", "tok"});
+  const auto extend = plain().extend(one, "tok", Millis{30000});
+  CHECK(native_command(extend, NativeForm::set_ifeq).args ==
+        std::vector<std::string>{"SET", "lock key", "tok", "IFEQ", "tok", "PX", "30000"});
+  for (const auto& c : {native_command(release, NativeForm::delifeq),
+                        native_command(extend, NativeForm::set_ifeq)}) {
+    CHECK_FALSE(c.script);
+  }
+}
+
+TEST_CASE("native commands: replies classified as the script's") {
+  auto classify_as = [](NativeForm form, Reply r, bool release) {
+    to_script_reply(form, r);
+    return release ? LockKind::classify_release(r) : LockKind::classify_extend(r);
+  };
+  const Reply ok{Reply::Type::status, 0, "OK", {}};
+  CHECK(classify_as(NativeForm::set_ifeq, ok, false).state == NodeState::ok);
+  // nil: the key is gone or holds another token (SET IFEQ never creates it).
+  CHECK(classify_as(NativeForm::set_ifeq, nil(), false).state == NodeState::not_held);
+  CHECK(classify_as(NativeForm::set_ifeq, error("WRONGTYPE x"), false).state == NodeState::error);
+  CHECK(classify_as(NativeForm::set_ifeq, integer(1), false).state == NodeState::ok);
+  CHECK(classify_as(NativeForm::set_ifeq, bulk("OK"), false).state == NodeState::error);
+  for (auto form : {NativeForm::delifeq, NativeForm::delex_ifeq}) {
+    CHECK(classify_as(form, integer(1), true).state == NodeState::ok);
+    CHECK(classify_as(form, integer(0), true).state == NodeState::not_held);
+    CHECK(classify_as(form, ok, true).state == NodeState::error);
+    CHECK(classify_as(form, nil(), true).state == NodeState::error);
+  }
+}
+
+TEST_CASE("native commands: a refusal is an unknown command, a syntax error or NOPERM") {
+  CHECK(refuses_native(error("ERR unknown command 'DELIFEQ', with args beginning with: ")));
+  CHECK(refuses_native(error("ERR syntax error")));
+  CHECK(refuses_native(error("NOPERM User u has no permissions to run the 'delifeq' command")));
+  CHECK_FALSE(refuses_native(error("WRONGTYPE Operation against a key")));
+  CHECK_FALSE(refuses_native(error("READONLY You can't write against a read only replica.")));
+  CHECK_FALSE(refuses_native(error("NOSCRIPT No matching script")));
+  CHECK_FALSE(refuses_native(integer(0)));
+}
+
+TEST_CASE("native commands: the form each node runs, node by node") {
+  using C = Options::Commands;
+  CHECK(chosen_form(NativeKind::release, valkey9, C::automatic) == NativeForm::delifeq);
+  CHECK(chosen_form(NativeKind::release, redis84, C::automatic) == NativeForm::delex_ifeq);
+  CHECK(chosen_form(NativeKind::extend, valkey9, C::automatic) == NativeForm::set_ifeq);
+  CHECK(chosen_form(NativeKind::extend, redis84, C::automatic) == NativeForm::set_ifeq);
+  CHECK_FALSE(chosen_form(NativeKind::release, redis7, C::automatic));
+  CHECK_FALSE(chosen_form(NativeKind::extend, redis7, C::native));
+  CHECK_FALSE(chosen_form(NativeKind::release, valkey9, C::scripts));
+  CHECK_FALSE(chosen_form(NativeKind::release, Capabilities{}, C::native));  // not probed
+  CHECK_FALSE(chosen_form(NativeKind::none, valkey9, C::native));
+  // A waking release names a waiter in the script: natively only where no script can run (no
+  // waiter can have marked itself there), or when native is forced (waiters poll).
+  CHECK_FALSE(chosen_form(NativeKind::release_waking, valkey9, C::automatic));
+  CHECK(chosen_form(NativeKind::release_waking, lua_free_valkey9, C::automatic) ==
+        NativeForm::delifeq);
+  CHECK(chosen_form(NativeKind::release_waking, valkey9, C::native) == NativeForm::delifeq);
+}
+
+TEST_CASE("native commands: what cannot run on a node says so and names it") {
+  using C = Options::Commands;
+  const std::vector<std::string> one{"k"};
+  const auto release = plain().release(one, "tok", false);
+  const auto extend = plain().extend(one, "tok", Millis{1000});
+  auto why = [](const Command& c, const Capabilities& caps, C commands) {
+    return cannot_run(c, native_kind(c), caps, commands, "10.0.0.5:6379");
+  };
+  CHECK_FALSE(why(release, valkey9, C::automatic));
+  CHECK_FALSE(why(release, redis7, C::automatic));
+  CHECK_FALSE(why(release, lua_free_valkey9, C::automatic));
+  CHECK_FALSE(why(release, Capabilities{}, C::native));  // not probed: sent as before
+  SUBCASE("native forced on a node without it") {
+    const auto w = why(extend, redis7, C::native);
+    REQUIRE(w);
+    CHECK(w->starts_with(cannot_run_prefix));
+    CHECK(w->find("10.0.0.5:6379") != std::string::npos);
+    CHECK(w->find("has no SET IFEQ") != std::string::npos);
+    CHECK(w->find("commands=native") != std::string::npos);
+  }
+  SUBCASE("a node without scripts or the native command") {
+    const auto w = why(release, lua_free_old, C::automatic);
+    REQUIRE(w);
+    CHECK(w->find("refuses scripts") != std::string::npos);
+    CHECK(w->find("DELIFEQ or DELEX IFEQ") != std::string::npos);
+    CHECK(why(release, lua_free_valkey9, C::scripts));
+  }
+  SUBCASE("a kind that needs a script, on a node that refuses them") {
+    AcquireOptions fenced;
+    fenced.fence = true;
+    const AttemptArgs a{one, "tok", Millis{1000}};
+    const auto w = why(kind_for_acquire(fenced, 1).acquire(a), lua_free_valkey9, C::automatic);
+    REQUIRE(w);
+    CHECK(*w == std::string(cannot_run_prefix) +
+                    "10.0.0.5:6379 refuses scripts (EVAL/EVALSHA), and a fenced lock needs one");
+    CHECK_FALSE(why(kind_for_acquire(fenced, 1).acquire(a), valkey9, C::native));
+    // The plain acquire is SET NX: it runs anywhere.
+    CHECK_FALSE(why(plain().acquire(a), lua_free_old, C::native));
+  }
+  SUBCASE("the quorum counts such a node as refused by configuration") {
+    const NodeOutcome o{"10.0.0.5:6379", NodeState::error, *why(extend, redis7, C::native), {}};
+    CHECK(refused_by_configuration(o));
   }
 }

@@ -12,9 +12,11 @@ namespace {
 
 // Under a node's row: what read-write and fair locks keep beside the lock key (readers, the
 // waiting writer, the queue) and the counters, one indented line each, only when present.
-void print_lock_details(const NodeKeyState& n) {
+void print_lock_details(const NodeKeyState& n, bool verbose) {
   const std::string indent = "    ";
   if (!n.where.empty()) std::cout << indent << "key on: " << n.where << "\n";
+  if (verbose && !n.capabilities.empty())
+    std::cout << indent << "capabilities: " << n.capabilities << "\n";
   if (n.reader_count > 0) {
     std::cout << indent << "readers (" << n.reader_count << "):";
     for (const auto& r : n.readers) {
@@ -131,7 +133,7 @@ int run_status(const std::string& resource, const Globals& g) {
               << (n.up ? "up" : "down") << "  " << std::setw(40) << value << "  " << ttl;
     if (!n.detail.empty()) std::cout << "  (" << n.detail << ")";
     std::cout << "\n";
-    print_lock_details(n);
+    print_lock_details(n, g.verbose);
   }
   return info.exit_code;
 }
