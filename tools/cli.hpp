@@ -111,6 +111,9 @@ struct Command {
 [[nodiscard]] Command extend_command(const Globals& g);
 [[nodiscard]] Command status_command(const Globals& g);
 [[nodiscard]] Command run_command(const Globals& g);
+[[nodiscard]] Command elect_command(const Globals& g);
+[[nodiscard]] Command leader_command(const Globals& g);
+[[nodiscard]] Command observe_command(const Globals& g);
 [[nodiscard]] Command cluster_command(const Globals& g);
 [[nodiscard]] Command bench_command(const Globals& g);
 [[nodiscard]] Command demo_command(const Globals& g);

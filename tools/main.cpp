@@ -219,7 +219,8 @@ int main(int argc, char** argv) {
   add_options(app, globals);
 
   const std::vector<Command> commands = {
-      acquire_command(g), release_command(g), extend_command(g), status_command(g), run_command(g),
+      acquire_command(g), release_command(g), extend_command(g), status_command(g),
+      run_command(g),     elect_command(g),   leader_command(g), observe_command(g),
       cluster_command(g), bench_command(g),   demo_command(g),   doctor_command(g),
   };
   std::map<const CLI::App*, const Command*> made;

@@ -197,4 +197,17 @@ void print_status_json(const std::string& resource, const StatusResult& res, std
               {"per_node", std::move(records)}});
 }
 
+void print_leader_json(const std::string& name, const LeaderResult& res) {
+  const auto& l = res.leader;
+  Json j = {{"name", text(name)},
+            {"id", l ? text(l->id) : Json(nullptr)},
+            {"term", l ? Json(l->term) : Json(nullptr)},
+            {"since_ms", l ? Json(l->since.count()) : Json(nullptr)},
+            {"validity_ms", l ? Json(l->validity.count()) : Json(nullptr)},
+            {"answered", res.answered},
+            {"nodes", res.nodes}};
+  if (res.error) j["error"] = error_name(res.error);
+  print_json(j);
+}
+
 }  // namespace redlock::cli

@@ -10,6 +10,7 @@
 
 #include "cli.hpp"
 #include "redlock/error.hpp"
+#include "redlock/leader.hpp"
 #include "redlock/lock.hpp"
 
 namespace redlock::cli {
@@ -42,5 +43,9 @@ void print_extend_json(const std::vector<std::string>& resources, const std::str
 // status: the verdict (named `verdict_name`) beside the per-node records.
 void print_status_json(const std::string& resource, const StatusResult& res, std::size_t nodes,
                        const StatusVerdict& verdict, std::string_view verdict_name);
+
+// leader and observe: who leads `name` (`id`, `term`, `since_ms`, `validity_ms`; null when nobody
+// leads or no quorum can tell, which `error` then says).
+void print_leader_json(const std::string& name, const LeaderResult& res);
 
 }  // namespace redlock::cli

@@ -18,7 +18,7 @@ _redlock_cli_takes_value() {
   case $1 in
     -n | --nodes | --password-file | --node-timeout | --connect-timeout | --drift-factor | --retry-count | \
       --retry-delay | --min-uptime | --max-ttl | --min-replicas | --replica-timeout | --key-prefix | --commands | --cacert | --cacertdir | --cert | --key | \
-      --sni | --ttl | --wait | --grace | --renew-deadline | -E | \
+      --sni | --ttl | --wait | --grace | --renew-deadline | -E | --id | --poll | \
       --conflict-exit-code | --seconds | --concurrency | --hold | --soak | --handoff | --count | --base-port | \
       --dir | --persistence | --topology | --replicas | --bus-port-offset | --delay)
       return 0 ;;
@@ -34,6 +34,8 @@ _redlock_cli_flags() {  # $1: subcommand, $2: cluster subcommand
     extend) echo '--ttl --read' ;;
     status) echo '' ;;
     run) echo '--ttl --wait --grace --renew-deadline -E --conflict-exit-code --fence --fair --read --write' ;;
+    elect) echo '--id --ttl --wait --again --renew-deadline --grace' ;;
+    observe) echo '--poll' ;;
     cluster)
       if [[ $2 == start ]]; then echo "$cluster_flags --delay"; else echo "$cluster_flags"; fi ;;
     bench) echo '--seconds --concurrency --ttl --hold --soak --handoff' ;;
@@ -86,7 +88,7 @@ _redlock_cli() {
   done
 
   COMPREPLY=()
-  if ((dashdash > 0)); then  # run RESOURCE... -- COMMAND [ARGS...]
+  if ((dashdash > 0)); then  # run RESOURCE... (elect NAME) -- COMMAND [ARGS...]
     if ((cword == dashdash + 1)); then
       mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
     else
@@ -126,7 +128,7 @@ _redlock_cli() {
   fi
 
   if [[ -z $cmd ]]; then
-    mapfile -t COMPREPLY < <(compgen -W 'acquire release extend status run cluster bench demo doctor' -- "$cur")
+    mapfile -t COMPREPLY < <(compgen -W 'acquire release extend status run elect leader observe cluster bench demo doctor' -- "$cur")
   elif [[ $cmd == cluster && -z $sub ]]; then
     mapfile -t COMPREPLY < <(compgen -W 'up down status env kill stop cont start' -- "$cur")
   fi

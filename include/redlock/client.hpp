@@ -74,6 +74,7 @@ class REDLOCK_API Client {
 
  private:
   friend class Guard;
+  friend class Election;
   class REDLOCK_HIDDEN Impl;
   std::shared_ptr<Impl> impl_;
 };

@@ -13,6 +13,7 @@
 
 #include "redlock/export.hpp"
 #include "redlock/guard.hpp"
+#include "redlock/leader.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/metrics.hpp"
 #include "redlock/options.hpp"
@@ -31,6 +32,9 @@ class REDLOCK_API Engine {
   using ExtendedCallback = std::function<void(const Lock&)>;
   using LostCallback = std::function<void(const LossInfo&)>;
   using RenewFailingCallback = std::function<void(const RenewFailure&)>;
+  using LeaderCallback = std::function<void(LeaderResult)>;
+  using ObserveId = std::uint64_t;
+  using ChangeCallback = std::function<void(const LeaderResult&)>;
 
   // Starts connecting to every node (non-blocking). Throws std::invalid_argument when the options
   // are unusable (no nodes, a zero timeout, ...), naming the bad value.
@@ -65,6 +69,19 @@ class REDLOCK_API Engine {
                             ExtendedCallback on_extended, LostCallback on_lost,
                             RenewFailingCallback on_renew_failing = {});
   void stop_hold(HoldId id);
+
+  // Leader election (redlock/election.hpp). A campaign is acquire() with LockMode::leader and an
+  // identity (its lock's fence() is the term), held with hold().
+  // Who leads `name`: its record read from every node (LeaderResult says how to read it).
+  void leader(std::string name, LeaderCallback cb);
+  // Watches who leads `name`: `on_change` runs with the first read and then with every read that
+  // tells something else (same_leadership()), until stop_observe() or close(). Reads come every
+  // `poll`, and sooner when a node says the leader may have changed (a release or a new term
+  // publishes on the record's channel, with wake-ups on): such a message is only a hint to read,
+  // which anyone who may PUBLISH can send; only the read's replies say who leads. Returns 0 and
+  // calls nothing when `poll` is not positive or the engine is closed.
+  [[nodiscard]] ObserveId observe(std::string name, Millis poll, ChangeCallback on_change);
+  void stop_observe(ObserveId id);
 
   // Fails every pending operation with Errc::shutdown, closes the connections and then calls
   // `on_closed` (once). Later calls fail with Errc::shutdown.

@@ -41,10 +41,13 @@ enum class KeyRole {
                    // publishes nothing
   handoff,         // fair-lock waiters' registered tokens (hash waiter -> "<ttl ms> <token>"):
                    // a release sets the key to the first waiter's token; its attempt takes it
+  leader,          // an election's leader record (hash: token, term, since, id), written with
+                   // the lock key by the same script, expiring, extended and deleted with it;
+                   // its wake channel tells observers that the leader may have changed
 };
 
-// "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake", "waiting", "handoff":
-// the <role> part.
+// "fence", "readers", "writer", "ticket", "queue", "heartbeats", "wake", "waiting", "handoff",
+// "leader": the <role> part.
 [[nodiscard]] REDLOCK_API std::string_view to_string(KeyRole role) noexcept;
 
 // The key of `role` for the lock key `lock_key` (key prefix included).

@@ -256,6 +256,9 @@ enum class LockMode {
   read,       // shared with other readers; not while a writer or a plain lock holds the key
               // (a plain lock does not look at readers: take `write` where readers may be)
   write,      // one writer, no readers; a waiting writer stops new readers from entering
+  leader,     // an election's leader (redlock/election.hpp): the plain lock key, and beside it a
+              // record of the holder's `identity` and term that lives and dies with it; fenced
+              // (the fence is the term). One resource, not fair; AcquireOptions::identity needed
 };
 
 // Per-call settings of an acquisition.
@@ -276,6 +279,10 @@ struct AcquireOptions {
   // a fair acquire waits retry_count * retry_delay. Exclusive mode, one resource.
   bool fair = false;
   Millis heartbeat_ttl{2000};
+  // LockMode::leader: who campaigns (a host name, a pod name, an address: 1 to 256 bytes, no
+  // control characters; readable by every client of the nodes, so never a secret). Empty for
+  // every other mode.
+  std::string identity;
   // Cancellation: request a stop on the source of this token, from any thread (also from a
   // callback on the engine's loop), and the acquisition ends with Errc::cancelled: no further
   // attempt starts, the attempt in flight is rolled back on every node, a fair waiter leaves the

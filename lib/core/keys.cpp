@@ -62,6 +62,8 @@ std::string_view to_string(KeyRole role) noexcept {
       return "waiting";
     case KeyRole::handoff:
       return "handoff";
+    case KeyRole::leader:
+      return "leader";
   }
   return "?";
 }

@@ -40,4 +40,9 @@ namespace redlock::detail::keys {
   return derived_key(key, KeyRole::handoff);
 }
 
+// An election's leader record: who holds the lock key as leader, and its term.
+[[nodiscard]] inline std::string leader(std::string_view key) {
+  return derived_key(key, KeyRole::leader);
+}
+
 }  // namespace redlock::detail::keys

@@ -162,12 +162,62 @@ class Fair : public LockKind {
   }
 };
 
+// An election's leader: the plain lock key with its token, and the leader record (keys::leader)
+// written, extended and deleted with it by the same scripts; fenced, and the fence is the term
+// (docs/design.md, "Leader election").
+class Leader : public Fenced {
+ public:
+  std::string_view name() const override { return "leader"; }
+  Command acquire(const AttemptArgs& a) const override {
+    const auto& k = a.keys[0];
+    return Command::call(ScriptId::acquire_leader, {k, keys::fence(k), keys::leader(k)})
+        .arg(a.token)
+        .arg(ms(a.ttl))
+        .arg(ms(fence_counter_idle_expiry))
+        .arg(a.identity);
+  }
+  Command extend(const std::vector<std::string>& k, std::string_view token,
+                 Millis ttl) const override {
+    return Command::call(ScriptId::extend_leader, {k[0], keys::leader(k[0])})
+        .arg(token)
+        .arg(ms(ttl));
+  }
+  // With `wake`: observers hear of it on the record's channel, and the candidate that has waited
+  // longest is named, as a plain release names its waiter.
+  Command release(const std::vector<std::string>& k, std::string_view token, bool wake,
+                  std::string_view) const override {
+    const auto record = keys::leader(k[0]);
+    if (!wake) return Command::call(ScriptId::release_leader, {k[0], record}).arg(token);
+    return Command::call(ScriptId::release_leader, {k[0], record, keys::waiting(k[0])})
+        .arg(token)
+        .arg(keys::wake(record))
+        .arg(keys::wake(k[0]));
+  }
+  Command fence_writeback(const std::string& k, std::uint64_t fence,
+                          std::string_view token) const override {
+    return Command::call(ScriptId::settle_leader, {keys::fence(k), k, keys::leader(k)})
+        .arg(static_cast<long long>(fence))
+        .arg(ms(fence_counter_idle_expiry))
+        .arg(token)
+        .arg(keys::wake(keys::leader(k)));
+  }
+  // A node that raised the counter but no longer holds our token (it expired there) gives no
+  // vote: readers count only the records that carry the term.
+  Verdict classify_fence_writeback(const Reply& r) const override {
+    if (r.is_integer(1)) return yes();
+    if (r.is_integer(0)) return no(NodeState::not_held);
+    return unexpected(r);
+  }
+  bool always_writes_back() const override { return true; }
+};
+
 const Plain plain_kind;
 const Multi multi_kind;
 const Fenced fenced_kind;
 const Read read_kind;
 const Write write_kind;
 const Fair fair_kind;
+const Leader leader_kind;
 
 }  // namespace
 
@@ -202,6 +252,13 @@ Command LockKind::release(const std::vector<std::string>& lock_keys, std::string
   if (!handed_waiter.empty()) c.arg(handed_waiter);
   return c;
 }
+
+Command LockKind::fence_writeback(const std::string& key, std::uint64_t fence,
+                                  std::string_view) const {
+  return raise_counter(keys::fence(key), fence, fence_counter_idle_expiry);
+}
+
+Verdict LockKind::classify_fence_writeback(const Reply& r) const { return classify_raise(r); }
 
 Command LockKind::rollback(const AttemptArgs& a) const {
   return release(a.keys, a.token, /*wake=*/false);
@@ -241,6 +298,7 @@ bool release_wakes(bool wakes_waiters, BootClock::duration held) noexcept {
 }
 
 const LockKind& kind_for_acquire(const AcquireOptions& o, std::size_t resources) {
+  if (o.mode == LockMode::leader) return leader_kind;
   if (o.fair) return fair_kind;
   if (o.mode == LockMode::read) return read_kind;
   if (o.mode == LockMode::write) return write_kind;
@@ -249,6 +307,7 @@ const LockKind& kind_for_acquire(const AcquireOptions& o, std::size_t resources)
 }
 
 const LockKind& kind_for_lock(LockMode mode, std::size_t resources) {
+  if (mode == LockMode::leader) return leader_kind;
   if (mode == LockMode::read) return read_kind;
   if (mode == LockMode::write) return write_kind;
   return resources > 1 ? static_cast<const LockKind&>(multi_kind) : plain_kind;
@@ -300,6 +359,10 @@ Command settle_ticket(std::string_view key, std::uint64_t ticket, Millis expiry,
 Verdict classify_raise(const Reply& r) {
   if (r.is_integer(1)) return yes();
   return unexpected(r);
+}
+
+Command read_leader(const std::string& key) {
+  return Command::call(ScriptId::read_leader, {key, keys::leader(key)});
 }
 
 Command read_status(std::string key, int list_at_most) {

@@ -10,6 +10,8 @@
 //   read    shared with other readers; not while a writer holds or waits
 //   write   one writer, no readers; a waiting writer marks itself so new readers wait
 //   fair    FIFO: a ticket round first, then the head of the queue takes the lock
+//   leader  fenced, plus the leader record (identity, term) beside the lock key; the write-back
+//           always runs and settles the term on the record (core/election.hpp)
 
 #include <chrono>
 #include <cstdint>
@@ -50,6 +52,7 @@ struct AttemptArgs {
   // fair, with wake-ups: the registration this attempt makes (the token, other than the
   // attempt's, that a release may set the key to for the waiter); empty: none.
   std::string_view registered_token{};
+  std::string_view identity{};  // leader: the candidate's id, written with the lock
 };
 
 // A fair waiter's registration: the token (and ttl) a release may set the lock key to when it
@@ -91,6 +94,14 @@ class LockKind {
   // Rounds besides the attempt, run by the engine:
   // a fence write-back after a quorum granted (Lock::fence()),
   [[nodiscard]] virtual bool fenced() const { return false; }
+  // its command (raise the counter at `key`'s fence to `fence`; a leader's also settles its term
+  // where the lock key carries `token`) and what a reply votes,
+  [[nodiscard]] virtual Command fence_writeback(const std::string& key, std::uint64_t fence,
+                                                std::string_view token) const;
+  [[nodiscard]] virtual Verdict classify_fence_writeback(const Reply& r) const;
+  // and whether it runs even where a quorum's counters already stand at the fence (a leader's:
+  // its term must be on the records of a quorum before anyone may read it as leader),
+  [[nodiscard]] virtual bool always_writes_back() const { return false; }
   // a ticket round (and its write-back) before the attempts: fair queues,
   [[nodiscard]] virtual bool queued() const { return false; }
   // and what a waiter sends to every node once its acquisition has ended (`acquired` or not;
@@ -150,6 +161,9 @@ inline constexpr Millis short_hold{10};
 [[nodiscard]] Command settle_ticket(std::string_view key, std::uint64_t ticket, Millis expiry,
                                     std::string_view waiter);
 [[nodiscard]] Verdict classify_raise(const Reply& r);  // 1 once the counter is >= value
+
+// An election's leader record, as read_leader() reads it on one node: its lock key and record.
+[[nodiscard]] Command read_leader(const std::string& key);
 
 // `status`: what a node stores for a lock key and its derived keys, whatever their types; lists
 // at most `list_at_most` readers and queued waiters.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/address.hpp"
+#include "core/election.hpp"
 #include "core/validate.hpp"
 
 namespace redlock {
@@ -77,6 +78,7 @@ std::optional<std::string> check_acquire(const std::vector<std::string>& resourc
                                          std::string_view key_prefix) {
   if (auto why = detail::check_resources(resources, key_prefix)) return why;
   if (auto why = detail::check_ttl(o.ttl, drift_factor)) return why;
+  if (auto why = detail::check_election(resources.size(), o)) return why;
   if (o.wait && *o.wait < Millis{0}) return "wait must be >= 0";
   if (o.retry_count && *o.retry_count < 0) return "retry_count must be >= 0";
   if (o.fence && resources.size() > 1) return "fencing takes one resource per lock";

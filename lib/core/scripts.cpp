@@ -418,6 +418,95 @@ return 1)",
 redis.call("zadd", KEYS[1], ARGV[2], ARGV[1])
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[1], ARGV[3]) end
 return 1)",
+    // acquire_leader (KEYS lock, fence counter, leader record; ARGV token, ttl, counter idle
+    // expiry, id): acquire_fenced, and with the grant the leader record, under the same expiry:
+    // the candidate's id, this attempt's token (a record counts only where the lock key carries
+    // it), "since" (this server's clock, ms) and term 0 (not settled: settle_leader writes the
+    // term agreed over the quorum; a reader never takes a record with term 0 for a leader).
+    R"(if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 0 end
+if redis.call("exists", KEYS[2]) == 0 then
+  local t = redis.call("time")
+  local start = tonumber(t[1]) * 1000000 + math.floor(tonumber(t[2]) / 1000) * 1000
+  redis.call("set", KEYS[2], string.format("%.0f", start))
+end
+local f = redis.pcall("incr", KEYS[2])
+if type(f) == "number" and f > 0 then
+  redis.call("pexpire", KEYS[2], ARGV[3])
+  local t = redis.call("time")
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call("del", KEYS[3])
+  redis.call("hset", KEYS[3], "token", ARGV[1], "term", "0", "since", now, "id", ARGV[4])
+  redis.call("pexpire", KEYS[3], ARGV[2])
+  return f
+end
+redis.call("del", KEYS[1])
+if type(f) == "table" and f.err then return f end
+return redis.error_reply("fence counter " .. KEYS[2] .. " is not positive"))",
+    // settle_leader (KEYS fence counter, lock, record; ARGV term, counter idle expiry, token,
+    // [record channel]): the fence write-back (as fence_raise), and where the lock key and the
+    // record still carry the token, the agreed term on the record; then a word to observers
+    // (only a hint: they read the record from a quorum).
+    R"(local c = tonumber(redis.call("get", KEYS[1]) or "0")
+if c < tonumber(ARGV[1]) then redis.call("set", KEYS[1], ARGV[1], "KEEPTTL") end
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then redis.call("pexpire", KEYS[1], ARGV[2]) end
+if redis.call("get", KEYS[2]) ~= ARGV[3] then return 0 end
+if redis.call("type", KEYS[3]).ok ~= "hash" or redis.call("hget", KEYS[3], "token") ~= ARGV[3] then
+  return 0
+end
+redis.call("hset", KEYS[3], "term", ARGV[1])
+if ARGV[4] then redis.pcall("publish", ARGV[4], "leader") end
+return 1)",
+    // extend_leader (KEYS lock, record; ARGV token, ttl): the documented extend, and the record
+    // with it
+    R"(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call("pexpire", KEYS[1], ARGV[2])
+if redis.call("type", KEYS[2]).ok == "hash" and redis.call("hget", KEYS[2], "token") == ARGV[1] then
+  redis.call("pexpire", KEYS[2], ARGV[2])
+end
+return 1)",
+    // release_leader (KEYS lock, record, [waiting mark]; ARGV token, [record channel, wake
+    // channel]): the documented compare-and-delete, the record with it; with the channels, a
+    // word to observers and the wake-up of the candidate that has waited longest (as a plain
+    // release: the release script above says how a waiter is named). Without them (an attempt's
+    // rollback), nobody is woken.
+    // A record of the token goes also where the lock key is gone (expired a moment before the
+    // record, deleted by someone): nothing of the leadership stays behind.
+    R"(if redis.call("type", KEYS[2]).ok == "hash" and redis.call("hget", KEYS[2], "token") == ARGV[1] then
+  redis.call("del", KEYS[2])
+end
+if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+local n = redis.call("del", KEYS[1])
+if ARGV[2] then redis.pcall("publish", ARGV[2], "none") end
+if ARGV[3] and redis.call("exists", KEYS[3]) == 1 then
+  local head
+  if redis.call("type", KEYS[3]).ok == "zset" and not redis.call("zscore", KEYS[3], "*") then
+    head = redis.call("zpopmin", KEYS[3])[1]
+  end
+  local channel = ARGV[3]
+  if head then
+    local at = string.find(head, "@", 1, true)
+    if at then channel = string.sub(head, at + 1) end
+    head = head .. "/" .. redis.sha1hex(ARGV[1])
+  else
+    local s = redis.pcall("pubsub", "numsub", ARGV[3])
+    head = "#" .. (type(s) == "table" and s[2] or 1)
+  end
+  redis.pcall("publish", channel, head)
+end
+return n)",
+    // read_leader (KEYS lock, record): read-only, whatever the keys' types: {lock value or false,
+    // its pttl, the record's token, term, ms since it was written (this server's clock), id}
+    R"(local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local v = false
+if redis.call("type", KEYS[1]).ok == "string" then v = redis.call("get", KEYS[1]) end
+local r = {false, false, false, false}
+if redis.call("type", KEYS[2]).ok == "hash" then
+  r = redis.call("hmget", KEYS[2], "token", "term", "since", "id")
+end
+local since = false
+if tonumber(r[3]) then since = now - tonumber(r[3]) end
+return {v, redis.call("pttl", KEYS[1]), r[1], r[2], since, r[4]})",
 };
 static_assert(std::size(bodies) == script_count());
 
@@ -436,6 +525,10 @@ bool safe_to_run_late(ScriptId id) {
     case ScriptId::extend_read:
     case ScriptId::status:
     case ScriptId::fence_raise:
+    case ScriptId::settle_leader:  // (the term only where the lock key is still its token)
+    case ScriptId::extend_leader:
+    case ScriptId::release_leader:
+    case ScriptId::read_leader:
       return true;
     case ScriptId::acquire_multi:
     case ScriptId::acquire_fenced:
@@ -445,6 +538,7 @@ bool safe_to_run_late(ScriptId id) {
     case ScriptId::acquire_fair:
     case ScriptId::fair_leave:  // (by waiter id, which a later ticket_take may bring back)
     case ScriptId::mark_waiting:
+    case ScriptId::acquire_leader:
     case ScriptId::count_:
       return false;
   }

@@ -43,6 +43,15 @@ enum class ScriptId {
                   // taken back (and the place restored) / 0 not held
   // Wake-ups. KEYS[1]=waiting mark (zset waiter -> since when it waits, or "*" -> 0).
   mark_waiting,  // ARGV member, score, ttl -> 1
+  // Leader election (core/election.hpp). KEYS[1]=lock key, then the leader record (hash token,
+  // term, since, id; redlock/keys.hpp), which lives and dies with the lock key.
+  acquire_leader,  // KEYS lock, fence, record; ARGV token, ttl, fence expiry, id -> fence / 0
+  settle_leader,   // KEYS fence, lock, record; ARGV term, fence expiry, token, [record channel]
+                   //   -> 1 the term is on the record / 0 the lock is not ours here
+  extend_leader,   // KEYS lock, record; ARGV token, ttl -> 1 extended / 0 not held
+  release_leader,  // KEYS lock, record, [mark]; ARGV token, [record channel, wake channel]
+                   //   -> 1 deleted / 0 not held
+  read_leader,     // KEYS lock, record -> {lock value, pttl, token, term, ms since, id}
   count_,
 };
 

@@ -125,8 +125,15 @@ void AcquireOp::start_attempt() {
 }
 
 detail::AttemptArgs AcquireOp::attempt_args() const {
-  return {keys_,     token_, opts_.ttl, waiter_, ticket_, opts_.heartbeat_ttl, writer_mark_ttl(),
-          reg_token_};
+  return {keys_,
+          token_,
+          opts_.ttl,
+          waiter_,
+          ticket_,
+          opts_.heartbeat_ttl,
+          writer_mark_ttl(),
+          reg_token_,
+          opts_.identity};
 }
 
 // A fair waiter is named on its client's own channel, and its lock's channel carries nothing for
@@ -140,8 +147,7 @@ const std::vector<std::string>& AcquireOp::watched_keys() const {
 // settle_ticket).
 void AcquireOp::start_fence_writeback() {
   start_round(Phase::fence_writeback, counter_,
-              detail::raise_counter(detail::keys::fence(keys_[0]), fence_.value(),
-                                    fence_counter_idle_expiry));
+              kind_.fence_writeback(keys_[0], fence_.value(), token_));
 }
 
 void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
@@ -173,7 +179,9 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
         o = std::move(*f);
       } else {
         const Verdict v = phase_ == Phase::ticket ? detail::classify_ticket(*r.reply)
-                                                  : detail::classify_raise(*r.reply);
+                          : phase_ == Phase::fence_writeback
+                              ? kind_.classify_fence_writeback(*r.reply)
+                              : detail::classify_raise(*r.reply);
         o = outcome(node, r, v, &counter_.outcomes());
         if (o.state == NodeState::ok && phase_ == Phase::ticket) {
           ticket_votes_.add(v.value);
@@ -222,7 +230,7 @@ void AcquireOp::attempt_decided(Decision d) {
       // Fencing, second round: raise the counter to at least the fence on a quorum before handing
       // the lock out. Any later quorum intersects this one, so the next fence is higher. Nothing
       // to raise where the counters of a quorum of the granting nodes already stand at the fence.
-      if (fence_.on_quorum(n)) {
+      if (fence_.on_quorum(n) && !kind_.always_writes_back()) {
         hand_out_fenced();
       } else {
         start_fence_writeback();

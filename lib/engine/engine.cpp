@@ -118,6 +118,11 @@ void Engine::Impl::on_wake(int index, const std::string& lock_key, const net::Wa
     for (AcquireOp* op : waiting_) op->wake(index, wake);
     return;
   }
+  if (auto l = listeners_.find(lock_key); l != listeners_.end()) {
+    const auto hints = l->second;  // a hint may stop an observer: it leaves this list
+    for (const auto& [id, hint] : hints) hint();
+    return;
+  }
   auto it = watchers_.find(lock_key);
   if (it == watchers_.end()) return;
   // A woken waiter only arms its timer: nothing here changes the list.
@@ -273,6 +278,7 @@ void Engine::Impl::close(std::function<void()> on_closed) {
   on_closed_ = std::move(on_closed);
   for (auto& [id, h] : holds_) h->stop();
   holds_.clear();
+  stop_observers();
   std::vector<Operation*> live;
   for (Operation* op = ops_; op != nullptr; op = op->next_) live.push_back(op);
   for (auto* op : live) op->shutdown();

@@ -27,6 +27,7 @@ namespace redlock {
 class Operation;
 class AcquireOp;
 class HoldOp;
+class ObserveOp;
 
 class Engine::Impl final : public net::NodeHost {
  public:
@@ -118,6 +119,13 @@ class Engine::Impl final : public net::NodeHost {
   std::uint64_t next_acquire_id_ = 1;
   std::unordered_map<Engine::HoldId, std::shared_ptr<HoldOp>> holds_;  // running watchdogs
   Engine::HoldId next_hold_id_ = 1;
+  // Election observers (engine/election.cpp), and by leader record key those that hear its
+  // channels' messages (on_wake: a hint to read again).
+  std::unordered_map<Engine::ObserveId, std::shared_ptr<ObserveOp>> observers_;
+  std::unordered_map<std::string, std::vector<std::pair<Engine::ObserveId, std::function<void()>>>>
+      listeners_;
+  Engine::ObserveId next_observe_id_ = 1;
+  void stop_observers();
   bool closing_ = false;
   bool fully_closed_ = false;
   bool owner_gone_ = false;  // ~Engine ran: free this once everything is closed

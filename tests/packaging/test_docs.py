@@ -12,7 +12,8 @@ CLI = os.environ.get("REDLOCK_CLI", "redlock-cli")
 MAN = os.path.join(SOURCE, "docs", "redlock-cli.1")
 COMPLETION = os.path.join(SOURCE, "tools", "redlock-cli.bash")
 
-COMMANDS = ["acquire", "release", "extend", "status", "run", "cluster", "bench", "demo", "doctor"]
+COMMANDS = ["acquire", "release", "extend", "status", "run", "elect", "leader", "observe", "cluster",
+            "bench", "demo", "doctor"]
 CLUSTER_COMMANDS = ["up", "down", "status", "env", "kill", "stop", "cont", "start"]
 
 
