@@ -273,6 +273,7 @@ TEST_CASE("election: a candidate stopped while campaigning leaves nothing queued
   RedisCluster c(5);
   Client a(options_for(c)), b(fast_retry(c));
   Election ea(a, "svc"), eb(b, "svc");
+  connect_everywhere(a, c.size());  // the key is checked on every node below
   auto leadership = ea.campaign("a", campaign_opts(30s));
   std::stop_source stop;
   auto opts = campaign_opts(30s);

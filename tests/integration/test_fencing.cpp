@@ -232,6 +232,7 @@ TEST_CASE("fencing with a paused holder: its stale write is refused by the resou
 TEST_CASE("fencing keeps the lock key a plain string, and refuses several resources") {
   RedisCluster c(3);
   Client client(options_for(c));
+  connect_everywhere(client, c.size());  // the key is checked on every node below
   auto r = client.try_acquire({"plain"}, fenced(5s));
   REQUIRE(r);
   CHECK(eventually([&] { return c.count_with_key("plain") == 3; }));
