@@ -17,7 +17,7 @@ using detail::quoted;
 std::optional<OptionsProblem> find_options_problem(const Options& o) {
   using P = OptionsProblem;
   const auto ms = [](Millis d) { return std::to_string(d.count()) + " ms"; };
-  if (o.nodes.empty()) return P{"nodes", "none configured"};
+  if (o.nodes.empty()) return P{"nodes", "no nodes configured"};
   if (o.nodes.size() > 64)
     return P{"nodes", std::to_string(o.nodes.size()) + " nodes, at most 64 allowed"};
   if (o.node_timeout <= Millis{0})
