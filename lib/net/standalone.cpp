@@ -198,10 +198,14 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     info_asked_ = now;
     if (auth_) c.send(auth_, t, *this, hs_auth, now);
     if (select_) c.send(select_, t, *this, hs_select, now);
-    // The probe before anything else of ours, so that every command sent after it goes out in
-    // the form this server runs; SCRIPT LOAD only once it says scripts are there (a node that
-    // refuses them would answer each with an error).
+    // The probe before anything else of ours, so that every command sent after its answer goes
+    // out in the form this server runs. The scripts are loaded right behind it, not after its
+    // answer: a fresh client's first script call goes out before the probe is answered, and found
+    // no script in the cache (NOSCRIPT, a second round trip, or no vote where the EVAL retry would
+    // reorder commands to one key). A node without scripts answers each SCRIPT LOAD with an error
+    // that is then not worth a word (on_result: the probe's answer comes first).
     send_probe(c, now);
+    for (const auto& load : common().script_loads) c.send(load, t, *this, hs_script_load, now);
     c.send(common().info, t, *this, hs_info, now);
     c.send(common().eviction, t, *this, hs_config, now);
     c.send(common().appendonly, t, *this, hs_appendonly, now);
@@ -315,7 +319,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
         // One per script per connect: said once per node. Without it every script still runs
         // (EVALSHA's NOSCRIPT is retried as EVAL, which caches it), one round trip later the
         // first time.
-        if (!script_load_noted_) {
+        if (!script_load_noted_ && conn_.capabilities().scripts) {
           script_load_noted_ = true;
           host_.log(LogLevel::info,
                     name_ + ": SCRIPT LOAD refused (" + detail::server_text(rep.str) +
@@ -370,7 +374,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
 
   // One of the probe's answers (in order; a timeout or a lost connection counts as an error
   // reply: the node then stays on scripts). After the last one: the connection picks its forms
-  // by them, and the scripts are loaded where they exist.
+  // by them.
   void on_probe(const Result& r) {
     if (r.kind == Result::Kind::timeout) probe_timed_out_ = true;
     probe_replies_.push_back(
@@ -386,11 +390,6 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
     if (caps != logged_caps_) {
       host_.log(LogLevel::debug, name_ + ": capabilities: " + detail::describe(caps));
       logged_caps_ = caps;
-    }
-    if (caps.scripts) {
-      const auto now = BootClock::now();
-      for (const auto& load : common().script_loads)
-        conn_.send(load, options_.connect_timeout, *this, hs_script_load, now);
     }
   }
   void on_native_refused(Connection&, detail::NativeForm form, const Reply& reply) override {

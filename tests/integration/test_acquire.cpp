@@ -170,6 +170,32 @@ TEST_CASE("SCRIPT FLUSH between calls: the NOSCRIPT fallback still releases and 
   CHECK(c.count_with_key("flushed") == 0);
 }
 
+// The scripts are loaded in the handshake, ahead of anything a caller sends: a fresh client's
+// first script calls find them cached. (When SCRIPT LOAD waited for the capability probe's answer,
+// the first read locks went out before it: NOSCRIPT, then EVAL, or no vote at all where the retry
+// would have run behind the second reader's call to the same key; CI saw "reader_count 1 == 2".)
+TEST_CASE("a fresh client's first script calls find their scripts loaded (no NOSCRIPT)") {
+  RedisCluster c(3);
+  for (int round = 0; round < 3; ++round) {
+    Client client(options_for(c));
+    AcquireOptions read;
+    read.mode = redlock::LockMode::read;
+    read.ttl = 10s;
+    const std::string key = "first-scripts-" + std::to_string(round);
+    auto r1 = client.try_acquire({key}, read);
+    auto r2 = client.try_acquire({key}, read);
+    REQUIRE_MESSAGE(r1, r1.message);
+    REQUIRE_MESSAGE(r2, r2.message);
+    (void)client.try_release(r1.lock);
+    (void)client.try_release(r2.lock);
+  }
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const std::string errors = c[i].command({"INFO", "errorstats"}).str;
+    CHECK_MESSAGE(errors.find("NOSCRIPT") == std::string::npos, "node " << i << ": " << errors);
+    CHECK(calls_of(c[i], "eval") == 0);  // every script call was an EVALSHA that hit the cache
+  }
+}
+
 TEST_CASE("resources are bytes: spaces, tabs, NUL, non-UTF-8, 100 kB") {
   RedisCluster c(3);
   Options o = options_for(c);
