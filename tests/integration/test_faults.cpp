@@ -265,6 +265,57 @@ TEST_CASE("an eviction policy that can drop lock keys is warned about at connect
   CHECK(found);
 }
 
+// Issue 41 item 2: a user without +script|load saw 51 NOPERM lines for it. The refusal is said
+// once per node at info (not per script, not per reconnect), and every script still runs (EVAL
+// on its first use on each connection).
+TEST_CASE("a user without +script|load: the refusal is logged once per node, scripts still run") {
+  RedisCluster c(3);
+  std::string csv;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    REQUIRE(c[i].command({"ACL", "SETUSER", "noload", "on", ">pw", "~*", "&*", "+@all",
+                          "-script|load"})
+                .is_ok());
+    csv += (csv.empty() ? "" : ",") + std::string("redis://noload:pw@127.0.0.1:") +
+           std::to_string(c[i].port());
+  }
+  Options o = options_for(csv);
+  o.tls = {};  // plaintext ports, also in the suite's TLS run
+  auto lines = std::make_shared<std::vector<std::pair<LogLevel, std::string>>>();
+  auto mu = std::make_shared<std::mutex>();
+  o.logger = [lines, mu](LogLevel level, std::string_view m) {
+    std::lock_guard<std::mutex> g(*mu);
+    lines->emplace_back(level, std::string(m));
+  };
+  Client client(o);
+  connect_everywhere(client, c.size());
+  for (int reconnect = 0; reconnect < 3; ++reconnect) {
+    auto r = client.try_acquire({"noload"}, ttl_opts(5s));
+    REQUIRE_MESSAGE(r, r.message);
+    auto e = client.try_extend(r.lock, 5s);  // a script
+    CHECK_MESSAGE(e, e.message);
+    auto rel = client.try_release(e ? e.lock : r.lock);  // a script
+    CHECK(rel.deleted == 3);
+    // Each node's connection is dropped: the next call reconnects and loads (tries to) again.
+    for (std::size_t i = 0; i < c.size(); ++i)
+      (void)c[i].command({"CLIENT", "KILL", "USER", "noload"});
+    connect_everywhere(client, c.size());
+  }
+  CHECK(c.count_with_key("noload") == 0);
+  std::lock_guard<std::mutex> g(*mu);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const std::string node = "127.0.0.1:" + std::to_string(c[i].port());
+    int said = 0;
+    for (const auto& [level, m] : *lines) {
+      if (m.find(node) == std::string::npos || m.find("SCRIPT LOAD refused") == std::string::npos)
+        continue;
+      ++said;
+      CHECK(level == LogLevel::info);
+      CHECK_MESSAGE(m.find("the user needs +script|load") != std::string::npos, m);
+    }
+    CHECK_MESSAGE(said == 1, node << " said it " << said << " times");
+  }
+}
+
 // libuv runs timers before it polls for I/O. A loop held up longer than node_timeout (a burst
 // of work on it, a descheduled thread on a busy machine) must not turn answers that reached the
 // socket in time into timeouts: with 5 healthy nodes that failed acquisitions with no_quorum.
