@@ -2,6 +2,7 @@
 // The Redis Cluster vote's pieces (cluster.cpp: the node and its masters; cluster_routed.cpp: one
 // command through the cluster). Private to lib/net.
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -143,6 +144,42 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     }
     return std::nullopt;
   }
+  // Each master's own connection is probed at its connect and picks its commands' forms itself
+  // (Connection::form_of), so a plain lock's release and extend run natively on the masters that
+  // can. This is the vote's summary (status -v, doctor): what every master serving slots can
+  // run; not probed until each of them is.
+  detail::Capabilities capabilities() const override {
+    detail::Capabilities all;
+    all.probed = all.set_ifeq = all.delifeq = all.delex_ifeq = true;
+    bool any = false;
+    for (const auto& [addr, m] : masters_) {
+      if (m->retired || !m->node || !serves_slots(*m)) continue;
+      const auto c = m->node->capabilities();
+      if (!c.probed) return {};
+      any = true;
+      all.scripts = all.scripts && c.scripts;
+      all.set_ifeq = all.set_ifeq && c.set_ifeq;
+      all.delifeq = all.delifeq && c.delifeq;
+      all.delex_ifeq = all.delex_ifeq && c.delex_ifeq;
+    }
+    return any ? all : detail::Capabilities{};
+  }
+  // Asked of the master that owns the command's slot (each, for one split by slot), before it
+  // is sent: a script on a master that refuses them, a native command forced on one without it.
+  std::optional<std::string> cannot_run(const Request& req) const override {
+    const auto ask = [&](unsigned slot) -> std::optional<std::string> {
+      const Master* m = slots_[slot];
+      return m != nullptr && m->node ? m->node->cannot_run(req) : std::nullopt;
+    };
+    if (auto split = detail::split_by_slot(req.command)) {
+      for (const auto& part : *split) {
+        if (auto why = ask(part.slot)) return why;
+      }
+      return std::nullopt;
+    }
+    const auto slot = detail::command_slot(req.command);
+    return slot ? ask(*slot) : std::nullopt;
+  }
   std::string key_owner(const std::string& key) const override {
     const unsigned slot = hash_slot(key);
     const Master* m = slots_[slot];
@@ -159,6 +196,9 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   Master& master_at(ClusterEndpoint e);
   Master* owner_of(unsigned slot) const { return slots_[slot]; }
   Master* any_master() const;
+  bool serves_slots(const Master& m) const {
+    return std::find(slots_.begin(), slots_.end(), &m) != slots_.end();
+  }
   // A MOVED answer from `from`: the slot is `m`'s now (and excluded as long as `from`'s answers
   // would be, for one quarantine); a fresh map soon.
   void moved(unsigned slot, Master& m, const Master* from) {

@@ -223,6 +223,74 @@ TEST_CASE("cluster votes: every lock kind through three 3-master clusters") {
   }
 }
 
+// Issue 43: every master of a cluster vote is probed at its own connect, and a plain lock's
+// release and extend run natively on the master that owns the key where it can (Valkey 9: DELIFEQ
+// and SET IFEQ; Redis 7.0: the scripts). status -v shows what every master serving slots can run.
+TEST_CASE("cluster votes: each master is probed; native release and extend where it has them") {
+  ClusterFixture c(masters_only());
+  const auto delifeq = c.node(c.masters()[0]).command({"COMMAND", "INFO", "DELIFEQ"});
+  const bool native =
+      !delifeq.elements.empty() && delifeq.elements[0].type == redlock::test::Reply::Type::array;
+  Client client(cluster_options(cluster_address(c)));
+  // The probe of every master: the vote's capabilities once all three have answered theirs.
+  for (const auto& k : keys_on_distinct_masters(c, "cvn-probe", 3))
+    (void)client.try_acquire({k}, ttl_opts(1s));
+  std::string caps;
+  CHECK(eventually([&] {
+    caps = client.status("cvn-job").nodes[0].capabilities;
+    return caps.find("not probed") == std::string::npos;
+  }));
+  CHECK_MESSAGE(caps.find("scripts") != std::string::npos, caps);
+  CHECK_MESSAGE((caps.find("DELIFEQ") != std::string::npos) == native, caps);
+  CHECK_MESSAGE((caps.find("SET IFEQ") != std::string::npos) == native, caps);
+
+  const auto& owner = c.node(c.owner_of_key("cvn-job"));
+  const auto scripts_run = [&] { return calls_of(owner, "evalsha") + calls_of(owner, "eval"); };
+  // A short uncontended hold: its release wakes nobody, so it is the plain compare-and-delete.
+  long long before = scripts_run();
+  const long long delifeq_before = calls_of(owner, "delifeq");
+  auto r = client.try_acquire({"cvn-job"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r, r.message);
+  auto rel = client.try_release(r.lock);
+  CHECK(rel.deleted == 1);
+  CHECK(absent_everywhere(c, "cvn-job"));
+  CHECK(calls_of(owner, "delifeq") - delifeq_before == (native ? 1 : 0));
+  CHECK(scripts_run() - before == (native ? 0 : 1));
+  // An extend: SET IFEQ PX where the master has it.
+  auto r2 = client.try_acquire({"cvn-job"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(r2, r2.message);
+  before = scripts_run();
+  auto e = client.try_extend(r2.lock, 20s);
+  REQUIRE_MESSAGE(e, e.message);
+  CHECK(owner.command({"PTTL", "cvn-job"}).integer > 10'000);
+  CHECK(scripts_run() - before == (native ? 0 : 1));
+  CHECK(client.try_release(e.lock).deleted == 1);
+
+  // Forced native: the master that owns the key is asked before anything is sent.
+  Options forced = cluster_options(cluster_address(c));
+  forced.commands = Options::Commands::native;
+  Client nat(forced);
+  for (const auto& k : keys_on_distinct_masters(c, "cvn-probe", 3))
+    (void)nat.try_acquire({k}, ttl_opts(1s));
+  CHECK(eventually([&] {
+    return nat.status("cvn-job").nodes[0].capabilities.find("not probed") == std::string::npos;
+  }));
+  auto f = nat.try_acquire({"cvn-job"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(f, f.message);
+  auto frel = nat.try_release(f.lock);
+  if (native) {
+    CHECK(frel.deleted == 1);
+  } else {
+    CHECK(frel.deleted == 0);
+    REQUIRE(frel.nodes.size() == 1);
+    CHECK_MESSAGE(
+        frel.nodes[0].detail.find("cannot run here: " + c.address(c.owner_of_key("cvn-job")) +
+                                  " has no") != std::string::npos,
+        frel.nodes[0].detail);
+    CHECK(client.try_release(f.lock).deleted == 1);
+  }
+}
+
 TEST_CASE("cluster votes mix with standalone votes; a bad seed is no vote, with the reason") {
   ClusterFixture c(masters_only());
   RedisCluster plain(2);

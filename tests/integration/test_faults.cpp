@@ -272,9 +272,9 @@ TEST_CASE("a user without +script|load: the refusal is logged once per node, scr
   RedisCluster c(3);
   std::string csv;
   for (std::size_t i = 0; i < c.size(); ++i) {
-    REQUIRE(c[i].command({"ACL", "SETUSER", "noload", "on", ">pw", "~*", "&*", "+@all",
-                          "-script|load"})
-                .is_ok());
+    REQUIRE(
+        c[i].command({"ACL", "SETUSER", "noload", "on", ">pw", "~*", "&*", "+@all", "-script|load"})
+            .is_ok());
     csv += (csv.empty() ? "" : ",") + std::string("redis://noload:pw@127.0.0.1:") +
            std::to_string(c[i].port());
   }
