@@ -11,6 +11,8 @@
 #   --out     where results.md, results.json and bench.png go (default docs/perf/).
 #   --soak S  length of the held-locks soak in seconds (default 60; 10 with --quick).
 #   --seconds S  length of each phase (default 3; 1 with --quick).
+#   Where scripts/servers.sh has built Valkey 9.1, the report ends with native commands against
+#   the scripts on 3 Valkey 9.1 nodes (scripts/bench_native.sh, in the same run).
 #   --cluster-only  only the Redis Cluster scenario (7. below: 3 cluster votes of 3 masters against
 #             3 standalone votes, per-master load, replicated votes), on 3 standalone nodes and 3
 #             clusters of its own; its report has that section alone (default out: build/perf/).
@@ -806,6 +808,32 @@ if ((cluster_only)); then
   echo "bench.sh: wrote $out/results.md, $out/results.json" >&2
   exit 0
 fi
+
+# 8. Native commands against the scripts (issue 43), on 3 Valkey 9.1 nodes of their own in the
+# same run (scripts/bench_native.sh says what it measures). Skipped, and said so in the report,
+# when scripts/servers.sh has not built Valkey 9.1 on this machine.
+{
+  echo "## Native commands against the scripts (3 Valkey 9.1 nodes, the same run)"
+  echo ""
+  if scripts/servers.sh --path valkey9 >/dev/null 2>&1 && command -v valkey-cli >/dev/null; then
+    echo "scripts/bench_native.sh --seconds $seconds: release through the library (\`--commands"
+    echo "scripts|native bench --concurrency 64\`), extend straight against one node. A bench cycle"
+    echo "holds its lock for less than 10 ms, so its release wakes nobody and runs natively in"
+    echo "\`auto\` too; a longer or contended hold releases with the script (docs/guide.md)."
+    echo ""
+    echo '```'
+    native_base=$((base_port + 300))
+    while port_taken "$native_base" || port_taken $((native_base + 1)) || port_taken $((native_base + 2)); do
+      native_base=$((native_base + 3))
+    done
+    REDLOCK_CLI=$cli scripts/bench_native.sh --seconds "$seconds" --base-port "$native_base" \
+      --dir "$work/native"
+    echo '```'
+  else
+    echo "Not measured: Valkey 9.1 is not built on this machine (scripts/servers.sh builds it)."
+  fi
+  echo ""
+} >>"$out/results.md"
 
 # The plot: gnuplot from Debian, installed when missing and we are root; skipped otherwise.
 if ! command -v gnuplot >/dev/null; then
