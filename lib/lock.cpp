@@ -1,7 +1,5 @@
-// lock.hpp: the boot-time clock and the Lock value.
+// lock.hpp: the Lock value (BootClock::now lives in core/clock.cpp, where every layer reaches it).
 #include "redlock/lock.hpp"
-
-#include <time.h>
 
 #include <algorithm>
 #include <functional>
@@ -11,16 +9,6 @@
 #include "core/quorum.hpp"
 
 namespace redlock {
-
-BootClock::time_point BootClock::now() noexcept {
-  timespec ts{};
-#ifdef CLOCK_BOOTTIME
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-#else
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-  return time_point(duration(static_cast<rep>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec));
-}
 
 Millis Lock::remaining() const noexcept {
   auto left = deadline_ - BootClock::now();

@@ -5,7 +5,7 @@
 #include "core/keys.hpp"
 #include "core/quorum.hpp"
 #include "core/token.hpp"
-#include "lock_builder.hpp"
+#include "engine/lock_builder.hpp"
 #include "redlock/fencing.hpp"
 
 namespace redlock {

@@ -20,7 +20,7 @@
 #include "core/timing.hpp"
 #include "core/token.hpp"
 #include "engine/acquire.hpp"
-#include "lock_builder.hpp"
+#include "engine/lock_builder.hpp"
 
 namespace redlock {
 

@@ -5,8 +5,8 @@
 #include "core/quorum.hpp"
 #include "core/round.hpp"
 #include "core/validate.hpp"
+#include "engine/lock_builder.hpp"
 #include "engine/operation.hpp"
-#include "lock_builder.hpp"
 
 namespace redlock {
 namespace {
