@@ -110,8 +110,8 @@ using TransportMaker = std::function<std::unique_ptr<TransportFactory>(const std
 // answers quickly or is replaced, and nothing on it is worth draining at close.
 [[nodiscard]] ConnectionSettings discovery_settings(const Options& options);
 
-// The node for `address` (the index is its place in Options::nodes): a standalone master, or a
-// Sentinel-managed one (sentinel.cpp).
+// The node for `address` (the index is its place in Options::nodes; node_factory.cpp): a standalone
+// master, a Sentinel-managed one or a Redis Cluster.
 [[nodiscard]] std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
                                               TransportMaker transport, const NodeAddress& address,
                                               const Options& options, NodeMetrics* metrics);
