@@ -137,6 +137,24 @@ class AclLines(unittest.TestCase):
         self.ok(who, "release", "plain", token)
         self.assert_gone("plain", roles=("waiting",))
 
+    def test_native(self):
+        # Issue 43: the Lua-free line, on servers that have DELIFEQ (Valkey 9 in this suite).
+        if query(self.servers[0].port, "COMMAND", "INFO", "DELIFEQ") in ([None], [], None):
+            self.skipTest("this server has no DELIFEQ (Valkey >= 9 has)")
+        who = self.user("lock-native")
+        token = self.ok(who, "--commands", "native", "acquire", "native")
+        self.assertRegex(self.ok(who, "--commands", "native", "extend", "native", token), r"^\d+$")
+        self.ok(who, "--commands", "native", "release", "native", token)
+        self.assert_gone("native")
+        # Each permission the line lists is needed: without +delifeq the release is refused (exit
+        # 5, commands=native: no script instead), without +set nothing is acquired.
+        token = self.ok(who, "--commands", "native", "acquire", "native-2")
+        self.refused(self.user("lock-native", ["+delifeq"]), "--commands", "native", "release",
+                     "native-2", token, message="DELIFEQ")
+        self.refused(self.user("lock-native", ["+set"]), "--commands", "native", "acquire", "n3")
+        self.ok(who, "--commands", "native", "release", "native-2", token)
+        self.assert_gone("native-2", "n3")
+
     def test_plain_needs_each_permission(self):
         self.refused(self.user("lock-plain", ["+info"]), "acquire", "p1",
                      message="the user needs +info")
