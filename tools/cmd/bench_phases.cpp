@@ -24,9 +24,11 @@
 #include <random>
 #include <sstream>
 
+#include "core/slots.hpp"
 #include "nodes/client.hpp"
 #include "output.hpp"
 #include "redlock/client.hpp"
+#include "redlock/keys.hpp"
 #include "server_access.hpp"
 
 namespace redlock::cli::bench {
@@ -120,19 +122,18 @@ void Progress::clear() {
 }
 namespace {
 
-// A cluster vote's slot map, from the first seed that answers CLUSTER SLOTS; with `key`, also the
-// key's slot (CLUSTER KEYSLOT on the same seed). Empty when no seed answers.
+// A cluster vote's slot map, from the first seed that answers CLUSTER SLOTS, read by the
+// library's own parser (core/slots.hpp: range-checked, the empty host the seed's). Empty when no
+// seed answers with a map.
 struct SlotMap {
   struct Range {
-    long long first = 0, last = 0;
+    unsigned first = 0, last = 0;
     NodeAddress master;
   };
   std::vector<Range> ranges;
-  long long key_slot = -1;
 };
 
-SlotMap slot_map(const NodeAddress& vote, const TlsOptions& tls, Millis timeout,
-                 const std::string& key = {}) {
+SlotMap slot_map(const NodeAddress& vote, const TlsOptions& tls, Millis timeout) {
   std::vector<NodeAddress::Host> seeds{{vote.host, vote.port}};
   seeds.insert(seeds.end(), vote.more_seeds.begin(), vote.more_seeds.end());
   for (const auto& seed : seeds) {
@@ -141,24 +142,18 @@ SlotMap slot_map(const NodeAddress& vote, const TlsOptions& tls, Millis timeout,
                          .command_timeout = timeout,
                          .user = vote.user,
                          .password = vote.password});
-    SlotMap map;
-    if (!key.empty()) {
-      auto slot = c.command({"CLUSTER", "KEYSLOT", key});
-      if (!slot || slot->type != Reply::Type::integer) continue;
-      map.key_slot = slot->integer;
-    }
     auto r = c.command({"CLUSTER", "SLOTS"});
-    if (!r || r->type != Reply::Type::array) continue;
-    // [[first, last, [host, port, id], replicas...], ...]; an empty host is the seed's.
-    for (const Reply& range : r->elements) {
-      if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
-      const Reply& m = range.elements[2];
-      const std::string host = m.elements[0].str.empty() ? seed.host : m.elements[0].str;
-      map.ranges.push_back(
-          {range.elements[0].integer, range.elements[1].integer,
-           cluster_member(vote, host, static_cast<std::uint16_t>(m.elements[1].integer))});
+    if (!r) continue;
+    std::string error;
+    auto ranges = detail::parse_cluster_slots(to_core(*r), error);
+    if (!ranges || ranges->empty()) continue;
+    SlotMap map;
+    for (const auto& range : *ranges) {
+      const std::string host = range.master.host.empty() ? seed.host : range.master.host;
+      map.ranges.push_back({static_cast<unsigned>(range.first), static_cast<unsigned>(range.last),
+                            cluster_member(vote, host, range.master.port)});
     }
-    if (!map.ranges.empty()) return map;
+    return map;
   }
   return {};
 }
@@ -182,9 +177,9 @@ std::vector<NodeAddress> masters_of(const NodeAddress& vote, const TlsOptions& t
 NodeAddress server_of(const NodeAddress& a, const TlsOptions& tls, Millis timeout,
                       const std::string& key) {
   if (a.kind == NodeAddress::Kind::cluster) {
-    const SlotMap map = slot_map(a, tls, timeout, key);
-    for (const auto& range : map.ranges) {
-      if (map.key_slot >= range.first && map.key_slot <= range.last) return range.master;
+    const unsigned slot = hash_slot(key);  // the slot the library routes the key to
+    for (const auto& range : slot_map(a, tls, timeout).ranges) {
+      if (slot >= range.first && slot <= range.last) return range.master;
     }
     return a;
   }

@@ -93,7 +93,4 @@ void check_cluster_vote(const Context& ctx, const NodeAddress& vote, VoteReport&
 // A server's error text as it may be shown.
 [[nodiscard]] std::string shown(const nodes::Reply& r);
 
-// The tools' reply as the library's parsers take it.
-[[nodiscard]] detail::Reply to_core(const nodes::Reply& r);
-
 }  // namespace redlock::cli::doctor

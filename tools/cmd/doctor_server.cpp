@@ -227,17 +227,6 @@ void check_tls(const nodes::SyncClient& c, VoteReport& report, const std::string
 
 }  // namespace
 
-detail::Reply to_core(const nodes::Reply& r) {
-  detail::Reply out;
-  out.type = static_cast<detail::Reply::Type>(static_cast<int>(r.type));
-  out.integer = r.integer;
-  out.str = r.str;
-  for (const auto& e : r.elements) out.elements.push_back(to_core(e));
-  return out;
-}
-static_assert(static_cast<int>(nodes::Reply::Type::array) ==
-              static_cast<int>(detail::Reply::Type::array));
-
 std::string shown(const Reply& r) {
   return detail::server_text(
       r.type == Reply::Type::error || r.type == Reply::Type::status ? r.str : r.to_string());
