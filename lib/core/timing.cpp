@@ -44,4 +44,30 @@ bool any_replicated(const Options& options) {
                      [&](const NodeAddress& a) { return replica_wait(options, a).replicas > 0; });
 }
 
+Millis command_stall_limit(const Options& o) noexcept {
+  return std::max(Millis{1000}, o.node_timeout * 10);
+}
+
+Millis drain_limit(const Options& o) noexcept { return o.node_timeout * 2; }
+
+Millis discovery_stall_limit(const Options& o) noexcept {
+  return std::max(Millis{1000}, o.connect_timeout * 4);
+}
+
+Millis deadline_while_connecting(Millis timeout, Millis connect_timeout) noexcept {
+  return timeout + connect_timeout;
+}
+
+Millis extend_retry_after(Millis node_timeout, Millis extend_every) noexcept {
+  return std::max(node_timeout * 2, extend_every / 10);
+}
+
+Millis connection_attempt_delay(Millis connect_timeout) noexcept {
+  return std::clamp(connect_timeout / 4, Millis{10}, Millis{250});
+}
+
+Millis writer_mark_ttl(const Options& o) noexcept {
+  return std::max(Millis{500}, 2 * (o.retry_delay + o.retry_jitter) + o.node_timeout);
+}
+
 }  // namespace redlock::detail

@@ -1,7 +1,7 @@
 #pragma once
-// How long things wait, in one place: the watchdog's schedule of a hold, and the deadline of a
-// replicated vote. Pure functions (no I/O), shared by the engine, the nodes and the checks the
-// public API makes before anything is sent.
+// How long things wait, in one place: the watchdog's schedule of a hold, the limits of a
+// connection, and the deadline of a replicated vote. Pure functions (no I/O), shared by the engine,
+// the nodes and the checks the public API makes before anything is sent.
 
 #include <optional>
 #include <string>
@@ -32,6 +32,37 @@ struct HoldSchedule {
 // extension every ttl / 3 must fit several of them before the lock runs out (below this the
 // watchdog would mostly report losses). `redlock-cli run` always extends, so its --ttl has it.
 inline constexpr Millis min_auto_extended_ttl{30};
+
+// ---- connections: every multiple of node_timeout / connect_timeout, derived here ------------
+
+// A connection whose oldest command has gone unanswered this long is dropped and reconnected, so a
+// paused or silent server cannot make the pipeline (and memory) grow without bound. Ten node
+// deadlines: a command is already no vote after one, and a server that answers late but answers
+// (a loaded machine) keeps its connection; at least a second, so that a short node_timeout does not
+// turn a garbage collection pause into reconnect churn.
+[[nodiscard]] Millis command_stall_limit(const Options& options) noexcept;
+// How long close() lets commands already queued (a release, a rollback written just before the
+// client is destroyed) be answered: two node deadlines, the time one more round would have had.
+[[nodiscard]] Millis drain_limit(const Options& options) noexcept;
+// A connection that asks where the servers are (a sentinel, a cluster node for its slot map): it
+// answers within a few connect deadlines or is replaced by the next one; at least a second.
+[[nodiscard]] Millis discovery_stall_limit(const Options& options) noexcept;
+// A command queued while its connection is still being set up waits for the connect too: it is
+// given its own deadline plus the connect deadline, so that a fresh client's first call is not a
+// certain timeout (a handshake is one more round trip before it).
+[[nodiscard]] Millis deadline_while_connecting(Millis timeout, Millis connect_timeout) noexcept;
+// RFC 8305's Connection Attempt Delay: how long a connect attempt has alone before the next
+// address's starts beside it. 250 ms as curl and Go, but a quarter of the connect deadline when
+// that is shorter (the library's default deadline is 250 ms), so that several addresses fit in it.
+[[nodiscard]] Millis connection_attempt_delay(Millis connect_timeout) noexcept;
+// A waiting writer's mark (read-write locks) must outlive the sleep between its attempts (twice the
+// longest sleep, plus a round), but not a writer that gave up or died: readers are held back only
+// while a writer is really trying. At least half a second.
+[[nodiscard]] Millis writer_mark_ttl(const Options& options) noexcept;
+// A hold whose extension was uncertain (timeouts, error replies) tries again after two node
+// deadlines (the failed round's own time again, so retries do not pile onto a slow server), or a
+// tenth of the extension interval when that is longer, until its renew deadline.
+[[nodiscard]] Millis extend_retry_after(Millis node_timeout, Millis extend_every) noexcept;
 
 // ---- replicated votes (Options::min_replicas, NodeAddress::min_replicas) ----------------------
 

@@ -4,6 +4,7 @@
 
 #include "core/keys.hpp"
 #include "core/quorum.hpp"
+#include "core/timing.hpp"
 #include "core/token.hpp"
 #include "engine/lock_builder.hpp"
 #include "redlock/fencing.hpp"
@@ -503,12 +504,7 @@ void AcquireOp::shutdown() {
   finish(Errc::shutdown, "engine closed before the lock was acquired");
 }
 
-// A waiting writer's mark must outlive the sleep between its attempts, but not a writer that
-// gave up or died: readers are only held back while a writer is really trying.
-Millis AcquireOp::writer_mark_ttl() const {
-  const auto& o = e_.options_;
-  return std::max(Millis{500}, 2 * (o.retry_delay + o.retry_jitter) + o.node_timeout);
-}
+Millis AcquireOp::writer_mark_ttl() const { return detail::writer_mark_ttl(e_.options_); }
 
 void AcquireOp::finish_ok(Lock lock) {
   LockBuilder::set_mode(lock, opts_.mode);

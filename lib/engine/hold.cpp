@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/quorum.hpp"
+#include "core/timing.hpp"
 #include "engine/operation.hpp"
 
 namespace redlock {
@@ -137,7 +138,7 @@ void HoldOp::on_extend(ExtendResult r) {
     return;
   } else {
     // Uncertain (timeouts, error replies): try again soon, until the renew deadline.
-    const auto retry = std::max(e_.options_.node_timeout * 2, schedule_.extend_every / 10);
+    const auto retry = detail::extend_retry_after(e_.options_.node_timeout, schedule_.extend_every);
     next_extend_ = BootClock::now() + retry;
     e_.log(LogLevel::warning,
            "extending '" + lock_.resource() + "' failed: " + r.message + "; retrying");

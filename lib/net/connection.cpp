@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <span>
 
+#include "core/timing.hpp"
 #include "net/resp.hpp"
 
 namespace redlock::net {
@@ -20,13 +21,6 @@ std::chrono::microseconds latency(BootClock::time_point sent, BootClock::time_po
 }
 
 std::uint64_t ms(Millis d) { return static_cast<std::uint64_t>(d.count()); }
-
-// RFC 8305's Connection Attempt Delay: how long an attempt has alone before the next address's
-// starts beside it. 250 ms as curl and Go, but a quarter of the connect deadline when that is
-// shorter (the library's default deadline is 250 ms), so that several addresses fit in it.
-Millis attempt_delay(Millis connect_timeout) {
-  return std::clamp(connect_timeout / 4, Millis{10}, Millis{250});
-}
 
 // The indices of `addrs` in the order to try them: from `first` on (wrapping), the address
 // families interleaved, the first one's family first (RFC 8305, section 4), so that a family that
@@ -118,7 +112,7 @@ void Connection::start_attempt() {
       socket->watch(UV_WRITABLE);  // a non-blocking connect completes on writability
       attempts_.push_back({std::move(socket), id, next_addr_ - 1});
       if (next_addr_ < addrs_.size())
-        attempt_timer_.start(ms(attempt_delay(settings_.connect_timeout)));
+        attempt_timer_.start(ms(detail::connection_attempt_delay(settings_.connect_timeout)));
       return;
     }
     connect_errors_ += (connect_errors_.empty() ? "" : "; ") + err;
@@ -427,11 +421,10 @@ void Connection::deliver(InFlight& f, const Result& r) {
 }
 
 std::uint64_t Connection::deadline_after(Millis timeout) {
-  std::uint64_t budget = ms(timeout);
-  // A command queued while the connection is being set up also waits for the connect: give it
-  // the connect deadline on top, so a fresh client's first call is not a guaranteed timeout.
-  if (state_ != State::ready) budget += ms(settings_.connect_timeout);
-  return uv_now(loop_) + budget;
+  // A command queued while the connection is being set up also waits for the connect.
+  if (state_ != State::ready)
+    timeout = detail::deadline_while_connecting(timeout, settings_.connect_timeout);
+  return uv_now(loop_) + ms(timeout);
 }
 
 std::size_t Connection::first_unsettled() {

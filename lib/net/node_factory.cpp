@@ -4,6 +4,7 @@
 // line in make_node().
 #include <algorithm>
 
+#include "core/timing.hpp"
 #include "net/node.hpp"
 
 namespace redlock::net {
@@ -13,7 +14,7 @@ ConnectionSettings discovery_settings(const Options& o) {
   s.connect_timeout = o.connect_timeout;
   s.reconnect_min = o.reconnect_min;
   s.reconnect_max = o.reconnect_max;
-  s.stall_limit = std::max(Millis{1000}, o.connect_timeout * 4);
+  s.stall_limit = detail::discovery_stall_limit(o);
   s.drain_limit = Millis{0};
   return s;
 }

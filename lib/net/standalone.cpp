@@ -10,6 +10,7 @@
 #include "core/restart_guard.hpp"
 #include "core/secret.hpp"
 #include "core/server_text.hpp"
+#include "core/timing.hpp"
 #include "net/node.hpp"
 #include "net/replicated.hpp"
 
@@ -81,10 +82,8 @@ ConnectionSettings settings_for(const Options& o, const std::string& name = {}) 
   s.connect_timeout = o.connect_timeout;
   s.reconnect_min = o.reconnect_min;
   s.reconnect_max = o.reconnect_max;
-  // A connection whose oldest command has waited this long is dropped and reconnected, so a
-  // paused or silent server cannot make the pipeline (and memory) grow without bound.
-  s.stall_limit = std::max(Millis{1000}, o.node_timeout * 10);
-  s.drain_limit = o.node_timeout * 2;
+  s.stall_limit = detail::command_stall_limit(o);  // (core/timing.hpp says why each)
+  s.drain_limit = detail::drain_limit(o);
   return s;
 }
 

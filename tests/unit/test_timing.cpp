@@ -81,3 +81,31 @@ TEST_CASE("replicated votes: per vote, and a deadline that covers WAIT and the s
   o.nodes.push_back(plain);
   CHECK(any_replicated(o));
 }
+
+// The timing table (issue 42 item 2): each multiple of a deadline, derived from the options in one
+// place. The figures are the documented ones (core/timing.hpp).
+TEST_CASE("timing table: connection limits, retry pacing and marks derive from the options") {
+  Options o;
+  o.node_timeout = Millis{50};
+  o.connect_timeout = Millis{250};
+  CHECK(command_stall_limit(o) == Millis{1000});  // 10 x 50 ms is below the 1 s floor
+  o.node_timeout = Millis{300};
+  CHECK(command_stall_limit(o) == Millis{3000});
+  CHECK(drain_limit(o) == Millis{600});
+  CHECK(discovery_stall_limit(o) == Millis{1000});
+  o.connect_timeout = Millis{2000};
+  CHECK(discovery_stall_limit(o) == Millis{8000});
+  CHECK(deadline_while_connecting(Millis{50}, Millis{250}) == Millis{300});
+  CHECK(connection_attempt_delay(Millis{250}) == Millis{62});
+  CHECK(connection_attempt_delay(Millis{10'000}) == Millis{250});
+  CHECK(connection_attempt_delay(Millis{8}) == Millis{10});
+  CHECK(extend_retry_after(Millis{50}, Millis{10'000}) == Millis{1000});
+  CHECK(extend_retry_after(Millis{50}, Millis{300}) == Millis{100});
+  o.retry_delay = Millis{200};
+  o.retry_jitter = Millis{100};
+  o.node_timeout = Millis{50};
+  CHECK(writer_mark_ttl(o) == Millis{650});
+  o.retry_delay = Millis{10};
+  o.retry_jitter = Millis{0};
+  CHECK(writer_mark_ttl(o) == Millis{500});
+}
