@@ -209,13 +209,15 @@ TEST_CASE("cluster votes: every lock kind through three 3-master clusters") {
     CHECK(client.try_release(blocker.lock));
   }
 
-  {  // auto-extension keeps a cluster-voted lock past its ttl
+  {  // auto-extension keeps a cluster-voted lock past its ttl (a longer one in a sanitizer build:
+     // with 600 ms, one slow extension round under ASan on a busy machine lost it)
+    const auto ttl = sanitized_build ? 3000ms : 600ms;
     LockOptions lo;
-    lo.acquire = ttl_opts(600ms);
+    lo.acquire = ttl_opts(ttl);
     lo.hold.auto_extend = true;
     auto g = client.lock({"cv-watchdog"}, lo);
     REQUIRE(g.owns());
-    std::this_thread::sleep_for(1500ms);
+    std::this_thread::sleep_for(ttl * 5 / 2);
     CHECK(g.owns());
     for (const auto* c : all) CHECK_FALSE(value_on_owner(*c, "cv-watchdog").empty());
     g.release();
