@@ -54,9 +54,7 @@ Millis discovery_stall_limit(const Options& o) noexcept {
   return std::max(Millis{1000}, o.connect_timeout * 4);
 }
 
-Millis deadline_while_connecting(Millis timeout, Millis connect_timeout) noexcept {
-  return timeout + connect_timeout;
-}
+Millis allowance_while_connecting(Millis connect_timeout) noexcept { return connect_timeout; }
 
 Millis extend_retry_after(Millis node_timeout, Millis extend_every) noexcept {
   return std::max(node_timeout * 2, extend_every / 10);

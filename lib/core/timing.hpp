@@ -47,10 +47,10 @@ inline constexpr Millis min_auto_extended_ttl{30};
 // A connection that asks where the servers are (a sentinel, a cluster node for its slot map): it
 // answers within a few connect deadlines or is replaced by the next one; at least a second.
 [[nodiscard]] Millis discovery_stall_limit(const Options& options) noexcept;
-// A command queued while its connection is still being set up waits for the connect too: it is
-// given its own deadline plus the connect deadline, so that a fresh client's first call is not a
+// A command queued while its connection is still being set up waits for the connect too: its
+// deadline is moved on by the connect deadline, so that a fresh client's first call is not a
 // certain timeout (a handshake is one more round trip before it).
-[[nodiscard]] Millis deadline_while_connecting(Millis timeout, Millis connect_timeout) noexcept;
+[[nodiscard]] Millis allowance_while_connecting(Millis connect_timeout) noexcept;
 // RFC 8305's Connection Attempt Delay: how long a connect attempt has alone before the next
 // address's starts beside it. 250 ms as curl and Go, but a quarter of the connect deadline when
 // that is shorter (the library's default deadline is 250 ms), so that several addresses fit in it.

@@ -15,7 +15,8 @@ bool Operation::send(int i, const std::shared_ptr<const net::Request>& req, std:
     cannot_run_ = std::move(*why);
     return false;
   }
-  if (!node.send(req, e_.options_.node_timeout, *this, tag, sent_)) return false;
+  // The one deadline of this command, set here where it is stamped (sent_ + node_timeout).
+  if (!node.send(req, sent_ + e_.options_.node_timeout, *this, tag, sent_)) return false;
   ref();
   return true;
 }

@@ -55,10 +55,11 @@ class Operation : public net::Sink {
     prev_ = next_ = nullptr;
     unref();
   }
-  // Reads the clocks once for the round about to be sent: the loop's (deadlines) and the boot
-  // clock (latencies).
+  // Reads the boot clock once for the round about to be sent: every command of the round gets the
+  // one deadline sent_ + node_timeout, and its latency is counted from sent_. (The loop's cached
+  // time is brought up to date too, for the timers the round starts.)
   void stamp();
-  // Sends `req` to node `i` with the node deadline. False (and nothing will report) when the
+  // Sends `req` to node `i` with the round's deadline. False (and nothing will report) when the
   // node cannot take it (not connected; or the command cannot run there: not_sent() says why).
   // stamp() first.
   bool send(int i, const std::shared_ptr<const net::Request>& req, std::uint32_t tag);

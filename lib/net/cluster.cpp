@@ -167,8 +167,8 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
     identity_ = "cluster " + (m->id.empty() ? m->address : m->id);
     host_.on_server_identified(index_);
   }
-  waiting_.release([this](const PendingCommands::Command& c, Millis left) {
-    return send(c.req, left, *c.sink, c.tag, c.sent);
+  waiting_.release([this](const PendingCommands::Command& c) {
+    return send(c.req, c.deadline, *c.sink, c.tag, c.sent);
   });
 }
 

@@ -114,7 +114,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     finish_if_closed();  // (retired masters are closing already)
   }
 
-  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+  bool send(const std::shared_ptr<const Request>& req, BootClock::time_point deadline, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override;
 
   const std::string& name() const override { return name_; }
@@ -340,12 +340,14 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
 
   void ask_map() {
     if (closing_ || question_ == nullptr || asked_ || !question_->ready()) return;
-    asked_ = question_->send(ask_slots_, options_.connect_timeout, *this, 0, BootClock::now());
+    const auto now = BootClock::now();
+    asked_ = question_->send(ask_slots_, now + options_.connect_timeout, *this, 0, now);
   }
 
   // Connection::Listener (the topology connection)
   void on_connecting(Connection& c) override {
-    if (auth_) (void)c.send(auth_, options_.connect_timeout, *this, 1, BootClock::now());
+    const auto now = BootClock::now();
+    if (auth_) (void)c.send(auth_, now + options_.connect_timeout, *this, 1, now);
   }
   void on_ready(Connection& c, const std::string&) override {
     if (&c == question_) ask_map();

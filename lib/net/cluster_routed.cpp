@@ -20,11 +20,11 @@ IgnoreSink ignore_sink;
 // is done with it.
 class Routed final : public Sink {
  public:
-  Routed(ClusterNode& node, std::shared_ptr<const Request> req, Millis timeout, Sink& outer,
-         std::uint32_t tag, BootClock::time_point sent)
+  Routed(ClusterNode& node, std::shared_ptr<const Request> req, BootClock::time_point deadline,
+         Sink& outer, std::uint32_t tag, BootClock::time_point sent)
       : node_(node),
         req_(std::move(req)),
-        deadline_(BootClock::now() + timeout),
+        deadline_(deadline),
         outer_(outer),
         tag_(tag),
         sent_(sent) {}
@@ -124,12 +124,11 @@ class Routed final : public Sink {
   bool dispatch(std::size_t i, Master* m, bool asking) {
     Part& p = parts_[i];
     const auto now = BootClock::now();
-    const auto left = std::chrono::floor<Millis>(deadline_ - now);
     Result r;
     r.at = now;
     r.latency = std::chrono::duration_cast<std::chrono::microseconds>(now - sent_);
     std::string why;
-    if (left <= Millis{0}) {
+    if (deadline_ <= now) {
       r.kind = Result::Kind::timeout;  // redirections used up the deadline
     } else if (m == nullptr) {
       why = "slot " + std::to_string(p.slot) + " has no master in the slot map";
@@ -139,8 +138,8 @@ class Routed final : public Sink {
       r.kind = Result::Kind::down;
     } else {
       static const auto asking_req = Request::make(Command::plain({"ASKING"}));
-      if (asking) (void)m->node->send(asking_req, left, ignore_sink, 0, now);
-      if (m->node->send(p.req, left, *this, static_cast<std::uint32_t>(i), sent_)) {
+      if (asking) (void)m->node->send(asking_req, deadline_, ignore_sink, 0, now);
+      if (m->node->send(p.req, deadline_, *this, static_cast<std::uint32_t>(i), sent_)) {
         p.target = m;
         ++outstanding_;
         return true;
@@ -229,7 +228,8 @@ class Routed final : public Sink {
       const Part& p = parts_[i];
       if (p.kind != Result::Kind::reply || !p.reply->is_integer(1) || p.target == nullptr) continue;
       auto undo = Request::make(detail::rollback(req_->command, split_[i]));
-      (void)p.target->node->send(undo, Millis{1000}, ignore_sink, 0, BootClock::now());
+      const auto now = BootClock::now();
+      (void)p.target->node->send(undo, now + Millis{1000}, ignore_sink, 0, now);
     }
   }
 
@@ -250,14 +250,14 @@ class Routed final : public Sink {
 
 // --- ClusterNode ------------------------------------------------------------------------------
 
-bool ClusterNode::send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
-                       std::uint32_t tag, BootClock::time_point sent) {
+bool ClusterNode::send(const std::shared_ptr<const Request>& req, BootClock::time_point deadline,
+                       Sink& sink, std::uint32_t tag, BootClock::time_point sent) {
   if (closing_) return false;
   if (!have_map_) {
-    waiting_.push(req, timeout, sink, tag, sent);
+    waiting_.push(req, deadline, sink, tag, sent);
     return true;
   }
-  auto* routed = new Routed(*this, req, timeout, sink, tag, sent);
+  auto* routed = new Routed(*this, req, deadline, sink, tag, sent);
   if (!routed->start()) {
     delete routed;
     return false;

@@ -290,17 +290,19 @@ void Connection::on_readable() {
   }
 }
 
-bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
-                      std::uint32_t tag, BootClock::time_point sent) {
+bool Connection::send(const std::shared_ptr<const Request>& req, BootClock::time_point deadline,
+                      Sink& sink, std::uint32_t tag, BootClock::time_point sent) {
   if (state_ != State::resolving && state_ != State::connecting && state_ != State::handshaking &&
       state_ != State::ready) {
     return false;
   }
-  std::uint64_t deadline = deadline_after(timeout);
+  // A command queued while the connection is being set up also waits for the connect.
+  if (state_ != State::ready)
+    deadline += detail::allowance_while_connecting(settings_.connect_timeout);
   // A server whose oldest command already timed out is stalled (paused, partitioned, overloaded):
   // this command still goes out (a delete must reach it if it ever resumes), but its caller is
   // told "timeout" on the next loop turn instead of waiting once more.
-  if (!inflight_.empty() && inflight_.front().timed_out) deadline = uv_now(loop_);
+  if (!inflight_.empty() && inflight_.front().timed_out) deadline = BootClock::now();
   const auto form = form_of(req);
   out_ += form->wire;  // encoded once for every node of the round
   queue(form, sink, tag, sent, deadline, false, false, in_on_connecting_);
@@ -308,9 +310,9 @@ bool Connection::send(const std::shared_ptr<const Request>& req, Millis timeout,
 }
 
 void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
-                       BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered,
+                       BootClock::time_point sent, BootClock::time_point deadline, bool delivered,
                        bool retried, bool handshake) {
-  InFlight f{&sink, tag, sent, deadline_ms, req->command.script || req->form ? req : nullptr};
+  InFlight f{&sink, tag, sent, deadline, req->command.script || req->form ? req : nullptr};
   f.delivered = delivered;
   f.retried = retried;
   f.handshake = handshake;
@@ -318,7 +320,7 @@ void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, st
   inflight_.push_back(std::move(f));
   if (state_ == State::ready || state_ == State::draining) flusher_.schedule();
   // Re-arm when this deadline is earlier than what the timer waits for.
-  if (!delivered && (!deadline_timer_.active() || deadline_ms < timer_due_)) arm_deadline_timer();
+  if (!delivered && (!deadline_timer_.active() || deadline < timer_due_)) arm_deadline_timer();
 }
 
 void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point at) {
@@ -342,7 +344,7 @@ void Connection::handle_reply(const detail::Reply& reply, BootClock::time_point 
     // call with EVAL is safe. It keeps its deadline, delivery state and sink (still exactly one
     // on_result() and one on_done()).
     resp::append_command(out_, f.script->command, resp::ScriptForm::eval);
-    queue(f.script, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, true, f.handshake);
+    queue(f.script, *f.sink, f.tag, f.sent, f.deadline, f.delivered, true, f.handshake);
     if (f.handshake) --handshake_left_;  // counted again for the retry
     return;
   }
@@ -420,51 +422,42 @@ void Connection::deliver(InFlight& f, const Result& r) {
   f.sink->on_result(node_, f.tag, r);
 }
 
-std::uint64_t Connection::deadline_after(Millis timeout) {
-  // A command queued while the connection is being set up also waits for the connect.
-  if (state_ != State::ready)
-    timeout = detail::deadline_while_connecting(timeout, settings_.connect_timeout);
-  return uv_now(loop_) + ms(timeout);
-}
-
 std::size_t Connection::first_unsettled() {
   while (settled_ < inflight_.size() && inflight_[settled_].delivered) ++settled_;
   return settled_;
 }
 
-bool Connection::due(std::uint64_t now) {
+bool Connection::due(BootClock::time_point now) {
   for (std::size_t i = first_unsettled(); i < inflight_.size(); ++i) {
-    if (!inflight_[i].delivered && inflight_[i].deadline_ms <= now) return true;
+    if (!inflight_[i].delivered && inflight_[i].deadline <= now) return true;
   }
   return false;
 }
 
+// The timer wakes the loop at the earliest deadline (BootClock, the one clock of deadlines); it
+// may fire a little early (the loop's time is cached), and then expire_commands() finds nothing
+// due yet and arms it again for what is left.
 void Connection::arm_deadline_timer() {
-  std::uint64_t earliest = UINT64_MAX;
+  auto earliest = BootClock::time_point::max();
   for (std::size_t i = first_unsettled(); i < inflight_.size(); ++i) {
-    if (!inflight_[i].delivered) earliest = std::min(earliest, inflight_[i].deadline_ms);
+    if (!inflight_[i].delivered) earliest = std::min(earliest, inflight_[i].deadline);
   }
-  if (!inflight_.empty()) {
-    // Also wake up to notice a stalled connection.
-    const auto stall = ms(settings_.stall_limit);
-    const auto front_age = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<Millis>(BootClock::now() - inflight_.front().sent).count());
-    earliest = std::min(earliest, uv_now(loop_) + (stall > front_age ? stall - front_age : 0));
-  }
-  if (earliest == UINT64_MAX) return;
-  const std::uint64_t now = uv_now(loop_);
+  // Also wake up to notice a stalled connection.
+  if (!inflight_.empty())
+    earliest = std::min(earliest, inflight_.front().sent + settings_.stall_limit);
+  if (earliest == BootClock::time_point::max()) return;
+  const auto now = BootClock::now();
   timer_due_ = std::max(earliest, now);
-  deadline_timer_.start(timer_due_ - now);
+  deadline_timer_.start(ms(std::chrono::ceil<Millis>(timer_due_ - now)));
 }
 
 void Connection::expire_commands() {
-  const std::uint64_t now = uv_now(loop_);
   const auto at = BootClock::now();
   // libuv runs timers before it polls for I/O: after the loop was held up (a burst of work, a
   // descheduled thread) answers that arrived in time may still sit unread in the socket. Read
   // them first, so that only commands the server has really not answered time out; otherwise
   // any stall longer than node_timeout fails healthy nodes and, with them, the quorum.
-  if (state_ == State::ready && due(now)) {
+  if (state_ == State::ready && due(at)) {
     const auto gen = generation_;
     on_readable();
     if (gen != generation_) return;
@@ -474,7 +467,7 @@ void Connection::expire_commands() {
   const std::size_t n = inflight_.size();
   for (std::size_t i = first_unsettled(); i < n && i < inflight_.size(); ++i) {
     InFlight& f = inflight_[i];
-    if (!f.delivered && f.deadline_ms <= now) {
+    if (!f.delivered && f.deadline <= at) {
       f.timed_out = true;
       deliver(f, Result{Result::Kind::timeout, nullptr, {}, latency(f.sent, at), at, {}});
     }

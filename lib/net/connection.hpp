@@ -144,10 +144,11 @@ class Connection {
   // the script did not run, unless that would put it behind a later command on its keys: see
   // handle_reply). A native form (Request::form) goes out as itself, its reply is delivered as
   // the script's would be (detail::to_script_reply), and when the server refuses it, the script
-  // call goes out instead (listener.on_native_refused()). `timeout` is its deadline, counted from
-  // the loop's time (callers of a round update it once: uv_update_time); `sent` is the caller's
-  // clock reading for latencies. False when not connected or connecting.
-  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+  // call goes out instead (listener.on_native_refused()). `deadline` is when its caller is told
+  // "timeout" (BootClock, absolute: set once where the command was stamped); a command queued
+  // while connecting is given the connect on top (core/timing.hpp). `sent` is the caller's clock
+  // reading for latencies. False when not connected or connecting.
+  bool send(const std::shared_ptr<const Request>& req, BootClock::time_point deadline, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent);
   [[nodiscard]] bool ready() const noexcept { return state_ == State::ready; }
   [[nodiscard]] const std::string& last_error() const noexcept { return last_error_; }
@@ -171,7 +172,7 @@ class Connection {
     Sink* sink;
     std::uint32_t tag;
     BootClock::time_point sent;
-    std::uint64_t deadline_ms;  // loop time
+    BootClock::time_point deadline;
     // Script calls: kept for the EVAL retry; native forms: for the script call they stand for.
     std::shared_ptr<const Request> script;
     bool delivered = false;  // its caller was told (reply, timeout or down)
@@ -202,8 +203,8 @@ class Connection {
   void finish_close();
 
   void queue(const std::shared_ptr<const Request>& req, Sink& sink, std::uint32_t tag,
-             BootClock::time_point sent, std::uint64_t deadline_ms, bool delivered, bool retried,
-             bool handshake);
+             BootClock::time_point sent, BootClock::time_point deadline, bool delivered,
+             bool retried, bool handshake);
   void handle_reply(const detail::Reply& reply, BootClock::time_point at);
   [[nodiscard]] std::shared_ptr<const Request> form_of(
       const std::shared_ptr<const Request>& req) const;
@@ -212,9 +213,8 @@ class Connection {
   void deliver_reply(InFlight& f, const detail::Reply& reply, BootClock::time_point at);
   [[nodiscard]] bool retry_keeps_order(const InFlight& f) const;
   void deliver(InFlight& f, const Result& r);
-  [[nodiscard]] std::uint64_t deadline_after(Millis timeout);
   [[nodiscard]] std::size_t first_unsettled();
-  [[nodiscard]] bool due(std::uint64_t now);
+  [[nodiscard]] bool due(BootClock::time_point now);
   void arm_deadline_timer();
   void expire_commands();
 
@@ -259,7 +259,7 @@ class Connection {
   // inflight_[0, settled_) have had on_result(): on a stalled server (thousands of timed-out
   // commands awaiting an answer) deadline scans skip them instead of walking the whole queue.
   std::size_t settled_ = 0;
-  std::uint64_t timer_due_ = 0;  // loop time the deadline timer fires at
+  BootClock::time_point timer_due_{};  // the earliest deadline the deadline timer is armed for
 
   Timer deadline_timer_;  // per-command deadlines
   Timer retry_timer_;     // connect deadline, reconnect backoff, drain limit

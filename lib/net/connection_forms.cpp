@@ -23,7 +23,7 @@ std::shared_ptr<const Request> Connection::form_of(
 // and sink (still exactly one on_result() and one on_done()).
 bool Connection::resend_instead(InFlight& f, const std::shared_ptr<const Request>& req) {
   out_ += req->wire;
-  queue(req, *f.sink, f.tag, f.sent, f.deadline_ms, f.delivered, false, f.handshake);
+  queue(req, *f.sink, f.tag, f.sent, f.deadline, f.delivered, false, f.handshake);
   if (f.handshake) --handshake_left_;  // counted again for the new one
   return true;
 }

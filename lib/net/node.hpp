@@ -47,9 +47,10 @@ class Node {
   // Lets queued commands drain (bounded), then calls host.on_node_closed(index). Idempotent.
   virtual void close() = 0;
   // False when the node cannot take commands now (not connected): then nothing runs. As
-  // Connection::send: the loop time is the caller's to update, `sent` its clock reading.
-  virtual bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
-                    std::uint32_t tag, BootClock::time_point sent) = 0;
+  // Connection::send: `deadline` is absolute, set once where the command was stamped (`sent`,
+  // the caller's clock reading, plus its timeout), and kept as it is on the way down.
+  virtual bool send(const std::shared_ptr<const Request>& req, BootClock::time_point deadline,
+                    Sink& sink, std::uint32_t tag, BootClock::time_point sent) = 0;
 
   // Display address, never with a password.
   [[nodiscard]] virtual const std::string& name() const = 0;

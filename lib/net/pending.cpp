@@ -7,13 +7,14 @@ namespace redlock::net {
 PendingCommands::PendingCommands(uv_loop_t* loop, int index, std::function<std::string()> why)
     : index_(index), why_(std::move(why)), timer_(loop, [this] { expire(/*all=*/false); }) {}
 
-void PendingCommands::push(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
-                           std::uint32_t tag, BootClock::time_point sent) {
-  const auto deadline = BootClock::now() + timeout;
+void PendingCommands::push(const std::shared_ptr<const Request>& req,
+                           BootClock::time_point deadline, Sink& sink, std::uint32_t tag,
+                           BootClock::time_point sent) {
   waiting_.push_back({req, deadline, &sink, tag, sent});
   if (!timer_.active() || deadline < next_expiry_) {
     next_expiry_ = deadline;
-    timer_.start(static_cast<std::uint64_t>(std::max<long long>(1, timeout.count())));
+    timer_.start(static_cast<std::uint64_t>(
+        std::max<long long>(1, std::chrono::ceil<Millis>(deadline - BootClock::now()).count())));
   }
 }
 
@@ -24,8 +25,7 @@ void PendingCommands::release(const Sender& send) {
   const auto now = BootClock::now();
   std::vector<Command> late;
   for (auto& c : queued) {
-    const auto left = std::chrono::floor<Millis>(c.deadline - now);
-    if (left <= Millis{0} || !send(c, left)) late.push_back(std::move(c));
+    if (c.deadline <= now || !send(c)) late.push_back(std::move(c));
   }
   waiting_ = std::move(late);
   expire(/*all=*/true);

@@ -25,13 +25,13 @@ class PendingCommands {
     std::uint32_t tag;
     BootClock::time_point sent;
   };
-  // Sends one waiting command with what is left of its deadline; false if it could not go.
-  using Sender = std::function<bool(const Command& c, Millis left)>;
+  // Sends one waiting command (with its own deadline); false if it could not go.
+  using Sender = std::function<bool(const Command& c)>;
 
   // `index` is the node's, for the results; `why` says why a command is down when it expires.
   PendingCommands(uv_loop_t* loop, int index, std::function<std::string()> why);
 
-  void push(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+  void push(const std::shared_ptr<const Request>& req, BootClock::time_point deadline, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent);
   // Every waiting command goes to `send`; those it refuses or whose deadline passed are down.
   void release(const Sender& send);

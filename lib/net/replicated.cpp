@@ -104,19 +104,19 @@ class ReplicatedWrite final : public Sink {
 
 }  // namespace
 
-bool send_replicated(Connection& c, const std::shared_ptr<const Request>& req, Millis timeout,
-                     Sink& sink, std::uint32_t tag, BootClock::time_point sent,
-                     const ReplicaPolicy& policy) {
-  if (policy.replicas <= 0) return c.send(req, timeout, sink, tag, sent);
+bool send_replicated(Connection& c, const std::shared_ptr<const Request>& req,
+                     BootClock::time_point deadline, Sink& sink, std::uint32_t tag,
+                     BootClock::time_point sent, const ReplicaPolicy& policy) {
+  if (policy.replicas <= 0) return c.send(req, deadline, sink, tag, sent);
   auto* w = new ReplicatedWrite(sink, tag, policy);
-  if (!c.send(req, timeout, *w, 0, sent)) {
+  if (!c.send(req, deadline, *w, 0, sent)) {
     delete w;
     return false;
   }
   auto wait = Request::make(Command::plain({"WAIT"})
                                 .arg(static_cast<long long>(policy.replicas))
                                 .arg(static_cast<long long>(policy.timeout.count())));
-  if (!c.send(wait, timeout + policy.allowance, *w, 1, sent)) w->without_wait();
+  if (!c.send(wait, deadline + policy.allowance, *w, 1, sent)) w->without_wait();
   return true;
 }
 

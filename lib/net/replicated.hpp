@@ -17,9 +17,9 @@ namespace redlock::net {
 using ReplicaPolicy = detail::ReplicaWait;
 
 // As Connection::send (the same callback contract towards `sink`), with the WAIT added when
-// `policy.replicas` > 0. The write keeps `timeout`; the WAIT gets `timeout + policy.allowance`.
-bool send_replicated(Connection& c, const std::shared_ptr<const Request>& req, Millis timeout,
-                     Sink& sink, std::uint32_t tag, BootClock::time_point sent,
-                     const ReplicaPolicy& policy);
+// `policy.replicas` > 0. The write keeps `deadline`; the WAIT gets `deadline + policy.allowance`.
+bool send_replicated(Connection& c, const std::shared_ptr<const Request>& req,
+                     BootClock::time_point deadline, Sink& sink, std::uint32_t tag,
+                     BootClock::time_point sent, const ReplicaPolicy& policy);
 
 }  // namespace redlock::net

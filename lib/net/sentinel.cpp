@@ -110,11 +110,11 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   // wait here, within their deadline, and go to the master once the sentinels have named it. When
   // the last answers named none that can be used (disagreement, an untrusted master), at once:
   // no vote.
-  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+  bool send(const std::shared_ptr<const Request>& req, BootClock::time_point deadline, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override {
-    if (Master* m = current()) return m->node->send(req, timeout, sink, tag, sent);
+    if (Master* m = current()) return m->node->send(req, deadline, sink, tag, sent);
     if (closing_ || !refusal_.empty()) return false;
-    waiting_.push(req, timeout, sink, tag, sent);
+    waiting_.push(req, deadline, sink, tag, sent);
     return true;
   }
 
@@ -306,8 +306,9 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   }
 
   bool send_question(SentinelLink& l, BootClock::time_point now) {
-    const bool sent = l.question->ready() && l.question->send(ask_master_, options_.connect_timeout,
-                                                              *this, tag_of(l, tag_master), now);
+    const bool sent =
+        l.question->ready() && l.question->send(ask_master_, now + options_.connect_timeout, *this,
+                                                tag_of(l, tag_master), now);
     if (!sent) {
       l.failure = l.question->last_error().empty() ? "not connected" : l.question->last_error();
     }
@@ -358,7 +359,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     if (why != refusal_) host_.log(LogLevel::warning, name_ + ": " + why);
     refusal_ = std::move(why);
     resolve_error_ = refusal_;
-    waiting_.release([](const PendingCommands::Command&, Millis) { return false; });
+    waiting_.release([](const PendingCommands::Command&) { return false; });
   }
 
   // Connection::Listener (the sentinel connections)
@@ -366,12 +367,13 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     bool events = false;
     SentinelLink* l = link_of(c, events);
     if (l == nullptr) return;
+    const auto now = BootClock::now();
     if (auth_) {
-      (void)c.send(auth_, options_.connect_timeout, *this,
-                   tag_of(*l, events ? tag_auth_events : tag_auth_question), BootClock::now());
+      (void)c.send(auth_, now + options_.connect_timeout, *this,
+                   tag_of(*l, events ? tag_auth_events : tag_auth_question), now);
     }
     if (events) {
-      (void)c.send(subscribe_, Millis{10'000}, *this, tag_of(*l, tag_subscribe), BootClock::now());
+      (void)c.send(subscribe_, now + Millis{10'000}, *this, tag_of(*l, tag_subscribe), now);
     }
   }
   void on_ready(Connection& c, const std::string&) override {
@@ -520,8 +522,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     if (nm.switched) promoted(nm, "Sentinel failover to " + addr + " (was " + old + ")");
     nm.node->start();
     for (const auto& [key, users] : subscriptions_) nm.node->subscribe(key);
-    waiting_.release([&nm](const PendingCommands::Command& c, Millis left) {
-      return nm.node->send(c.req, left, *c.sink, c.tag, c.sent);
+    waiting_.release([&nm](const PendingCommands::Command& c) {
+      return nm.node->send(c.req, c.deadline, *c.sink, c.tag, c.sent);
     });
     drop_closed_masters();
   }
@@ -545,7 +547,8 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   void check_role(Master& m) {
     if (!m.not_master) return;
     static const auto info = Request::make(Command::plain({"INFO", "replication"}));
-    (void)m.node->send(info, options_.connect_timeout, m, 0, BootClock::now());
+    const auto now = BootClock::now();
+    (void)m.node->send(info, now + options_.connect_timeout, m, 0, now);
   }
 
   // Sentinel switched to this master `role_reported_ms` before it answered, or later. Until a

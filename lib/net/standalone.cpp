@@ -141,12 +141,12 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   void unsubscribe(const std::string& lock_key) override {
     if (sub_) sub_->unsubscribe(lock_key);
   }
-  bool send(const std::shared_ptr<const Request>& req, Millis timeout, Sink& sink,
+  bool send(const std::shared_ptr<const Request>& req, BootClock::time_point deadline, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override {
     ask_info_again(sent);
     probe_again(sent);
-    if (!req->gives_vote) return conn_.send(req, timeout, sink, tag, sent);
-    return send_replicated(conn_, req, timeout, sink, tag, sent, replicas_);
+    if (!req->gives_vote) return conn_.send(req, deadline, sink, tag, sent);
+    return send_replicated(conn_, req, deadline, sink, tag, sent, replicas_);
   }
   const std::string& name() const override { return name_; }
   std::string last_error() const override { return conn_.last_error() + hint_; }
@@ -189,11 +189,11 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
 
   // Connection::Listener
   void on_connecting(Connection& c) override {
-    const auto t = options_.connect_timeout;
     appendonly_.clear();
     appendfsync_.clear();
     answered_ = false;
     const auto now = BootClock::now();
+    const auto t = now + options_.connect_timeout;  // the handshake's deadline
     info_asked_ = now;
     if (auth_) c.send(auth_, t, *this, hs_auth, now);
     if (select_) c.send(select_, t, *this, hs_select, now);
@@ -247,14 +247,14 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   void ask_info_again(BootClock::time_point now) {
     if (guard_.readable() || !conn_.ready() || now - info_asked_ < std::chrono::seconds(1)) return;
     info_asked_ = now;
-    conn_.send(common().info, options_.connect_timeout, *this, hs_info, now);
+    conn_.send(common().info, now + options_.connect_timeout, *this, hs_info, now);
   }
   void send_probe(Connection& c, BootClock::time_point now) {
     probe_replies_.clear();
     probe_timed_out_ = false;
     probe_asked_ = now;
     for (std::size_t i = 0; i < common().probe.size(); ++i) {
-      c.send(common().probe[i], options_.connect_timeout, *this,
+      c.send(common().probe[i], now + options_.connect_timeout, *this,
              hs_probe + static_cast<std::uint32_t>(i), now);
     }
   }

@@ -71,7 +71,7 @@ void Subscriber::close() {
 // One channel per command: each gets exactly one confirmation, the connection's one reply.
 void Subscriber::send_subscription(const char* verb, const Key& k) {
   const auto now = BootClock::now();
-  const Millis deadline = Millis{10'000};  // a confirmation only; nothing waits on it
+  const auto deadline = now + Millis{10'000};  // a confirmation only; nothing waits on it
   for (const auto* channel : {&k.wake_channel, &k.keyspace_channel}) {
     auto req = Request::make(Command::plain({verb, *channel}));
     if (!conn_.send(req, deadline, *this, tag_subscription, now)) return;
@@ -79,7 +79,10 @@ void Subscriber::send_subscription(const char* verb, const Key& k) {
 }
 
 void Subscriber::on_connecting(Connection& c) {
-  if (auth_) c.send(auth_, Millis{10'000}, *this, tag_auth, BootClock::now());
+  if (auth_) {
+    const auto now = BootClock::now();
+    c.send(auth_, now + Millis{10'000}, *this, tag_auth, now);
+  }
   for (const auto& [key, k] : keys_) send_subscription("SUBSCRIBE", k);
 }
 

@@ -576,11 +576,11 @@ TEST_CASE("a TLS write that waits for a read does not spin the loop") {
     run_until(&loop, [&] { return rec.ready; });
     REQUIRE(rec.ready);
     const auto ping = net::Request::make(detail::Command::plain({"PING", "first"}));
-    REQUIRE(conn.send(ping, 5000ms, rec, 0, BootClock::now()));
+    REQUIRE(conn.send(ping, BootClock::now() + 5000ms, rec, 0, BootClock::now()));
     run_until(&loop, [&] { return fake.commands_seen() == 1; });
     state.armed = true;  // the next write waits for a read: the answer to "first", 300 ms away
     const auto second = net::Request::make(detail::Command::plain({"PING", "second"}));
-    REQUIRE(conn.send(second, 5000ms, rec, 1, BootClock::now()));
+    REQUIRE(conn.send(second, BootClock::now() + 5000ms, rec, 1, BootClock::now()));
     run_until(&loop, [&] { return rec.replies.size() == 2; });
     MESSAGE("writes tried while waiting for the read: " << state.blocked_writes);
     CHECK(rec.replies == std::vector<std::string>{"first", "second"});

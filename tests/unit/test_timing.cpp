@@ -95,7 +95,7 @@ TEST_CASE("timing table: connection limits, retry pacing and marks derive from t
   CHECK(discovery_stall_limit(o) == Millis{1000});
   o.connect_timeout = Millis{2000};
   CHECK(discovery_stall_limit(o) == Millis{8000});
-  CHECK(deadline_while_connecting(Millis{50}, Millis{250}) == Millis{300});
+  CHECK(allowance_while_connecting(Millis{250}) == Millis{250});
   CHECK(connection_attempt_delay(Millis{250}) == Millis{62});
   CHECK(connection_attempt_delay(Millis{10'000}) == Millis{250});
   CHECK(connection_attempt_delay(Millis{8}) == Millis{10});
