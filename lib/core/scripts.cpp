@@ -9,6 +9,30 @@
 namespace redlock::detail {
 namespace {
 
+// How a release names the waiter that should try now (the release script below says why each
+// step): `head` a waiter already chosen (a fair queue's first), else the exclusive waiter that
+// has waited longest, taken off the `mark`; published on its client's own channel as
+// "<id>/<SHA-1 of the token released>", or "#<listeners>" on the lock's `channel` when nobody is
+// named. One Lua function, written once, at the start of every script that releases and wakes
+// (adjacent string literals: the script bodies stay compile-time constants).
+#define REDLOCK_LUA_WAKE_WAITER                                                                 \
+  "local function wake_waiter(mark, channel, token, head)\n"                                    \
+  "  if not head and redis.call(\"type\", mark).ok == \"zset\" and not redis.call(\"zscore\", " \
+  "mark, \"*\") then\n"                                                                         \
+  "    head = redis.call(\"zpopmin\", mark)[1]\n"                                               \
+  "  end\n"                                                                                     \
+  "  local to = channel\n"                                                                      \
+  "  if head then\n"                                                                            \
+  "    local at = string.find(head, \"@\", 1, true)\n"                                          \
+  "    if at then to = string.sub(head, at + 1) end\n"                                          \
+  "    head = head .. \"/\" .. redis.sha1hex(token)\n"                                          \
+  "  else\n"                                                                                    \
+  "    local s = redis.pcall(\"pubsub\", \"numsub\", channel)\n"                                \
+  "    head = \"#\" .. (type(s) == \"table\" and s[2] or 1)\n"                                  \
+  "  end\n"                                                                                     \
+  "  redis.pcall(\"publish\", to, head)\n"                                                      \
+  "end\n"
+
 constexpr std::string_view bodies[] = {
     // release (KEYS lock, [waiting mark, fair queue]; ARGV token, [wake channel]): the
     // documented compare-and-delete, and then, while a waiter listens (its mark exists), a publish
@@ -38,7 +62,7 @@ constexpr std::string_view bodies[] = {
     // released): the waiter it was handed to, whose heartbeat and registration go with the key.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del",KEYS[1])
-if ARGV[3] and KEYS[5] then
+)" REDLOCK_LUA_WAKE_WAITER R"(if ARGV[3] and KEYS[5] then
   redis.call("zrem",KEYS[4],ARGV[3])
   redis.call("hdel",KEYS[5],ARGV[3])
 end
@@ -60,20 +84,7 @@ if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
       return n
     end
   end
-  if not head and redis.call("type",KEYS[2]).ok == "zset" and
-      not redis.call("zscore",KEYS[2],"*") then
-    head = redis.call("zpopmin",KEYS[2])[1]
-  end
-  local channel = ARGV[2]
-  if head then
-    local at = string.find(head,"@",1,true)
-    if at then channel = string.sub(head,at + 1) end
-    head = head .. "/" .. redis.sha1hex(ARGV[1])
-  else
-    local s = redis.pcall("pubsub","numsub",ARGV[2])
-    head = "#" .. (type(s) == "table" and s[2] or 1)
-  end
-  redis.pcall("publish",channel,head)
+  wake_waiter(KEYS[2], ARGV[2], ARGV[1], head)
 end
 return n)",
     // extend
@@ -85,6 +96,7 @@ return 1)",
     // release_multi (KEYS the m lock keys, then their m waiting marks; ARGV token, then the m
     // wake channels; without channels KEYS are the lock keys only): each freed key wakes whom
     // the single release would
+    REDLOCK_LUA_WAKE_WAITER
     R"(local m = #KEYS
 if #ARGV > 1 then m = #KEYS / 2 end
 local n = 0
@@ -93,20 +105,7 @@ for i = 1, m do
     n = n + redis.call("del", KEYS[i])
     local mark = KEYS[m + i]
     if ARGV[i + 1] and redis.call("exists", mark) == 1 then
-      local head
-      if redis.call("type", mark).ok == "zset" and not redis.call("zscore", mark, "*") then
-        head = redis.call("zpopmin", mark)[1]
-      end
-      local channel = ARGV[i + 1]
-      if head then
-        local at = string.find(head, "@", 1, true)
-        if at then channel = string.sub(head, at + 1) end
-        head = head .. "/" .. redis.sha1hex(ARGV[1])
-      else
-        local s = redis.pcall("pubsub", "numsub", ARGV[i + 1])
-        head = "#" .. (type(s) == "table" and s[2] or 1)
-      end
-      redis.pcall("publish", channel, head)
+      wake_waiter(mark, ARGV[i + 1], ARGV[1], nil)
     end
   end
 end
@@ -471,6 +470,7 @@ return 1)",
     // rollback), nobody is woken.
     // A record of the token goes also where the lock key is gone (expired a moment before the
     // record, deleted by someone): nothing of the leadership stays behind.
+    REDLOCK_LUA_WAKE_WAITER
     R"(if redis.call("type", KEYS[2]).ok == "hash" and redis.call("hget", KEYS[2], "token") == ARGV[1] then
   redis.call("del", KEYS[2])
 end
@@ -478,20 +478,7 @@ if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
 local n = redis.call("del", KEYS[1])
 if ARGV[2] then redis.pcall("publish", ARGV[2], "none") end
 if ARGV[3] and redis.call("exists", KEYS[3]) == 1 then
-  local head
-  if redis.call("type", KEYS[3]).ok == "zset" and not redis.call("zscore", KEYS[3], "*") then
-    head = redis.call("zpopmin", KEYS[3])[1]
-  end
-  local channel = ARGV[3]
-  if head then
-    local at = string.find(head, "@", 1, true)
-    if at then channel = string.sub(head, at + 1) end
-    head = head .. "/" .. redis.sha1hex(ARGV[1])
-  else
-    local s = redis.pcall("pubsub", "numsub", ARGV[3])
-    head = "#" .. (type(s) == "table" and s[2] or 1)
-  end
-  redis.pcall("publish", channel, head)
+  wake_waiter(KEYS[3], ARGV[3], ARGV[1], nil)
 end
 return n)",
     // read_leader (KEYS lock, record): read-only, whatever the keys' types: {lock value or false,
@@ -509,6 +496,7 @@ if tonumber(r[3]) then since = now - tonumber(r[3]) end
 return {v, redis.call("pttl", KEYS[1]), r[1], r[2], since, r[4]})",
 };
 static_assert(std::size(bodies) == script_count());
+#undef REDLOCK_LUA_WAKE_WAITER
 
 }  // namespace
 
