@@ -3,11 +3,11 @@
 // do in a run. (The run-level counterpart: `chaos-driver --mix election
 // --election-ignore-validity` makes candidates lead on after a loss, and must fail.)
 
+#include "checker.hpp"
+
 #include <cstdio>
 #include <initializer_list>
 #include <string>
-
-#include "checker.hpp"
 
 namespace {
 
