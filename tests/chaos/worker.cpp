@@ -263,18 +263,21 @@ class Worker {
         sleep_us(pick_think(rng_));
         continue;
       }
-      const std::string term = std::to_string(leadership.term());
-      ask("GOT " + name + " 1 " + std::to_string(lat.count()) + " " + term + " -");
-      // The deadline on the oracle's clock: remaining() first, the clock after it, so the sum is
-      // never earlier than the library's own deadline (a longer interval can only add overlaps).
+      // The deadline on the oracle's clock, taken at once (a pause before LEAD must not move
+      // it): the lock's own deadline, signed (remaining() stops at 0), read before the clock, so
+      // the sum is never earlier than the library's deadline (a longer leadership can only add
+      // overlaps).
       auto deadline_ns = [&leadership] {
-        const auto left =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(leadership.remaining()).count();
+        const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              leadership.lock().deadline() - redlock::BootClock::now())
+                              .count();
         return chaos::mono_ns() + static_cast<std::int64_t>(left);
       };
       // Broken on purpose: no deadline (an hour), so the leadership lasts until it resigns.
       std::int64_t valid_until =
           cfg_.election_ignore_validity ? start_ns + 3'600'000'000'000LL : deadline_ns();
+      const std::string term = std::to_string(leadership.term());
+      ask("GOT " + name + " 1 " + std::to_string(lat.count()) + " " + term + " -");
       ask("LEAD " + name + " " + term + " " + std::to_string(start_ns) + " " +
           std::to_string(valid_until));
       const std::int64_t planned_end = start_ns + pick_lead(rng_) * 1000LL;
