@@ -53,7 +53,8 @@ TEST_CASE("election over cluster votes: a leader, a follower that agrees, a resi
   const std::vector<const ClusterFixture*> all = {&c0, &c1, &c2};
   const std::string csv = "redis+cluster://" + c0.seed_address() + ",redis+cluster://" +
                           c1.seed_address() + ",redis+cluster://" + c2.seed_address();
-  Client leader_client(cluster_election_options(csv)), follower_client(cluster_election_options(csv));
+  Client leader_client(cluster_election_options(csv)),
+      follower_client(cluster_election_options(csv));
   Election mine(leader_client, "cv-leader"), theirs(follower_client, "cv-leader");
 
   auto leadership = mine.campaign("host-a:8080", campaign_for(10s, 20s));

@@ -85,8 +85,9 @@ TEST_CASE(
     f.delete_on_master(name, record);
   }
 
-  // For 2.5 ttl after that (the leader keeps extending on m3 only, and loses its quorum): whenever the follower has been elected, the old leader must not
-  // think it still leads (is_leader() read after the follower's campaign returned).
+  // For 2.5 ttl after that (the leader keeps extending on m3 only, and loses its quorum): whenever
+  // the follower has been elected, the old leader must not think it still leads (is_leader() read
+  // after the follower's campaign returned).
   bool follower_elected = false, both_led = false, kept = true;
   const auto watch_until = Clock::now() + 7500ms;
   while (Clock::now() < watch_until) {
