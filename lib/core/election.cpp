@@ -69,6 +69,10 @@ LeaderResult decide_leader(const std::vector<LeaderRow>& rows) {
     if (!row.answered) continue;
     ++res.answered;
     if (row.term == 0 || !row.token || row.lock_value != row.token) continue;
+    // An identity no candidate could have campaigned with (empty, oversized, a control
+    // character, not text) is no leader's: a hostile or corrupted node must not put a NUL, a
+    // newline or a terminal escape into what `redlock-cli leader` prints (fuzz_leader).
+    if (check_identity(row.id)) continue;
     by[{*row.token, row.term, row.id}].push_back(&row);
   }
   std::size_t most = 0;

@@ -34,9 +34,10 @@ struct LeaderRow {
 // What a node's reply to read_leader() says (answered false for any other shape).
 [[nodiscard]] LeaderRow classify_leader(const Reply& r);
 
-// Who leads, from one row per node asked: the identity whose record carries the lock key's token
-// and the same settled term on a quorum of the nodes; nobody when no identity holds on a quorum
-// and none could with the nodes that did not answer; no_quorum otherwise.
+// Who leads, from one row per node asked: the identity (a valid one: check_identity()) whose
+// record carries the lock key's token and the same settled term on a quorum of the nodes; nobody
+// when no identity holds on a quorum and none could with the nodes that did not answer; no_quorum
+// otherwise.
 [[nodiscard]] LeaderResult decide_leader(const std::vector<LeaderRow>& rows);
 
 // The checks check_acquire() adds for LockMode::leader (and for an identity given with another

@@ -72,7 +72,8 @@ void check(const OracleRecord& rec, MixResult& r) {
     by_res[static_cast<std::size_t>(iv.resource)].push_back(&iv);
     if (iv.paused_inside) ++r.paused_inside;
     // (d) the holder left after its own deadline
-    if (iv.end == Interval::End::leave && iv.remaining_at_leave_us < 0) {
+    // (a leadership never ends after its deadline: the oracle caps it there)
+    if (!iv.leadership && iv.end == Interval::End::leave && iv.remaining_at_leave_us < 0) {
       ++r.late_exits;
       if (r.details.size() < 12) r.details.push_back("late exit: " + describe(iv, t0));
     }
@@ -96,6 +97,22 @@ void check(const OracleRecord& rec, MixResult& r) {
     }
   }
   r.longest_overlap_ms = ms(longest);
+
+  // (g) in the order the leaderships began, every term above all the terms before it.
+  for (const auto& v : by_res) {
+    const Interval* highest = nullptr;
+    for (const Interval* iv : v) {
+      if (!iv->leadership || !iv->fence) continue;
+      r.election = true;
+      if (highest != nullptr && *iv->fence <= *highest->fence) {
+        ++r.term_inversions;
+        if (r.details.size() < 12)
+          r.details.push_back("term inversion: " + describe(*iv, t0) + " began after " +
+                              describe(*highest, t0));
+      }
+      if (highest == nullptr || *iv->fence > *highest->fence) highest = iv;
+    }
+  }
 
   // (b), (c)
   for (std::size_t res = 0; res < rec.resources.size(); ++res) {
@@ -122,10 +139,12 @@ void check(const OracleRecord& rec, MixResult& r) {
     auto need_zero = [&](const char* what, double v) {
       if (v != 0) r.violations.push_back(std::string(what) + " = " + fmt("%g", v));
     };
-    need_zero("overlapping critical sections", static_cast<double>(r.overlaps));
+    need_zero(r.election ? "overlapping leaderships" : "overlapping critical sections",
+              static_cast<double>(r.overlaps));
     need_zero("lost increments", static_cast<double>(r.lost_increments));
     need_zero("stale writes accepted", static_cast<double>(r.stale_writes_accepted));
     need_zero("fence regressions", static_cast<double>(r.fence_regressions));
+    need_zero("term inversions", static_cast<double>(r.term_inversions));
     need_zero("stale fences rejected", static_cast<double>(r.stale_rejected));
     need_zero("exits after the deadline", static_cast<double>(r.late_exits));
     if (r.fifo_checked)
@@ -160,8 +179,10 @@ void print_table(std::ostream& out, const std::vector<MixResult>& results) {
         << fmt("%.1f", r.p50_ms) << " | " << fmt("%.1f", r.p99_ms) << " | " << r.entered << " | "
         << r.skipped_low_validity << " | " << r.overlaps << " | "
         << fmt("%.1f", r.longest_overlap_ms) << " | " << r.lost_increments << " | "
-        << r.stale_writes_accepted << " | " << r.fence_regressions << " | " << r.stale_rejected
-        << " | " << r.late_exits << " | "
+        << r.stale_writes_accepted << " | "
+        << (r.election ? std::to_string(r.term_inversions) + " (terms)"
+                       : std::to_string(r.fence_regressions))
+        << " | " << r.stale_rejected << " | " << r.late_exits << " | "
         << (!r.fair ? std::string("-")
                     : std::to_string(r.fifo_violations) + (r.fifo_checked ? "" : " (reported)"))
         << " | " << verdict << " |\n";

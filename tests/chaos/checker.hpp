@@ -9,6 +9,8 @@
 //     fences accepted out of order) and stale fences the oracle rejected;
 // (d) exits after the holder's own deadline (the worker's remaining() at LEAVE was negative);
 // (e) availability (acquired / attempts) and acquire latency p50/p99;
+// (g) the election mix: term inversions (a leadership that began after another with a term not
+//     above it); its overlaps are (a) over the leaderships, each capped at its validity deadline.
 // (f) fair locks, where the mix checks it: holders served out of FIFO order (a holder whose ticket
 //     is below the previous holder's on the resource).
 
@@ -44,6 +46,8 @@ struct MixResult {
   bool fair = false;          // fair locks: (f) is counted
   bool fifo_checked = false;  // ... and must be zero (otherwise only reported)
   long long fifo_violations = 0;
+  bool election = false;          // leaderships, not critical sections: (g) is counted
+  long long term_inversions = 0;  // (g)
   long long ticket_ties = 0;  // successive holders with the same ticket (allowed: waiter-id order)
   long long increments = 0;   // accepted writes
   long long wall_skew_s = 0;  // largest wall-clock offset the workers showed

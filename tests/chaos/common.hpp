@@ -10,6 +10,11 @@
 //   left ENTER <res> <fence|-> <remaining_us> <planned_us>    [OK | RECHECK] READ <res> <fence|->
 //   [VAL <n> | REJECT] WRITE <res> <fence|-> <n>                            [OK | REJECT] LEAVE
 //   <res> <remaining_us>                           [OK] REL <res> <deleted-nodes> [OK]
+// The election mix's candidates (worker.cpp, --election) send instead of ENTER .. LEAVE, with
+// times on CLOCK_MONOTONIC (mono_ns(), read by the worker):
+//   LEAD <res> <term> <start_ns> <deadline_ns>   [OK]   campaign returned: leader from start_ns
+//   VALID <res> <deadline_ns>                    [OK]   an extension moved the deadline on
+//   UNLEAD <res> <end_ns> <resigned|lost>        [OK]   led until end_ns (capped at the deadline)
 // Every message gets a reply, so the oracle has handled a message before the worker does its
 // next step: an ENTER that follows a release elsewhere is always stamped after that LEAVE.
 

@@ -12,6 +12,7 @@
 //   --tls (the nodes listen with TLS, the workers use rediss:// and the fixture's CA)
 //   --report FILE (append the table as markdown) --verbose (nemesis events as they happen)
 //   --keep-logs --no-netns --list
+//   --election-ignore-validity (the election mix's candidates lead on after a loss: it must fail)
 //   --strict (every mix counts as must-be-zero: the lease-breaking ones then fail the run, which
 //   shows the checker catches what they do)
 
@@ -84,6 +85,10 @@ struct Mix {
   // instead of standalone nodes; their promotions delete the lock keys as the Sentinel ones do.
   int clusters = 0;
   int delete_key_percent = 0;
+  // Candidates of one election (worker.cpp --election) instead of lock workers: 3 of them, on
+  // the first resource's name; the checker wants zero overlapping leaderships and zero term
+  // inversions. cs_min_ms..cs_max_ms is then how long a leader leads before it resigns.
+  bool election = false;
   long ttl_ms = 0;  // 0: the run's --ttl-ms
   long cs_min_ms = 5, cs_max_ms = 50;
   double short_seconds = 6;
@@ -284,6 +289,23 @@ std::vector<Mix> all_mixes() {
                .weight = 1,
                .about = "the manual failovers, keys always lost, restart quarantine 0 (no guard); "
                         "ttl 3 s"});
+  // Leader election (issue 44): 3 candidates campaign on one name with redlock::Election and lead
+  // 0.2-3 s (two ttl: extended on the way) before they resign. Nodes killed (restarted empty
+  // after a ttl, restart quarantine 2 ttl) and paused; candidates killed (half of them while
+  // leading), paused while campaigning, and leaders paused past their validity: a leadership
+  // ends at the earlier of the loss and its deadline, so none of these may overlap two.
+  m.push_back({.name = "election",
+               .faults = {F::node_kill_delayed, F::node_pause, F::client_kill, F::leader_pause,
+                          F::client_pause_acquire},
+               .fence = Fencing::on,
+               .in_short = false,
+               .election = true,
+               .cs_min_ms = 100,
+               .cs_max_ms = 1500,
+               .short_seconds = 15,
+               .weight = 3,
+               .about = "3 candidates of one election: kills and pauses of nodes and "
+                        "candidates, leaders paused past their validity"});
   return m;
 }
 
@@ -306,6 +328,8 @@ struct Settings {
   bool list = false;
   bool strict = false;  // every mix must be zero (a check that the checker can fail)
   bool tls = false;     // nodes listen with TLS and the workers use it (rediss://)
+  // The election mix's candidates lead on after a loss (worker.cpp): the checker must fail it.
+  bool election_ignore_validity = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -358,6 +382,8 @@ Settings parse(int argc, char** argv) {
         s.list = true;
       else if (k == "--strict")
         s.strict = true;
+      else if (k == "--election-ignore-validity")
+        s.election_ignore_validity = true;
       else
         usage("unknown option " + k);
     } catch (const std::logic_error&) {
@@ -561,6 +587,12 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
       ws.nodes_csv = cluster->nodes_csv();
     }
     for (int i = 0; i < s.resources; ++i) ws.resources.push_back("chaos:r" + std::to_string(i));
+    ws.election = mix.election;
+    ws.election_ignore_validity = s.election_ignore_validity;
+    if (mix.election) {
+      ws.resources.resize(1);  // one election
+      ws.wait_ms = 2 * (mix.ttl_ms > 0 ? mix.ttl_ms : s.ttl_ms);
+    }
     const long ttl_ms = mix.ttl_ms > 0 ? mix.ttl_ms : s.ttl_ms;
     ws.ttl_ms = ttl_ms;
     ws.cs_min_ms = mix.cs_min_ms;
@@ -589,13 +621,14 @@ MixResult run_mix(const Mix& mix, const Settings& s, const Env& env, double seco
     ws.seed = r.seed;
 
     {
-      WorkerPool pool(ws, s.workers);
+      const int workers = mix.election ? 3 : s.workers;
+      WorkerPool pool(ws, workers);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (oracle.connected() < static_cast<std::size_t>(s.workers) &&
+      while (oracle.connected() < static_cast<std::size_t>(workers) &&
              std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
-      if (oracle.connected() < static_cast<std::size_t>(s.workers)) {
+      if (oracle.connected() < static_cast<std::size_t>(workers)) {
         r.harness_errors.push_back("workers did not connect to the oracle (see " + ws.log_path +
                                    ")");
       }

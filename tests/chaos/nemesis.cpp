@@ -33,6 +33,8 @@ const char* to_string(Fault f) {
       return "clock-jump";
     case Fault::holder_pause:
       return "holder-pause";
+    case Fault::leader_pause:
+      return "leader-pause";
     case Fault::restart_empty:
       return "restart-empty";
     case Fault::partition:
@@ -143,6 +145,9 @@ void Nemesis::inject(Fault f) {
       break;
     case Fault::holder_pause:
       holder_pause();
+      break;
+    case Fault::leader_pause:
+      leader_pause();
       break;
     case Fault::restart_empty:
       restart_empty();
@@ -338,6 +343,31 @@ void Nemesis::holder_pause() {
   ++counts_["holder-pause"];
   note("SIGSTOP worker " + std::to_string(slot) + (inside ? " inside" : " (just left)") +
        " its critical section, for " + std::to_string(dur) + " ms");
+  at(mono_ns() + dur * 1'000'000LL, [this, slot] {
+    workers_.cont(slot);
+    slot_busy_[static_cast<std::size_t>(slot)] = false;
+    note("SIGCONT worker " + std::to_string(slot));
+  });
+}
+
+// The election mix: whoever is elected next (one candidate in three leads, so a fixed slot would
+// rarely be caught), paused right after it told the oracle. A long pause outlives its validity:
+// it must find itself no longer leader when it resumes (its leadership ends at its deadline).
+void Nemesis::leader_pause() {
+  oracle_.arm(-1, Oracle::Trigger::at_enter);
+  auto fired = oracle_.wait_trigger(static_cast<int>(2 * s_.ttl_ms));
+  if (!fired) return;
+  const int slot = fired->first;
+  if (slot_busy_[static_cast<std::size_t>(slot)]) return;
+  std::this_thread::sleep_for(std::chrono::microseconds(uniform(0, 2000)));
+  workers_.stop(slot);
+  const bool inside = oracle_.mark_paused_inside(slot);
+  slot_busy_[static_cast<std::size_t>(slot)] = true;
+  const long dur =
+      uniform(0, 1) == 1 ? uniform(s_.ttl_ms + 200, 2 * s_.ttl_ms) : uniform(20, s_.ttl_ms / 3);
+  ++counts_["leader-pause"];
+  note("SIGSTOP worker " + std::to_string(slot) + (inside ? " leading" : " (just resigned)") +
+       ", for " + std::to_string(dur) + " ms");
   at(mono_ns() + dur * 1'000'000LL, [this, slot] {
     workers_.cont(slot);
     slot_busy_[static_cast<std::size_t>(slot)] = false;

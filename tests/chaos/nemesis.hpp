@@ -36,8 +36,11 @@ enum class Fault {
   client_kill,           // kill -9 of a worker (inside or outside its critical section), respawned
   clock_jump,            // the workers' wall clock jumps (libfaketime)
   holder_pause,          // SIGSTOP of a worker inside its critical section for longer than the ttl
-  restart_empty,         // kill -9 of a majority, restarted at once without data (no restart guard)
-  partition,             // nftables drop rules cut some workers off from some nodes
+  // The election mix: SIGSTOP of the next candidate elected (any slot), right after its LEAD,
+  // for 20 ms .. a third of the ttl or (half the time) ttl+0.2 .. 2 ttl: past its validity.
+  leader_pause,
+  restart_empty,  // kill -9 of a majority, restarted at once without data (no restart guard)
+  partition,      // nftables drop rules cut some workers off from some nodes
   // Sentinel votes (NemesisSettings::sentinels): the lock keys may be deleted on the promoted
   // replica at once (NemesisSettings::delete_key_percent), as if replication had lost them.
   sentinel_failover,     // SENTINEL FAILOVER of 1..Q votes at once; old masters demoted at once
@@ -100,6 +103,7 @@ class Nemesis {
   void client_kill();
   void clock_jump();
   void holder_pause();
+  void leader_pause();
   void restart_empty();
   void partition();
   void sentinel_failover();

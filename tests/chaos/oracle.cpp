@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -139,7 +140,8 @@ void Oracle::close_open(Conn& c, Interval::End end, std::int64_t now) {
   auto it = open_.find(&c);
   if (it == open_.end()) return;
   Interval& iv = rec_.intervals[it->second];
-  iv.leave_ns = now;
+  // A leader that died or was still leading at the end led at most until its deadline.
+  iv.leave_ns = iv.leadership ? std::min(now, iv.valid_until_ns) : now;
   iv.end = end;
   open_.erase(it);
 }
@@ -234,6 +236,7 @@ std::string Oracle::handle(Conn& c, const std::vector<std::string>& w,
       }
       return "OK";
     }
+    if (op == "LEAD" || op == "VALID" || op == "UNLEAD") return handle_leadership(c, w, ri, lk);
     if (op == "READ" && w.size() == 3) {
       if (open_.count(&c) == 0) return bad("READ outside a critical section");
       if (!fence_ok(r, w[2])) {
@@ -274,6 +277,56 @@ std::string Oracle::handle(Conn& c, const std::vector<std::string>& w,
     return bad(std::string("unparsable (") + e.what() + ")");
   }
   return bad("unknown message");
+}
+
+std::string Oracle::handle_leadership(Conn& c, const std::vector<std::string>& w, int ri,
+                                      std::unique_lock<std::mutex>& lk) {
+  auto bad = [&](const std::string& why) {
+    std::string line;
+    for (const auto& s : w) line += s + " ";
+    rec_.protocol_errors.push_back("slot " + std::to_string(c.slot) + ": " + why + ": " + line);
+    return std::string("ERR");
+  };
+  const std::string& op = w[0];
+  auto it = open_.find(&c);
+  if (op == "LEAD" && w.size() == 5) {
+    if (it != open_.end()) return bad("LEAD while leading");
+    // The nemesis is pausing this candidate right after it was elected: hold the answer until
+    // the pause is over (the leadership still began at the candidate's own stamp, start_ns).
+    cv_.wait(lk, [&] { return stopping_ || pausing_.count(c.slot) == 0 || !pausing_[c.slot]; });
+    Interval iv;
+    iv.resource = ri;
+    iv.slot = c.slot;
+    iv.pid = c.pid;
+    iv.leadership = true;
+    iv.fence = std::stoull(w[2]);
+    iv.enter_ns = std::stoll(w[3]);
+    iv.valid_until_ns = std::stoll(w[4]);
+    iv.remaining_at_enter_us = (iv.valid_until_ns - iv.enter_ns) / 1000;
+    open_[&c] = rec_.intervals.size();
+    rec_.intervals.push_back(iv);
+    ++rec_.acq.entered;
+    if (armed_ == Trigger::at_enter && (armed_slot_ == -1 || armed_slot_ == c.slot)) {
+      armed_ = Trigger::none;
+      fired_ = std::make_pair(c.slot, c.pid);
+      cv_.notify_all();
+    }
+    return "OK";
+  }
+  if (it == open_.end() || !rec_.intervals[it->second].leadership)
+    return bad(op + " while not leading");
+  Interval& iv = rec_.intervals[it->second];
+  if (op == "VALID" && w.size() == 3) {
+    iv.valid_until_ns = std::max(iv.valid_until_ns, static_cast<std::int64_t>(std::stoll(w[2])));
+    return "OK";
+  }
+  if (op == "UNLEAD" && w.size() == 4) {
+    const std::int64_t end = std::stoll(w[2]);
+    iv.remaining_at_leave_us = (iv.valid_until_ns - end) / 1000;
+    close_open(c, Interval::End::leave, end);
+    return "OK";
+  }
+  return bad("malformed " + op);
 }
 
 void Oracle::arm(int slot, Trigger t) {
@@ -335,8 +388,9 @@ OracleRecord Oracle::finish() {
   std::lock_guard lk(m_);
   const std::int64_t now = mono_ns();
   for (auto& [conn, idx] : open_) {
-    rec_.intervals[idx].leave_ns = now;
-    rec_.intervals[idx].end = Interval::End::mix_end;
+    Interval& iv = rec_.intervals[idx];
+    iv.leave_ns = iv.leadership ? std::min(now, iv.valid_until_ns) : now;
+    iv.end = Interval::End::mix_end;
   }
   open_.clear();
   return rec_;

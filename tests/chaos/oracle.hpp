@@ -41,6 +41,11 @@ struct Interval {
   long long remaining_at_leave_us = 0;  // as the worker measured it (negative: after its deadline)
   End end = End::leave;
   bool paused_inside = false;  // the nemesis SIGSTOPped it during this interval
+  // The election mix: a leadership (LEAD .. UNLEAD), `fence` is its term, enter_ns the worker's
+  // own stamp of campaign's return, and it never lasts past the last validity deadline the
+  // candidate reported (valid_until_ns), whether it ends by UNLEAD, death or the mix's end.
+  bool leadership = false;
+  std::int64_t valid_until_ns = 0;
 };
 
 struct ResourceState {
@@ -119,6 +124,9 @@ class Oracle {
   void serve(Conn* c);
   std::string handle(Conn& c, const std::vector<std::string>& w, std::unique_lock<std::mutex>& lk);
   void close_open(Conn& c, Interval::End end, std::int64_t now);
+  // The election mix's LEAD, VALID and UNLEAD (common.hpp).
+  std::string handle_leadership(Conn& c, const std::vector<std::string>& w, int ri,
+                                std::unique_lock<std::mutex>& lk);
   int res_index(const std::string& name);
   bool fence_ok(ResourceState& r, const std::string& fence);
   void note_ticket(const Conn& c, int ri, ResourceState& r, std::uint64_t ticket);

@@ -13,12 +13,22 @@
 // oracle answers RECHECK (the nemesis paused this process around the ENTER), the check is made
 // again.
 //
+// With --election 1 it is a candidate instead (the election mix): it campaigns on the first
+// resource's name with redlock::Election, and reports each leadership to the oracle as one
+// interval on the oracle's clock (CLOCK_MONOTONIC, read here: one clock for every process on the
+// machine): LEAD when campaign returned (its term and its validity deadline), VALID each time an
+// extension moved the deadline on, UNLEAD when it resigns or notices the loss. The interval ends
+// at the earlier of that moment and the last deadline it reported, which is as long as a
+// candidate may act as leader. --election-ignore-validity 1 breaks that on purpose (it keeps
+// leading for its planned time, lost or not): the checker must then see overlaps.
+//
 // Usage: chaos-worker --socket PATH --slot K --nodes CSV --resources a,b [options] (see parse()).
 
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -54,6 +64,8 @@ struct Config {
   bool fair = false;           // fair (FIFO) locks: unfenced, the ticket goes to the oracle
   long heartbeat_ttl_ms = -1;  // fair waiters' AcquireOptions::heartbeat_ttl; -1: library default
   bool durable = false;
+  bool election = false;                  // a candidate of the election mix
+  bool election_ignore_validity = false;  // broken on purpose: leads on after a loss
   long min_node_uptime_ms = 0;
   long restart_quarantine_ms = -1;  // -1: library default
   std::uint64_t seed = 1;
@@ -99,6 +111,10 @@ Config parse(int argc, char** argv) {
       c.heartbeat_ttl_ms = num();
     else if (k == "--durable")
       c.durable = num() != 0;
+    else if (k == "--election")
+      c.election = num() != 0;
+    else if (k == "--election-ignore-validity")
+      c.election_ignore_validity = num() != 0;
     else if (k == "--min-node-uptime-ms")
       c.min_node_uptime_ms = num();
     else if (k == "--restart-quarantine-ms")
@@ -144,6 +160,7 @@ class Worker {
   int run() {
     redlock::Client client(client_options());
     ask("HELLO " + std::to_string(cfg_.slot) + " " + std::to_string(::getpid()));
+    if (cfg_.election) return run_candidate(client);
     std::uniform_int_distribution<std::size_t> pick_res(0, cfg_.resources.size() - 1);
     std::uniform_int_distribution<long> pick_cs(cfg_.cs_min_ms * 1000, cfg_.cs_max_ms * 1000);
     std::uniform_int_distribution<long> pick_think(0, cfg_.think_max_ms * 1000);
@@ -211,6 +228,93 @@ class Worker {
   }
 
  private:
+  // The election mix: campaign, lead for a planned while (the critical-section range), resign;
+  // again until SIGTERM. See the comment at the top.
+  int run_candidate(redlock::Client& client) {
+    const std::string& name = cfg_.resources.front();
+    redlock::Election election(client, name);
+    const std::string id =
+        "candidate-" + std::to_string(cfg_.slot) + "-" + std::to_string(::getpid());
+    std::uniform_int_distribution<long> pick_lead(cfg_.cs_min_ms * 1000, cfg_.cs_max_ms * 1000);
+    std::uniform_int_distribution<long> pick_think(0, cfg_.think_max_ms * 1000);
+    // Set by on_lost (the library's I/O thread): when the loss was reported.
+    std::atomic<std::int64_t> lost_ns{0};
+    redlock::CampaignOptions co;
+    co.ttl = redlock::Millis{cfg_.ttl_ms};
+    co.wait = redlock::Millis{cfg_.wait_ms};
+    co.hold.on_lost = [&lost_ns](const redlock::LossInfo&) {
+      std::int64_t none = 0;
+      lost_ns.compare_exchange_strong(none, chaos::mono_ns());
+    };
+    while (!g_stop.load()) {
+      ask("ACQ " + name + " " + std::to_string(static_cast<long long>(::time(nullptr))));
+      lost_ns.store(0);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto [leadership, result] = election.try_campaign(id, co);
+      const std::int64_t start_ns = chaos::mono_ns();
+      const auto lat = std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::steady_clock::now() - t0);
+      if (!leadership) {
+        std::string why = result.error.message();
+        for (auto& ch : why) {
+          if (ch == ' ') ch = '_';
+        }
+        ask("GOT " + name + " 0 " + std::to_string(lat.count()) + " " + why);
+        sleep_us(pick_think(rng_));
+        continue;
+      }
+      // The deadline on the oracle's clock, taken at once (a pause before LEAD must not move
+      // it): the lock's own deadline, signed (remaining() stops at 0), read before the clock, so
+      // the sum is never earlier than the library's deadline (a longer leadership can only add
+      // overlaps).
+      auto deadline_ns = [&leadership] {
+        const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              leadership.lock().deadline() - redlock::BootClock::now())
+                              .count();
+        return chaos::mono_ns() + static_cast<std::int64_t>(left);
+      };
+      // Broken on purpose: no deadline (an hour), so the leadership lasts until it resigns.
+      std::int64_t valid_until =
+          cfg_.election_ignore_validity ? start_ns + 3'600'000'000'000LL : deadline_ns();
+      const std::string term = std::to_string(leadership.term());
+      ask("GOT " + name + " 1 " + std::to_string(lat.count()) + " " + term + " -");
+      ask("LEAD " + name + " " + term + " " + std::to_string(start_ns) + " " +
+          std::to_string(valid_until));
+      const std::int64_t planned_end = start_ns + pick_lead(rng_) * 1000LL;
+      const char* how = "resigned";
+      for (;;) {
+        const std::int64_t d = deadline_ns();
+        const bool leading = leadership.is_leader();
+        const std::int64_t now = chaos::mono_ns();
+        if (cfg_.election_ignore_validity) {
+          // Broken on purpose: leads on until its planned end, whatever the library says.
+          if (now >= planned_end) break;
+        } else {
+          if (!leading || lost_ns.load() != 0) {
+            how = "lost";
+            break;
+          }
+          if (d > valid_until) {
+            valid_until = d;
+            ask("VALID " + name + " " + std::to_string(valid_until));
+          }
+          if (now >= planned_end || g_stop.load()) break;
+        }
+        sleep_us(5000);
+      }
+      // It led until now, or until the loss was reported if that was earlier (the oracle caps it
+      // at the last deadline reported).
+      std::int64_t end_ns = chaos::mono_ns();
+      if (const std::int64_t l = lost_ns.load(); l != 0 && !cfg_.election_ignore_validity)
+        end_ns = std::min(end_ns, l);
+      ask("UNLEAD " + name + " " + std::to_string(end_ns) + " " + how);
+      redlock::ReleaseResult rel = leadership.resign();
+      ask("REL " + name + " " + std::to_string(rel.deleted));
+      sleep_us(pick_think(rng_));
+    }
+    return 0;
+  }
+
   redlock::Options client_options() const {
     std::string err;
     auto nodes = redlock::parse_node_list(cfg_.nodes, err);

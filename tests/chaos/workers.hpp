@@ -27,6 +27,8 @@ struct WorkerSettings {
   bool fair = false;                   // fair (FIFO) locks, unfenced
   long heartbeat_ttl_ms = -1;          // fair waiters' heartbeat ttl; -1: library default
   bool durable = false;
+  bool election = false;                  // candidates of one election (worker.cpp)
+  bool election_ignore_validity = false;  // ... that lead on after a loss (a broken variant)
   long min_node_uptime_ms = 0;
   long restart_quarantine_ms = -1;  // -1: library default
   std::string faketime_lib;         // non-empty: run under libfaketime with this preload
