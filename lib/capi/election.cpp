@@ -14,8 +14,7 @@ using namespace redlock::capi;
 namespace {
 
 const char* const bad_election = "invalid election handle (NULL, freed, or not an election)";
-const char* const bad_leadership =
-    "invalid leadership handle (NULL, freed, or not a leadership)";
+const char* const bad_leadership = "invalid leadership handle (NULL, freed, or not a leadership)";
 const char* const client_gone = "the client was freed";
 
 // The acquisition options a campaign takes (redlock.h, redlock_campaign). False: `options` is
@@ -238,8 +237,8 @@ int redlock_leader(redlock_election* election, char* id, size_t id_cap, size_t* 
   });
 }
 
-int redlock_observe(redlock_election* election, uint64_t poll_ms, redlock_observe_fn fn,
-                    void* user, redlock_observation** out, redlock_result* detail) {
+int redlock_observe(redlock_election* election, uint64_t poll_ms, redlock_observe_fn fn, void* user,
+                    redlock_observation** out, redlock_result* detail) {
   return guarded([&] {
     if (out) *out = nullptr;
     std::shared_ptr<ResultObj> res;
@@ -330,8 +329,7 @@ int redlock_leadership_validity_ms(const redlock_leadership* leadership, uint64_
     auto l = find<LeadershipObj>(leadership);
     if (!l || !out) return REDLOCK_E_INVALID;
     std::lock_guard<std::mutex> g(l->mu);
-    *out = static_cast<uint64_t>(
-        std::max<Millis::rep>(0, l->leadership.lock().validity().count()));
+    *out = static_cast<uint64_t>(std::max<Millis::rep>(0, l->leadership.lock().validity().count()));
     return REDLOCK_OK;
   });
 }
