@@ -381,7 +381,8 @@ REDLOCK_C_API int redlock_election_new(redlock_client* client, const char* name,
                                        redlock_result* detail);
 /** Cancels the election's campaigns of redlock_campaign_async() and waits until their callbacks
  * have returned (each runs, with REDLOCK_E_CANCELLED unless it was decided before), then frees
- * the handle. Leaderships it handed out stay valid: free them on their own. */
+ * the handle. Leaderships it handed out stay valid: free them on their own. REDLOCK_E_INVALID
+ * inside a loss or observe callback (the campaigns it waits for need the I/O thread). */
 REDLOCK_C_API int redlock_election_free(redlock_election* election);
 
 /** Campaigns until this candidate leads. Blocks until elected, the wait passes, or the options'

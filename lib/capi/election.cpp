@@ -162,6 +162,9 @@ int redlock_campaign_async(redlock_election* election, const redlock_acquire_opt
     if (!client) return finish(res.get(), REDLOCK_E_SHUTDOWN, client_gone);
 
     std::lock_guard<std::mutex> g(e->mu);
+    // Freed by another thread since the lookup: its free has taken the campaigns to join, so a
+    // thread started now would be joined by nobody.
+    if (e->stop.stop_requested()) return finish(res.get(), REDLOCK_E_INVALID, bad_election);
     reap_finished(e->campaigns);
     auto done = std::make_shared<std::atomic<bool>>(false);
     // Everything the thread uses is its own: redlock_election_free may detach it (when called
