@@ -6,8 +6,8 @@
  * It is a thin layer over the C++ redlock::Client and redlock::Guard: same engine, same I/O
  * thread, same guarantees (see docs/design.md "Safety model" and docs/guide.md).
  *
- * ABI. Only opaque handles, fixed-width integers, size_t, double, char pointers and one function
- * pointer type cross this boundary; no struct layout is public, so fields and functions can be
+ * ABI. Only opaque handles, fixed-width integers, size_t, double, char pointers and function
+ * pointer types cross this boundary; no struct layout is public, so fields and functions can be
  * added without breaking compiled callers. REDLOCK_C_API_VERSION grows when functions are added.
  *
  * Errors. Every function that does something returns an int: REDLOCK_OK (0) or a REDLOCK_E_*
@@ -61,7 +61,8 @@ extern "C" {
 #endif
 
 /** Grows by one with every release that adds functions; compare with redlock_c_api_version(). */
-#define REDLOCK_C_API_VERSION 4 /* 2: redlock_cancel; 3: redlock_options_set_tls*; 4: logger */
+#define REDLOCK_C_API_VERSION \
+  5 /* 2: redlock_cancel; 3: redlock_options_set_tls*; 4: logger; 5: election */
 
 /** Return codes. Values are stable (part of the ABI). */
 #define REDLOCK_OK 0
@@ -78,6 +79,12 @@ extern "C" {
  * fixed (credentials or database refused, a permission the ACL user lacks, TLS verification
  * failed): not retried. The per-node record says which. */
 #define REDLOCK_E_REFUSED 10
+/** redlock_leader() and observe (C API version 5): a quorum answered and nobody leads (no
+ * identity holds on a quorum of the nodes). */
+#define REDLOCK_E_NO_LEADER 11
+
+/** The longest candidate identity accepted, in bytes: a buffer this size holds any leader's id. */
+#define REDLOCK_IDENTITY_MAX 256
 
 /** Opaque handles. */
 typedef struct redlock_client redlock_client;
@@ -86,6 +93,9 @@ typedef struct redlock_options redlock_options;
 typedef struct redlock_acquire_options redlock_acquire_options;
 typedef struct redlock_result redlock_result;
 typedef struct redlock_cancel redlock_cancel;
+typedef struct redlock_election redlock_election;       /* C API version 5 */
+typedef struct redlock_leadership redlock_leadership;   /* C API version 5 */
+typedef struct redlock_observation redlock_observation; /* C API version 5 */
 
 /*
  * Loss callback of an auto-extended lock: the lock stopped being held while the caller still
@@ -320,6 +330,129 @@ REDLOCK_C_API int redlock_lock_remaining_ms(const redlock_lock* lock, uint64_t* 
 REDLOCK_C_API int redlock_lock_votes(const redlock_lock* lock, int* out);
 /** Successful extensions so far (automatic or by redlock_extend). */
 REDLOCK_C_API int redlock_lock_extensions(const redlock_lock* lock, int* out);
+
+/* ---- leader election (C API version 5) ------------------------------------------------------*/
+/*
+ * An election over a name on the client's nodes (docs/guide.md, "Electing a leader"): the leader
+ * holds the name's lock (the plain Redlock key) and, beside it on each node, a record of its
+ * identity and term. The term grows strictly from leader to leader: a leader passes it with every
+ * write to what it controls, and that resource refuses a term lower than the highest it has seen.
+ * A leader paused past its validity still believes it leads until it looks; the term is the
+ * defence.
+ *
+ * Thread-safety: redlock_election, redlock_leadership and redlock_observation are thread-safe.
+ * Free the elections, leaderships and observations of a client before the client.
+ */
+
+/*
+ * Result of redlock_campaign_async(): called exactly once per call that returned REDLOCK_OK, on a
+ * thread the library started for that campaign (never the caller's thread, never the client's
+ * I/O thread: blocking calls are allowed in it, redlock_election_free() of this election too).
+ * `code` REDLOCK_OK: `leadership` is a new handle the callee owns (free it with
+ * redlock_leadership_free()). Otherwise `leadership` is NULL and `code` says why: as
+ * redlock_campaign(), and REDLOCK_E_CANCELLED when the election handle was freed meanwhile.
+ * `message` is NUL-terminated, valid during the call only.
+ */
+typedef void (*redlock_campaign_fn)(void* user, int code, redlock_leadership* leadership,
+                                    const char* message);
+
+/*
+ * A change seen by redlock_observe(). `code` REDLOCK_OK: `id` (`id_len` bytes, not
+ * NUL-terminated) leads with `term`. REDLOCK_E_NO_LEADER: nobody leads. REDLOCK_E_NO_QUORUM: too
+ * few nodes answered to tell. `id` is NULL and `term` 0 except for REDLOCK_OK; `id` is valid
+ * during the call only.
+ * Called first with who leads now, then once per change (a new term, nobody, no quorum), in order,
+ * one call at a time, on the client's I/O thread: same rules as the loss callback (return quickly,
+ * do not block; the functions that wait for the I/O thread return REDLOCK_E_INVALID there;
+ * redlock_observation_free() is allowed). No call starts after redlock_observation_free()
+ * returned; a call running on another thread is waited for.
+ */
+typedef void (*redlock_observe_fn)(void* user, int code, const char* id, size_t id_len,
+                                   uint64_t term);
+
+/** An election over `name` (`len` bytes) as candidate `id` (`id_len` bytes: 1 to
+ * REDLOCK_IDENTITY_MAX, no control characters; every client of the nodes can read it, so never a
+ * secret). `id` NULL with `id_len` 0: a handle that only reads (redlock_leader, redlock_observe)
+ * and cannot campaign. REDLOCK_E_INVALID, naming the bad value in `detail`: an empty, oversized or
+ * control-character id, an empty name or one of the form of the library's own keys. The handle
+ * does not keep the client alive: once the client is freed its calls return REDLOCK_E_SHUTDOWN. */
+REDLOCK_C_API int redlock_election_new(redlock_client* client, const char* name, size_t len,
+                                       const char* id, size_t id_len, redlock_election** out,
+                                       redlock_result* detail);
+/** Cancels the election's campaigns of redlock_campaign_async() and waits until their callbacks
+ * have returned (each runs, with REDLOCK_E_CANCELLED unless it was decided before), then frees
+ * the handle. Leaderships it handed out stay valid: free them on their own. REDLOCK_E_INVALID
+ * inside a loss or observe callback (the campaigns it waits for need the I/O thread). */
+REDLOCK_C_API int redlock_election_free(redlock_election* election);
+
+/** Campaigns until this candidate leads. Blocks until elected, the wait passes, or the options'
+ * redlock_cancel is requested. Of the acquisition options (NULL: defaults) it takes: the ttl of
+ * the leader's lock (a dead leader is replaced about that long later); the wait (0, the default:
+ * campaign until elected or cancelled; otherwise REDLOCK_E_CONTENDED while another leads, or
+ * REDLOCK_E_NO_QUORUM while the nodes cannot elect anyone, once it passed); the cancel source
+ * (REDLOCK_E_CANCELLED; the attempt in flight and the waiting mark are taken back on the nodes);
+ * and auto-extension's every_ms and loss callback (a leadership is always extended; `enabled` is
+ * ignored; the loss callback runs at most once, as for a lock). Fence and retry count do not apply
+ * (the term is the fence). On REDLOCK_OK `*out` is a new leadership: free it with
+ * redlock_leadership_free(), which resigns. REDLOCK_E_INVALID on a read-only election handle. */
+REDLOCK_C_API int redlock_campaign(redlock_election* election,
+                                   const redlock_acquire_options* options, redlock_leadership** out,
+                                   redlock_result* detail);
+/** The same campaign without blocking the caller: REDLOCK_OK when it started, and then `fn` is
+ * called exactly once with `user` (see redlock_campaign_fn for the thread). Any other code: it did
+ * not start and `fn` is never called. The options are copied; `user` must stay valid until `fn`
+ * returned. */
+REDLOCK_C_API int redlock_campaign_async(redlock_election* election,
+                                         const redlock_acquire_options* options,
+                                         redlock_campaign_fn fn, void* user,
+                                         redlock_result* detail);
+
+/** Who leads now, read from every node. REDLOCK_OK: the leader's id is copied into `id` (capacity
+ * `id_cap`; REDLOCK_IDENTITY_MAX always suffices; not NUL-terminated), its length to `*id_len`,
+ * its term, how long it has led and its validity (until fewer than a quorum hold it, unless it is
+ * extended) to the rest. REDLOCK_E_NO_LEADER: nobody leads. REDLOCK_E_NO_QUORUM: too few nodes
+ * answered to tell. Every out-parameter may be NULL (not wanted); `id` NULL needs `id_cap` 0. */
+REDLOCK_C_API int redlock_leader(redlock_election* election, char* id, size_t id_cap,
+                                 size_t* id_len, uint64_t* term, uint64_t* since_ms,
+                                 uint64_t* validity_ms, redlock_result* detail);
+
+/** Watches who leads: `fn` with `user` (see redlock_observe_fn), reading the nodes at least every
+ * `poll_ms` (0: 1000) and at once when a node announces a release or a new term. Until
+ * redlock_observation_free(*out) or the client is freed. `user` must stay valid until
+ * redlock_observation_free() returned. */
+REDLOCK_C_API int redlock_observe(redlock_election* election, uint64_t poll_ms,
+                                  redlock_observe_fn fn, void* user, redlock_observation** out,
+                                  redlock_result* detail);
+/** Stops the observation and frees the handle. After it returns no callback runs (one running on
+ * another thread is waited for; called from inside the callback, none runs after that one). */
+REDLOCK_C_API int redlock_observation_free(redlock_observation* observation);
+
+/** REDLOCK_OK while this candidate leads: elected, not resigned, not lost, its local deadline not
+ * passed. Otherwise why not: REDLOCK_E_NOT_HELD (resigned, or the nodes no longer have its lock),
+ * REDLOCK_E_NO_QUORUM (lost: the nodes could not be reached), REDLOCK_E_EXPIRED. `detail` gets
+ * the loss's message and per-node record when there was one. Check it before each piece of work. */
+REDLOCK_C_API int redlock_leadership_check(const redlock_leadership* leadership,
+                                           redlock_result* detail);
+/** The term: grows strictly from leader to leader. Fence the leader's writes with it. */
+REDLOCK_C_API int redlock_leadership_term(const redlock_leadership* leadership, uint64_t* out);
+/** The same number as the term, for resources that take fencing tokens. */
+REDLOCK_C_API int redlock_leadership_fence(const redlock_leadership* leadership, uint64_t* out);
+/** The identity it campaigned with (not NUL-terminated: use `*len`). */
+REDLOCK_C_API int redlock_leadership_id(const redlock_leadership* leadership, const char** data,
+                                        size_t* len);
+/** Validity computed when it was elected or last extended. */
+REDLOCK_C_API int redlock_leadership_validity_ms(const redlock_leadership* leadership,
+                                                 uint64_t* out);
+/** Time left before the local deadline (moves with every extension); 0 once resigned or lost. */
+REDLOCK_C_API int redlock_leadership_remaining_ms(const redlock_leadership* leadership,
+                                                  uint64_t* out);
+/** Steps down: stops extending, deletes the lock and the leader's record on the nodes and wakes
+ * the candidate that has waited longest. Codes as redlock_release(); idempotent. The handle stays
+ * valid until redlock_leadership_free(). Allowed inside a loss callback. */
+REDLOCK_C_API int redlock_leadership_resign(redlock_leadership* leadership, redlock_result* detail);
+/** Resigns if still leader, then frees the handle. After it returns the loss callback does not
+ * run any more. */
+REDLOCK_C_API int redlock_leadership_free(redlock_leadership* leadership);
 
 #ifdef __cplusplus
 }

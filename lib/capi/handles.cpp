@@ -54,6 +54,20 @@ bool resolve_detail(redlock_result* detail, std::shared_ptr<ResultObj>& out) {
   return out != nullptr;
 }
 
+redlock::HoldOptions hold_options(const AcquireOptionsObj& ao) {
+  redlock::HoldOptions hold;
+  hold.auto_extend = ao.auto_extend;
+  hold.extend_every = ao.extend_every;
+  if (ao.auto_extend && ao.on_lost) {
+    hold.on_lost = [fn = ao.on_lost, user = ao.user](const redlock::LossInfo& info) {
+      ++in_loss_callback;
+      fn(user, code_of(info.reason), info.message.c_str());
+      --in_loss_callback;
+    };
+  }
+  return hold;
+}
+
 bool to_millis(std::uint64_t ms, Millis& out) {
   if (ms > static_cast<std::uint64_t>(std::numeric_limits<Millis::rep>::max())) return false;
   out = Millis{static_cast<Millis::rep>(ms)};

@@ -3,6 +3,7 @@
 // every exported function uses (see capi/redlock.cpp for what the C API adds over C++).
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -12,11 +13,13 @@
 #include <stdexcept>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "redlock/client.hpp"
+#include "redlock/election.hpp"
 #include "redlock/error.hpp"
 #include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
@@ -81,10 +84,50 @@ struct LockObj {
   }
 };
 
+struct LeadershipObj {
+  // Weak, as LockObj's: a leadership must not keep the client's I/O thread alive.
+  std::weak_ptr<redlock::Client> client;
+  std::string id;  // immutable: the pointer redlock_leadership_id hands out stays valid
+  std::uint64_t term = 0;
+  // `mu` guards the Leadership; never held across its resign (see LockObj::mu).
+  mutable std::mutex mu;
+  redlock::Leadership leadership;  // empty once resigned
+  bool resigned = false;
+};
+
+// An asynchronous campaign's thread, joined by redlock_election_free (or the next start).
+struct CampaignThread {
+  std::thread thread;
+  std::shared_ptr<std::atomic<bool>> done;
+};
+
+struct ElectionObj {
+  std::weak_ptr<redlock::Client> client;  // as LockObj: does not keep the client alive
+  std::string name;
+  std::optional<std::string> id;  // nullopt: a handle that only reads and observes
+  std::mutex mu;                  // guards what follows
+  std::stop_source stop;          // requested by redlock_election_free: ends the async campaigns
+  std::vector<CampaignThread> campaigns;
+};
+
+struct ObservationObj {
+  redlock::Observation observation;
+};
+
 // ---------------------------------------------------------------------------------------------
 // Handle registry
 
-enum class Kind : std::uint8_t { client = 1, lock, options, acquire_options, result, cancel };
+enum class Kind : std::uint8_t {
+  client = 1,
+  lock,
+  options,
+  acquire_options,
+  result,
+  cancel,
+  election,
+  leadership,
+  observation,
+};
 
 template <class T>
 struct KindOf;
@@ -111,6 +154,18 @@ struct KindOf<ResultObj> {
 template <>
 struct KindOf<std::stop_source> {
   static constexpr Kind value = Kind::cancel;
+};
+template <>
+struct KindOf<ElectionObj> {
+  static constexpr Kind value = Kind::election;
+};
+template <>
+struct KindOf<LeadershipObj> {
+  static constexpr Kind value = Kind::leadership;
+};
+template <>
+struct KindOf<ObservationObj> {
+  static constexpr Kind value = Kind::observation;
 };
 
 // Handle values are ids, not addresses: a freed handle can be looked up and refused, never
@@ -191,6 +246,10 @@ int finish(ResultObj* res, int code, std::string message = {},
 [[nodiscard]] bool resolve_detail(redlock_result* detail, std::shared_ptr<ResultObj>& out);
 // uint64 milliseconds from C into a Millis (int64). False when it does not fit.
 [[nodiscard]] bool to_millis(std::uint64_t ms, Millis& out);
+
+// How a lock taken with these options is held: auto-extension every extend_every, and the C loss
+// callback (marking the I/O thread as inside a callback while it runs). Locks and leaderships.
+[[nodiscard]] redlock::HoldOptions hold_options(const AcquireOptionsObj& ao);
 
 // Runs an API body; exceptions become codes (nothing may unwind into C).
 template <class F>

@@ -18,15 +18,7 @@ int acquire_impl(redlock_client* client_h, std::vector<std::string> resources,
 
   redlock::LockOptions lo;
   lo.acquire = ao.acquire;
-  lo.hold.auto_extend = ao.auto_extend;
-  lo.hold.extend_every = ao.extend_every;
-  if (ao.auto_extend && ao.on_lost) {
-    lo.hold.on_lost = [fn = ao.on_lost, user = ao.user](const redlock::LossInfo& info) {
-      ++in_loss_callback;
-      fn(user, code_of(info.reason), info.message.c_str());
-      --in_loss_callback;
-    };
-  }
+  lo.hold = hold_options(ao);
   auto [guard, r] = client->try_lock(std::move(resources), lo);
   const int code = code_of(r.error);
   if (code != REDLOCK_OK)

@@ -46,6 +46,8 @@ const char* redlock_strerror(int code) {
       return "internal error in libredlock";
     case REDLOCK_E_REFUSED:
       return "refused by the nodes' configuration (credentials, permissions or TLS)";
+    case REDLOCK_E_NO_LEADER:
+      return "no leader: no identity holds on a quorum of the nodes";
     default:
       return "unknown redlock error code";
   }

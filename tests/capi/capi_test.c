@@ -5,7 +5,8 @@
  * down), handles that are NULL, freed, forged or of the wrong kind, a resource with NUL bytes
  * (checked on the servers), fencing, auto-extension with the loss callback (exactly once, and
  * blocking calls refused inside it), cancelling a waiting acquisition from another thread, the
- * logger (levels, thread, no password) and the "auth-failed" node state.
+ * logger (levels, thread, no password), the "auth-failed" node state, and leader election
+ * (campaign blocking and with a callback, resign, leader, observe, cancel, bad input).
  * Exit status 0 only if every check passed. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -149,14 +150,18 @@ static int exists_on_all(const char* key, size_t len) {
 }
 
 /* The outcome is decided on the first answers that agree; the rest of the nodes get their command
- * a moment later. Polls (up to 2 s) until `want` servers have the key; returns the last count. */
-static int wait_exists(const char* key, size_t len, int want) {
+ * a moment later. Polls (up to `ms`) until `want` servers have the key; returns the last count. */
+static int wait_exists_ms(const char* key, size_t len, int want, long ms) {
   int n = exists_on_all(key, len);
-  for (int i = 0; i < 200 && n != want; ++i) {
+  for (long i = 0; i < ms / 10 && n != want; ++i) {
     sleep_ms(10);
     n = exists_on_all(key, len);
   }
   return n;
+}
+
+static int wait_exists(const char* key, size_t len, int want) {
+  return wait_exists_ms(key, len, want, 2000);
 }
 
 static void redis_del_everywhere(const char* key, size_t len) {
@@ -284,8 +289,8 @@ static void test_library(void) {
   CHECK(strstr(redlock_strerror(REDLOCK_E_NO_QUORUM), "quorum") != NULL);
   CHECK(strcmp(redlock_strerror(12345), "unknown redlock error code") == 0);
   /* Every code has its own message. */
-  for (int a = REDLOCK_OK; a <= REDLOCK_E_INTERNAL; ++a)
-    for (int b = a + 1; b <= REDLOCK_E_INTERNAL; ++b)
+  for (int a = REDLOCK_OK; a <= REDLOCK_E_NO_LEADER; ++a)
+    for (int b = a + 1; b <= REDLOCK_E_NO_LEADER; ++b)
       CHECK(strcmp(redlock_strerror(a), redlock_strerror(b)) != 0);
 }
 
@@ -1002,6 +1007,397 @@ static void test_freed_handles(void) {
   CHECK_RC(redlock_client_free(c2), REDLOCK_OK);
 }
 
+/* ---- leader election -----------------------------------------------------------------------*/
+
+#define ELECTION "capi-elect"
+/* The waiting candidates' mark beside the election's lock key (redlock/keys.hpp, "waiting"). */
+#define ELECTION_WAITING "{" ELECTION "}:redlock:waiting:" ELECTION
+
+static redlock_election* make_election(redlock_client* c, const char* id) {
+  redlock_election* e = NULL;
+  REQUIRE(redlock_election_new(c, ELECTION, strlen(ELECTION), id, id ? strlen(id) : 0, &e, NULL) ==
+          REDLOCK_OK);
+  return e;
+}
+
+/* What an observer saw, in order. */
+#define MAX_SEEN 64
+struct seen {
+  pthread_mutex_t mu;
+  int count;
+  int code[MAX_SEEN];
+  char id[MAX_SEEN][REDLOCK_IDENTITY_MAX + 1];
+  uint64_t term[MAX_SEEN];
+};
+
+static void record_change(void* user, int code, const char* id, size_t id_len, uint64_t term) {
+  struct seen* s = user;
+  pthread_mutex_lock(&s->mu);
+  if (s->count < MAX_SEEN) {
+    s->code[s->count] = code;
+    memcpy(s->id[s->count], id ? id : "", id_len);
+    s->id[s->count][id_len] = '\0';
+    s->term[s->count] = term;
+    ++s->count;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits (up to 5 s) until the last change seen is `id` leading; returns its term or 0. */
+static uint64_t wait_seen_leader(struct seen* s, const char* id) {
+  for (int i = 0; i < 500; ++i) {
+    pthread_mutex_lock(&s->mu);
+    uint64_t term = 0;
+    if (s->count > 0 && s->code[s->count - 1] == REDLOCK_OK && strcmp(s->id[s->count - 1], id) == 0)
+      term = s->term[s->count - 1];
+    pthread_mutex_unlock(&s->mu);
+    if (term) return term;
+    sleep_ms(10);
+  }
+  return 0;
+}
+
+struct campaign_args {
+  redlock_election* election;
+  redlock_acquire_options* options; /* may be NULL */
+  redlock_leadership* leadership;
+  atomic_int done;
+  int rc;
+  char message[256];
+};
+
+static void* campaign_in_thread(void* p) {
+  struct campaign_args* a = p;
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+  a->rc = redlock_campaign(a->election, a->options, &a->leadership, r);
+  snprintf(a->message, sizeof a->message, "%s", redlock_result_message(r));
+  redlock_result_free(r);
+  atomic_store(&a->done, 1);
+  return NULL;
+}
+
+/* Waits up to `ms` for the thread's campaign to end; returns whether it did. */
+static int wait_done(atomic_int* done, long ms) {
+  for (long i = 0; i < ms / 10 && !atomic_load(done); ++i) sleep_ms(10);
+  return atomic_load(done);
+}
+
+static uint64_t leadership_term(const redlock_leadership* l) {
+  uint64_t t = 0;
+  CHECK_RC(redlock_leadership_term(l, &t), REDLOCK_OK);
+  return t;
+}
+
+static void test_election_bad_input(redlock_client* c) {
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+  redlock_election* e = (redlock_election*)(uintptr_t)0x1; /* must be reset to NULL */
+
+  CHECK_RC(redlock_election_new(c, ELECTION, strlen(ELECTION), "", 0, &e, r), REDLOCK_E_INVALID);
+  CHECK(e == NULL);
+  CHECK(strstr(redlock_result_message(r), "identity is empty") != NULL);
+
+  char big[REDLOCK_IDENTITY_MAX + 2];
+  memset(big, 'x', sizeof big);
+  CHECK_RC(redlock_election_new(c, ELECTION, strlen(ELECTION), big, sizeof big, &e, r),
+           REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "258 bytes") != NULL);
+  /* The largest identity is accepted. */
+  CHECK_RC(redlock_election_new(c, ELECTION, strlen(ELECTION), big, REDLOCK_IDENTITY_MAX, &e, r),
+           REDLOCK_OK);
+  CHECK_RC(redlock_election_free(e), REDLOCK_OK);
+  CHECK_RC(redlock_election_free(e), REDLOCK_E_INVALID);
+
+  CHECK_RC(redlock_election_new(c, ELECTION, strlen(ELECTION), "bad\nid", 6, &e, r),
+           REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "control character") != NULL);
+  CHECK_RC(redlock_election_new(c, ELECTION, strlen(ELECTION), NULL, 3, &e, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "id is NULL") != NULL);
+  CHECK_RC(redlock_election_new(c, "", 0, "a", 1, &e, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "election name") != NULL);
+  CHECK_RC(redlock_election_new(c, NULL, 2, "a", 1, &e, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "name is NULL") != NULL);
+  CHECK_RC(redlock_election_new(NULL, ELECTION, strlen(ELECTION), "a", 1, &e, r),
+           REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "invalid client handle") != NULL);
+  CHECK_RC(redlock_election_new(c, ELECTION, strlen(ELECTION), "a", 1, NULL, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "out is NULL") != NULL);
+
+  /* NULL handles and out-parameters. */
+  redlock_leadership* l = (redlock_leadership*)(uintptr_t)0x1;
+  CHECK_RC(redlock_campaign(NULL, NULL, &l, r), REDLOCK_E_INVALID);
+  CHECK(l == NULL);
+  CHECK(strstr(redlock_result_message(r), "invalid election handle") != NULL);
+  CHECK_RC(redlock_campaign_async(NULL, NULL, NULL, NULL, r), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leader(NULL, NULL, 0, NULL, NULL, NULL, NULL, r), REDLOCK_E_INVALID);
+  redlock_observation* o = NULL;
+  CHECK_RC(redlock_observe(NULL, 0, record_change, NULL, &o, r), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_observation_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_election_free(NULL), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leadership_check(NULL, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "invalid leadership handle") != NULL);
+  uint64_t u = 0;
+  const char* data = NULL;
+  size_t len = 0;
+  CHECK_RC(redlock_leadership_term(NULL, &u), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leadership_fence(NULL, &u), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leadership_id(NULL, &data, &len), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leadership_remaining_ms(NULL, &u), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leadership_validity_ms(NULL, &u), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leadership_resign(NULL, r), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leadership_free(NULL), REDLOCK_E_INVALID);
+
+  /* A wrong-kind handle (a client as an election), a read-only handle, NULL callbacks. */
+  CHECK_RC(redlock_campaign((redlock_election*)c, NULL, &l, r), REDLOCK_E_INVALID);
+  e = make_election(c, NULL);
+  CHECK_RC(redlock_campaign(e, NULL, NULL, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "out is NULL") != NULL);
+  CHECK_RC(redlock_campaign(e, NULL, &l, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "no candidate id") != NULL);
+  CHECK_RC(redlock_campaign_async(e, NULL, NULL, NULL, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "fn is NULL") != NULL);
+  CHECK_RC(redlock_observe(e, 0, NULL, NULL, &o, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "fn is NULL") != NULL);
+  CHECK_RC(redlock_observe(e, 0, record_change, NULL, NULL, r), REDLOCK_E_INVALID);
+  CHECK_RC(redlock_leader(e, NULL, 5, NULL, NULL, NULL, NULL, r), REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "id is NULL") != NULL);
+  /* Nobody campaigned: "none", told apart from no quorum. */
+  uint64_t term = 7;
+  CHECK_RC(redlock_leader(e, NULL, 0, NULL, &term, NULL, NULL, r), REDLOCK_E_NO_LEADER);
+  CHECK(term == 0);
+  CHECK_RC(redlock_election_free(e), REDLOCK_OK);
+  CHECK(wait_exists(ELECTION, strlen(ELECTION), 0) == 0); /* nothing was written */
+  redlock_result_free(r);
+}
+
+/* Two candidates, a reader and an observer: one leads, the other's blocking campaign waits; a
+ * resign hands over with a higher term; the reader and the observer agree. */
+static void test_election_handover(redlock_client* c) {
+  redlock_client* c2 = make_client();
+  redlock_client* c3 = make_client();
+  redlock_election* alpha = make_election(c, "alpha");
+  redlock_election* beta = make_election(c2, "beta");
+  redlock_election* reader = make_election(c3, NULL);
+  redlock_acquire_options* ao = NULL;
+  REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_ttl_ms(ao, 10000), REDLOCK_OK);
+
+  redlock_leadership* la = NULL;
+  CHECK_RC(redlock_campaign(alpha, ao, &la, NULL), REDLOCK_OK);
+  REQUIRE(la != NULL);
+  CHECK_RC(redlock_leadership_check(la, NULL), REDLOCK_OK);
+  const uint64_t ta = leadership_term(la);
+  uint64_t u = 0;
+  CHECK(ta > 0);
+  CHECK_RC(redlock_leadership_fence(la, &u), REDLOCK_OK);
+  CHECK(u == ta);
+  const char* data = NULL;
+  size_t len = 0;
+  CHECK_RC(redlock_leadership_id(la, &data, &len), REDLOCK_OK);
+  CHECK(len == 5 && memcmp(data, "alpha", 5) == 0);
+  CHECK_RC(redlock_leadership_remaining_ms(la, &u), REDLOCK_OK);
+  CHECK(u > 0 && u <= 10000);
+  CHECK_RC(redlock_leadership_validity_ms(la, &u), REDLOCK_OK);
+  CHECK(u > 0 && u <= 10000);
+  CHECK(wait_exists(ELECTION, strlen(ELECTION), 3) == 3); /* the plain Redlock key */
+
+  /* A third handle reads the same leader and term (its client is new: until it has connected to
+   * enough nodes, too few answer). */
+  char id[REDLOCK_IDENTITY_MAX];
+  uint64_t term = 0, since = 0, validity = 0;
+  int rc = REDLOCK_E_NO_QUORUM;
+  for (int i = 0; i < 100 && rc == REDLOCK_E_NO_QUORUM; ++i) {
+    rc = redlock_leader(reader, id, sizeof id, &len, &term, &since, &validity, NULL);
+    if (rc == REDLOCK_E_NO_QUORUM) sleep_ms(20);
+  }
+  CHECK_RC(rc, REDLOCK_OK);
+  CHECK(len == 5 && memcmp(id, "alpha", 5) == 0);
+  CHECK(term == ta);
+  CHECK(validity > 0 && validity <= 10000);
+  char small[2];
+  redlock_result* r = NULL;
+  REQUIRE(redlock_result_new(&r) == REDLOCK_OK);
+  CHECK_RC(redlock_leader(reader, small, sizeof small, &len, &term, NULL, NULL, r),
+           REDLOCK_E_INVALID);
+  CHECK(strstr(redlock_result_message(r), "id_cap 2") != NULL);
+
+  struct seen s;
+  memset(&s, 0, sizeof s);
+  pthread_mutex_init(&s.mu, NULL);
+  redlock_observation* obs = NULL;
+  CHECK_RC(redlock_observe(reader, 200, record_change, &s, &obs, NULL), REDLOCK_OK);
+  CHECK(wait_seen_leader(&s, "alpha") == ta);
+
+  /* Beta's blocking campaign waits while alpha leads... */
+  struct campaign_args b;
+  memset(&b, 0, sizeof b);
+  b.election = beta;
+  b.options = ao;
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, campaign_in_thread, &b) == 0);
+  sleep_ms(500);
+  CHECK(!atomic_load(&b.done));
+  CHECK(wait_exists(ELECTION_WAITING, strlen(ELECTION_WAITING), 3) >= 2); /* it is queued */
+  /* ...and a bounded one gives up, contended. */
+  redlock_acquire_options* bounded = NULL;
+  REQUIRE(redlock_acquire_options_new(&bounded) == REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_wait_ms(bounded, 300), REDLOCK_OK);
+  redlock_leadership* none = NULL;
+  CHECK_RC(redlock_campaign(beta, bounded, &none, r), REDLOCK_E_CONTENDED);
+  CHECK(none == NULL);
+  redlock_acquire_options_free(bounded);
+
+  /* Alpha resigns: beta is elected, with a higher term. */
+  CHECK_RC(redlock_leadership_resign(la, r), REDLOCK_OK);
+  CHECK_RC(redlock_leadership_resign(la, r), REDLOCK_OK); /* idempotent */
+  CHECK(strstr(redlock_result_message(r), "already resigned") != NULL);
+  CHECK_RC(redlock_leadership_check(la, NULL), REDLOCK_E_NOT_HELD);
+  CHECK(wait_done(&b.done, 5000));
+  pthread_join(t, NULL);
+  CHECK_RC(b.rc, REDLOCK_OK);
+  REQUIRE(b.leadership != NULL);
+  const uint64_t tb = leadership_term(b.leadership);
+  CHECK(tb > ta);
+  CHECK_RC(redlock_leader(reader, id, sizeof id, &len, &term, NULL, NULL, NULL), REDLOCK_OK);
+  CHECK(len == 4 && memcmp(id, "beta", 4) == 0);
+  CHECK(term == tb);
+
+  /* The observer saw the change, in order, with the higher term. */
+  CHECK(wait_seen_leader(&s, "beta") == tb);
+  pthread_mutex_lock(&s.mu);
+  CHECK(s.count >= 2 && s.code[0] == REDLOCK_OK && s.term[0] == ta);
+  for (int i = 1; i < s.count; ++i) CHECK(s.code[i] != REDLOCK_OK || s.term[i] > s.term[i - 1]);
+  pthread_mutex_unlock(&s.mu);
+
+  /* After its free returns no callback runs, though the leader changes again. */
+  CHECK_RC(redlock_observation_free(obs), REDLOCK_OK);
+  CHECK_RC(redlock_observation_free(obs), REDLOCK_E_INVALID);
+  pthread_mutex_lock(&s.mu);
+  const int seen_at_free = s.count;
+  pthread_mutex_unlock(&s.mu);
+  CHECK_RC(redlock_leadership_free(b.leadership), REDLOCK_OK); /* resigns */
+  CHECK_RC(redlock_leader(reader, NULL, 0, NULL, NULL, NULL, NULL, NULL), REDLOCK_E_NO_LEADER);
+  CHECK(wait_exists(ELECTION, strlen(ELECTION), 0) == 0);
+  sleep_ms(500);
+  pthread_mutex_lock(&s.mu);
+  CHECK(s.count == seen_at_free);
+  pthread_mutex_unlock(&s.mu);
+  pthread_mutex_destroy(&s.mu);
+
+  CHECK_RC(redlock_leadership_free(la), REDLOCK_OK);
+  redlock_result_free(r);
+  redlock_acquire_options_free(ao);
+  CHECK_RC(redlock_election_free(alpha), REDLOCK_OK);
+  CHECK_RC(redlock_election_free(beta), REDLOCK_OK);
+  CHECK_RC(redlock_election_free(reader), REDLOCK_OK);
+  CHECK_RC(redlock_client_free(c3), REDLOCK_OK);
+  CHECK_RC(redlock_client_free(c2), REDLOCK_OK);
+}
+
+/* The callback form: runs once, on a thread of its own, with the leadership or the error. */
+struct async_result {
+  atomic_int calls;
+  int code;
+  redlock_leadership* leadership;
+  pthread_t thread;
+  char message[256];
+};
+
+static void on_campaign(void* user, int code, redlock_leadership* leadership, const char* message) {
+  struct async_result* a = user;
+  a->code = code;
+  a->leadership = leadership;
+  a->thread = pthread_self();
+  snprintf(a->message, sizeof a->message, "%s", message);
+  atomic_fetch_add(&a->calls, 1);
+}
+
+/* Cancelling a blocking campaign ends it and takes its waiting mark back; the callback form runs
+ * exactly once, for an election and when its election is freed. */
+static void test_election_cancel_and_async(redlock_client* c) {
+  /* A slow poll: the waiting mark then lives for seconds (2 x the retry delay + 1 s, renewed
+   * while at least 1.5 s are left), so its absence soon after the cancel shows it was taken back
+   * rather than expired. The release still wakes the waiter at once. */
+  redlock_options* o = NULL;
+  REQUIRE(redlock_options_new(&o) == REDLOCK_OK);
+  REQUIRE(redlock_options_set_nodes(o, node_list, strlen(node_list), NULL) == REDLOCK_OK);
+  REQUIRE(redlock_options_set_retry(o, 0, 1000, 10) == REDLOCK_OK);
+  REQUIRE(redlock_options_set_node_timeout_ms(o, 250) == REDLOCK_OK);
+  redlock_client* c2 = NULL;
+  REQUIRE(redlock_client_new(o, &c2, NULL) == REDLOCK_OK);
+  redlock_options_free(o);
+  redlock_election* holder = make_election(c, "holder");
+  redlock_election* waiter = make_election(c2, "waiter");
+  redlock_leadership* lh = NULL;
+  CHECK_RC(redlock_campaign(holder, NULL, &lh, NULL), REDLOCK_OK);
+  REQUIRE(lh != NULL);
+
+  redlock_cancel* cancel = NULL;
+  REQUIRE(redlock_cancel_new(&cancel) == REDLOCK_OK);
+  redlock_acquire_options* ao = NULL;
+  REQUIRE(redlock_acquire_options_new(&ao) == REDLOCK_OK);
+  CHECK_RC(redlock_acquire_options_set_cancel(ao, cancel), REDLOCK_OK);
+  struct campaign_args w;
+  memset(&w, 0, sizeof w);
+  w.election = waiter;
+  w.options = ao;
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, campaign_in_thread, &w) == 0);
+  sleep_ms(500);
+  CHECK(!atomic_load(&w.done));
+  CHECK(wait_exists(ELECTION_WAITING, strlen(ELECTION_WAITING), 3) >= 2);
+  CHECK_RC(redlock_cancel_request(cancel), REDLOCK_OK);
+  const int cancelled = wait_done(&w.done, 5000);
+  CHECK(cancelled);
+  if (!cancelled) CHECK_RC(redlock_leadership_resign(lh, NULL), REDLOCK_OK); /* let it end */
+  pthread_join(t, NULL);
+  CHECK_RC(w.rc, cancelled ? REDLOCK_E_CANCELLED : -1);
+  CHECK(w.leadership == NULL);
+  /* Nothing queued: taken back by the cancelled campaign (within 1 s, long before it expires). */
+  CHECK(wait_exists_ms(ELECTION_WAITING, strlen(ELECTION_WAITING), 0, 1000) == 0);
+  if (w.leadership) redlock_leadership_free(w.leadership);
+  CHECK_RC(redlock_leadership_check(lh, NULL), cancelled ? REDLOCK_OK : REDLOCK_E_NOT_HELD);
+
+  /* The callback form waits while the holder leads, then is elected once it resigns. */
+  struct async_result a;
+  memset(&a, 0, sizeof a);
+  CHECK_RC(redlock_campaign_async(waiter, NULL, on_campaign, &a, NULL), REDLOCK_OK);
+  sleep_ms(300);
+  CHECK(atomic_load(&a.calls) == 0);
+  const uint64_t th = leadership_term(lh);
+  CHECK_RC(redlock_leadership_free(lh), REDLOCK_OK);
+  CHECK(wait_done(&a.calls, 5000));
+  sleep_ms(100);
+  CHECK(atomic_load(&a.calls) == 1);
+  CHECK_RC(a.code, REDLOCK_OK);
+  CHECK(!pthread_equal(a.thread, pthread_self()));
+  REQUIRE(a.leadership != NULL);
+  CHECK(leadership_term(a.leadership) > th);
+  CHECK_RC(redlock_leadership_check(a.leadership, NULL), REDLOCK_OK);
+
+  /* Freeing an election ends its waiting campaign: its callback ran once, cancelled, before the
+   * free returned. */
+  struct async_result b;
+  memset(&b, 0, sizeof b);
+  CHECK_RC(redlock_campaign_async(holder, NULL, on_campaign, &b, NULL), REDLOCK_OK);
+  sleep_ms(300);
+  CHECK(atomic_load(&b.calls) == 0);
+  CHECK_RC(redlock_election_free(holder), REDLOCK_OK);
+  CHECK(atomic_load(&b.calls) == 1);
+  CHECK_RC(b.code, REDLOCK_E_CANCELLED);
+  CHECK(b.leadership == NULL);
+  CHECK(wait_exists(ELECTION_WAITING, strlen(ELECTION_WAITING), 0) == 0);
+  CHECK_RC(redlock_leadership_check(a.leadership, NULL), REDLOCK_OK);
+
+  CHECK_RC(redlock_leadership_free(a.leadership), REDLOCK_OK);
+  CHECK(wait_exists(ELECTION, strlen(ELECTION), 0) == 0);
+  CHECK_RC(redlock_cancel_free(cancel), REDLOCK_OK);
+  redlock_acquire_options_free(ao);
+  CHECK_RC(redlock_election_free(waiter), REDLOCK_OK);
+  CHECK_RC(redlock_client_free(c2), REDLOCK_OK);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   atexit(stop_servers);
@@ -1024,6 +1420,9 @@ int main(void) {
   test_fence(c);
   test_auto_extend_and_loss(c);
   test_cancel(c);
+  test_election_bad_input(c);
+  test_election_handover(c);
+  test_election_cancel_and_async(c);
   CHECK_RC(redlock_client_free(c), REDLOCK_OK);
   test_freed_handles();
   test_lock_free_in_callback_races_client_free();

@@ -3,7 +3,7 @@
 Loads the built library (REDLOCK_LIBRARY, set by meson), declares the signatures it uses, and
 drives real redis-server processes (tests/cli/redisfix.py): binary resource names, contention
 between two clients, the per-node record, no quorum, the loss callback running on the library's
-own thread, and NULL / freed handles.
+own thread, NULL / freed handles, and leader election (the callback forms on library threads).
 """
 import ctypes
 import os
@@ -20,9 +20,15 @@ LIB_PATH = os.environ.get("REDLOCK_LIBRARY", "libredlock.so.0")
 
 OK, CONTENDED, NO_QUORUM, EXPIRED, NOT_HELD, INVALID, CANCELLED, SHUTDOWN = range(8)
 REFUSED = 10  # REDLOCK_E_REFUSED
+NO_LEADER = 11  # REDLOCK_E_NO_LEADER (C API version 5)
+IDENTITY_MAX = 256  # REDLOCK_IDENTITY_MAX
 
 H = ctypes.c_void_p  # every handle is opaque
 LOSS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+CAMPAIGN_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, H, ctypes.c_char_p)
+# The id arrives as a pointer and a length (not NUL-terminated).
+OBSERVE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                              ctypes.c_uint64)
 
 SIGNATURES = {
     "redlock_version": (ctypes.c_char_p, []),
@@ -61,6 +67,19 @@ SIGNATURES = {
     "redlock_options_set_tls": (ctypes.c_int, [H, ctypes.c_int]),
     "redlock_options_set_tls_ca_file": (ctypes.c_int, [H, ctypes.c_char_p, ctypes.c_size_t]),
     "redlock_options_set_tls_server_name": (ctypes.c_int, [H, ctypes.c_char_p, ctypes.c_size_t]),
+    "redlock_election_new": (ctypes.c_int, [H, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                            ctypes.c_size_t, ctypes.POINTER(H), H]),
+    "redlock_election_free": (ctypes.c_int, [H]),
+    "redlock_campaign": (ctypes.c_int, [H, H, ctypes.POINTER(H), H]),
+    "redlock_campaign_async": (ctypes.c_int, [H, H, CAMPAIGN_FN, ctypes.c_void_p, H]),
+    "redlock_leader": (ctypes.c_int, [H, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                      ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                                      ctypes.POINTER(ctypes.c_uint64), H]),
+    "redlock_observe": (ctypes.c_int, [H, ctypes.c_uint64, OBSERVE_FN, ctypes.c_void_p, ctypes.POINTER(H), H]),
+    "redlock_observation_free": (ctypes.c_int, [H]),
+    "redlock_leadership_term": (ctypes.c_int, [H, ctypes.POINTER(ctypes.c_uint64)]),
+    "redlock_leadership_check": (ctypes.c_int, [H, H]),
+    "redlock_leadership_free": (ctypes.c_int, [H]),
 }
 
 
@@ -283,6 +302,110 @@ class CApiThroughCtypes(unittest.TestCase):
         self.assertIn("nonsense", self.r.message)
         self.assertEqual(lib.redlock_options_free(opts), OK)
         self.assertEqual(lib.redlock_options_free(opts), INVALID)
+
+
+class ElectionThroughCtypes(unittest.TestCase):
+    """C API version 5 from Python: the callback form of campaign and observe call back on the
+    library's threads; a resign hands over with a higher term."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster(3)
+        cls.clients = []
+        for _ in range(2):
+            rc, client = make_client(cls.c.nodes)
+            assert rc == OK, rc
+            cls.clients.append(client)
+
+    @classmethod
+    def tearDownClass(cls):
+        for client in cls.clients:
+            lib.redlock_client_free(client)
+        cls.c.close()
+
+    def election(self, client, name, ident):
+        e, r = H(), Result()
+        self.addCleanup(r.close)
+        rc = lib.redlock_election_new(client, name, len(name), ident, len(ident) if ident else 0,
+                                      ctypes.byref(e), r.h)
+        return rc, e, r
+
+    def term(self, leadership):
+        t = ctypes.c_uint64()
+        self.assertEqual(lib.redlock_leadership_term(leadership, ctypes.byref(t)), OK)
+        return t.value
+
+    def leader(self, e):
+        buf = ctypes.create_string_buffer(IDENTITY_MAX)
+        n, t = ctypes.c_size_t(), ctypes.c_uint64()
+        rc = lib.redlock_leader(e, buf, IDENTITY_MAX, ctypes.byref(n), ctypes.byref(t), None, None, None)
+        return rc, buf.raw[:n.value], t.value
+
+    def test_async_campaign_and_observe_on_library_threads(self):
+        name = b"py-elect"
+        rc, first, _ = self.election(self.clients[0], name, b"py-first")
+        self.assertEqual(rc, OK)
+        rc, second, _ = self.election(self.clients[1], name, b"py-second")
+        self.assertEqual(rc, OK)
+        self.addCleanup(lib.redlock_election_free, first)
+        self.addCleanup(lib.redlock_election_free, second)
+
+        seen, seen_lock = [], threading.Lock()
+
+        def on_change(_user, code, data, size, term):
+            with seen_lock:
+                seen.append((code, ctypes.string_at(data, size) if data else None, term,
+                             threading.get_ident()))
+
+        observe_fn = OBSERVE_FN(on_change)  # kept alive until the observation is freed
+        obs = H()
+        self.assertEqual(lib.redlock_observe(first, 100, observe_fn, None, ctypes.byref(obs), None), OK)
+        self.assertTrue(eventually(lambda: seen and seen[-1][0] == NO_LEADER))
+
+        calls, done = [], threading.Event()
+
+        def on_campaign(_user, code, leadership, message):
+            calls.append((code, leadership, threading.get_ident()))
+            done.set()
+
+        campaign_fn = CAMPAIGN_FN(on_campaign)
+        leader1 = H()
+        self.assertEqual(lib.redlock_campaign(first, None, ctypes.byref(leader1), None), OK)
+        t1 = self.term(leader1)
+        self.assertEqual(lib.redlock_campaign_async(second, None, campaign_fn, None, None), OK)
+        self.assertFalse(done.wait(0.3))  # the first one leads: the second waits
+        self.assertEqual(self.leader(second), (OK, b"py-first", t1))
+
+        self.assertEqual(lib.redlock_leadership_free(leader1), OK)  # resigns: hands over
+        self.assertTrue(done.wait(5))
+        time.sleep(0.1)
+        self.assertEqual(len(calls), 1)
+        code, leader2, thread = calls[0]
+        self.assertEqual(code, OK)
+        self.assertNotEqual(thread, threading.get_ident())
+        leader2 = H(leader2)
+        t2 = self.term(leader2)
+        self.assertGreater(t2, t1)
+        self.assertEqual(lib.redlock_leadership_check(leader2, None), OK)
+        self.assertEqual(self.leader(first), (OK, b"py-second", t2))
+
+        self.assertTrue(eventually(lambda: seen[-1][:3] == (OK, b"py-second", t2), 5))
+        lib.redlock_observation_free(obs)
+        with seen_lock:
+            leaders = [(i, t) for code, i, t, _ in seen if code == OK]
+            self.assertEqual(leaders, [(b"py-first", t1), (b"py-second", t2)])
+            self.assertTrue(all(th != threading.get_ident() for *_, th in seen))
+        self.assertEqual(lib.redlock_leadership_free(leader2), OK)
+        self.assertEqual(self.leader(first)[0], NO_LEADER)
+
+    def test_bad_identity_is_named(self):
+        rc, e, r = self.election(self.clients[0], b"py-elect-bad", b"x" * (IDENTITY_MAX + 1))
+        self.assertEqual(rc, INVALID)
+        self.assertIn("257 bytes", r.message)
+        self.assertFalse(e)
+        rc, e, r = self.election(self.clients[0], b"py-elect-bad", b"")
+        self.assertEqual(rc, INVALID)
+        self.assertIn("identity is empty", r.message)
 
 
 class CApiOverTls(unittest.TestCase):
