@@ -17,10 +17,11 @@ shift || true
 # servers), valkey-server + valkey-tools (from bookworm-backports: the only other server the suite
 # can run against; meson's 'valkey' suite runs the integration, CLI and interop tests on it),
 # python3-redis (redis-py, the independent client of the interop suite, tests/interop),
-# abigail-tools (abidw/abidiff: the ABI check against abi/libredlock.abi, scripts/abi.sh).
+# abigail-tools (abidw/abidiff: the ABI check against abi/libredlock.abi, scripts/abi.sh),
+# strace (the CLI test that every line on stderr goes out in one write(2)).
 packages=(g++ make libhiredis-dev libuv1-dev doctest-dev libcli11-dev nlohmann-json3-dev meson ninja-build pkg-config
           redis-server python3 cmake libfaketime nftables clang libclang-rt-14-dev
-          redis-sentinel openssl libssl-dev clang-format python3-redis spin abigail-tools)
+          redis-sentinel openssl libssl-dev clang-format python3-redis spin abigail-tools strace)
 backports_packages=(valkey-server valkey-tools)
 missing=()
 for p in "${packages[@]}" "${backports_packages[@]}"; do

@@ -82,13 +82,13 @@ class LogSink {
     } else if (auto at = msg.find(lost); at != std::string_view::npos) {
       connect_failures_.erase(std::string(msg.substr(0, at)));
     }
-    std::cerr << "redlock: " << msg << "\n";
+    Stderr() << "redlock: " << msg << "\n";
   }
 
   void flush() {
     std::lock_guard lock(mutex_);
     if (!quiet_) {
-      for (const auto& k : kinds_) std::cerr << "redlock: warning: " << summary(k) << "\n";
+      for (const auto& k : kinds_) Stderr() << "redlock: warning: " << summary(k) << "\n";
     }
     kinds_.clear();
   }
@@ -287,13 +287,13 @@ void fill_in_passwords(std::vector<NodeAddress>& nodes, const Globals& g) {
 void warn_small_quorum(std::size_t nodes, bool quiet) {
   static std::atomic<bool> said{false};
   if (nodes > 2 || quiet || said.exchange(true)) return;
-  std::cerr << "redlock-cli: warning: "
-            << (nodes == 1
-                    ? "1 node: a quorum of 1 of 1, so a lock is as safe as that one server and "
-                      "none can be taken while it is down"
-                    : "2 nodes: a quorum of 2 of 2, so either node down stops every lock (no "
-                      "more tolerance of a failure than 1 node)")
-            << "; Redlock wants 3 or 5 independent masters\n";
+  Stderr() << "redlock-cli: warning: "
+           << (nodes == 1
+                   ? "1 node: a quorum of 1 of 1, so a lock is as safe as that one server and "
+                     "none can be taken while it is down"
+                   : "2 nodes: a quorum of 2 of 2, so either node down stops every lock (no "
+                     "more tolerance of a failure than 1 node)")
+           << "; Redlock wants 3 or 5 independent masters\n";
 }
 
 // The one line an operator must not miss, said once however many clients a command makes.
@@ -302,8 +302,8 @@ void warn_insecure(const Options& o, bool quiet) {
   bool any = o.tls.insecure_skip_verify;
   for (const auto& n : o.nodes) any = any || (n.tls && n.tls_override.insecure);
   if (!any || quiet || said.exchange(true)) return;
-  std::cerr << "redlock-cli: warning: TLS certificates are not verified (--insecure): anyone on "
-               "the path can impersonate the nodes\n";
+  Stderr() << "redlock-cli: warning: TLS certificates are not verified (--insecure): anyone on "
+              "the path can impersonate the nodes\n";
 }
 }  // namespace
 
@@ -422,8 +422,8 @@ bool AcquireRetry::again(AcquireResult& res) {
   std::uniform_int_distribution<long long> dist(-jitter_.count(), jitter_.count());
   const Millis sleep{std::max<long long>(0, delay_.count() + dist(rng))};
   if (verbose_) {
-    std::cerr << "redlock-cli: attempt " << attempts_ << ": " << res.message << "; trying again in "
-              << sleep.count() << " ms\n";
+    Stderr() << "redlock-cli: attempt " << attempts_ << ": " << res.message << "; trying again in "
+             << sleep.count() << " ms\n";
   }
   std::mutex m;
   std::condition_variable_any cv;

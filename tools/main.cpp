@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cli.hpp"
+#include "output.hpp"
 #include "redlock/redlock.hpp"
 
 namespace redlock::cli {
@@ -244,8 +245,8 @@ int main(int argc, char** argv) {
       chosen = made.at(at);
     }
     if (chosen == nullptr) {
-      std::cerr << "redlock-cli: a command is required\n"
-                << "Run 'redlock-cli --help' for usage.\n";
+      Stderr() << "redlock-cli: a command is required\n"
+               << "Run 'redlock-cli --help' for usage.\n";
       return exit_usage;
     }
     const int code = chosen->run();
@@ -258,18 +259,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ArgumentMismatch& e) {
-    std::cerr << "redlock-cli: " << given_more_than_once(e.what()) << "\n";
-    std::cerr << "Run 'redlock-cli --help' (or 'redlock-cli COMMAND --help') for usage.\n";
+    Stderr() << "redlock-cli: " << given_more_than_once(e.what()) << "\n";
+    Stderr() << "Run 'redlock-cli --help' (or 'redlock-cli COMMAND --help') for usage.\n";
     return exit_usage;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "redlock-cli: " << e.what() << "\n";
-    std::cerr << "Run 'redlock-cli --help' (or 'redlock-cli COMMAND --help') for usage.\n";
+    Stderr() << "redlock-cli: " << e.what() << "\n";
+    Stderr() << "Run 'redlock-cli --help' (or 'redlock-cli COMMAND --help') for usage.\n";
     return exit_usage;
   } catch (const UsageError& e) {
-    std::cerr << "redlock-cli: " << e.what() << "\n";
+    Stderr() << "redlock-cli: " << e.what() << "\n";
     return exit_usage;
   } catch (const std::exception& e) {
-    std::cerr << "redlock-cli: " << e.what() << "\n";
+    Stderr() << "redlock-cli: " << e.what() << "\n";
     return exit_usage;
   }
 }

@@ -1,8 +1,12 @@
 #include "output.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <iomanip>
 #include <iostream>
+#include <mutex>
 
 #include "json.hpp"
 
@@ -66,7 +70,21 @@ std::string error_name(std::error_code ec) {
   return i != nullptr ? i->name : "error";
 }
 
-void print_nodes(std::ostream& out, const std::vector<NodeOutcome>& nodes) {
+Stderr::~Stderr() { write_stderr(text_.str()); }
+
+void write_stderr(std::string_view text) {
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  while (!text.empty()) {
+    const ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stderr closed or full: nothing better to do with the text
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+std::string nodes_table(const std::vector<NodeOutcome>& nodes) {
+  std::ostringstream out;
   std::size_t width = 4;
   for (const auto& n : nodes) width = std::max(width, n.node.size());
   for (const auto& n : nodes) {
@@ -76,19 +94,21 @@ void print_nodes(std::ostream& out, const std::vector<NodeOutcome>& nodes) {
     if (!n.detail.empty()) out << "  " << n.detail;
     out << "\n";
   }
+  return out.str();
 }
 
 void report_failure(const Globals& g, std::error_code ec, const std::string& what,
                     const std::string& message, const std::vector<NodeOutcome>& nodes) {
   if (g.quiet && exit_code_for(ec) == exit_held) return;
-  std::cerr << "redlock-cli: " << what << ": " << message << "\n";
+  Stderr report;
+  report << "redlock-cli: " << what << ": " << message << "\n";
   if (exit_code_for(ec) == exit_no_quorum && default_nodes_used(g)) {
     // "(5 down)" alone does not say which nodes were tried when nobody named any.
-    std::cerr << "redlock-cli: no nodes were given (-n or REDLOCK_NODES), so the local ones of "
-                 "`redlock-cli cluster up` were used: "
-              << default_nodes_summary << "\n";
+    report << "redlock-cli: no nodes were given (-n or REDLOCK_NODES), so the local ones of "
+              "`redlock-cli cluster up` were used: "
+           << default_nodes_summary << "\n";
   }
-  if (g.verbose) print_nodes(std::cerr, nodes);
+  if (g.verbose) report << nodes_table(nodes);
 }
 
 std::string printable(std::string_view bytes) {

@@ -2,7 +2,7 @@
 // How results look: exit codes and names of errors, per-node tables (stderr, -v), and the --json
 // objects of the lock commands (json.hpp, the one JSON writer, stays out of the command files).
 
-#include <iosfwd>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -20,8 +20,31 @@ namespace redlock::cli {
 // The short name of an error for JSON ("contended", "no_quorum", ...); empty when none.
 [[nodiscard]] std::string error_name(std::error_code ec);
 
+// Text for stderr, written whole (one write(2) under one lock) when the block goes out of scope:
+// `Stderr() << "redlock-cli: " << what << "\n";`. With -v the library logs from its I/O thread
+// while the main thread reports, and a line of one must never be cut by a line of the other
+// (a stress run saw "  1 attempt" split in two by a log line). Everything the CLI writes on
+// stderr while a client may be alive goes through it, the library's log lines too.
+class Stderr {
+ public:
+  Stderr() = default;
+  Stderr(const Stderr&) = delete;
+  Stderr& operator=(const Stderr&) = delete;
+  ~Stderr();
+  template <class T>
+  Stderr& operator<<(const T& value) {
+    text_ << value;
+    return *this;
+  }
+
+ private:
+  std::ostringstream text_;
+};
+// Writes `text` on stderr in one piece, under the lock Stderr uses.
+void write_stderr(std::string_view text);
+
 // Per-node outcomes, one per line, aligned.
-void print_nodes(std::ostream& out, const std::vector<NodeOutcome>& nodes);
+[[nodiscard]] std::string nodes_table(const std::vector<NodeOutcome>& nodes);
 // Prints "redlock-cli: <what>: <message>" on stderr. With -q only what exit status 1 means (held
 // elsewhere / not held: an answer a script asked for) is left out; failures that need someone to
 // look (no quorum, an interruption) are still printed.

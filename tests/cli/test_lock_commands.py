@@ -645,6 +645,45 @@ class LockCommands(unittest.TestCase):
             self.assertEqual((obj["error"], obj["attempts"]), ("no_quorum", attempts), extra)
         self.assertEqual(self.c.settled_count(0, "t-retry-nq"), 0)
 
+    def test_stderr_is_written_in_whole_lines(self):
+        # With -v the library logs from its I/O thread while the main thread reports: a stress run
+        # saw the report's "  1 attempt" cut in two by a node's "up" line, because every piece of
+        # a line went out in a write(2) of its own. Each line (each block of lines) must reach
+        # stderr in one write, so that two threads can only interleave whole lines. Checked with
+        # strace on the write(2) calls themselves, which a race in the output cannot hide.
+        strace = shutil.which("strace")
+        if strace is None:
+            self.skipTest("strace is not installed (scripts/setup.sh installs it)")
+        tok = self.cli("acquire", "t-lines").stdout.decode().strip()
+        other = "0" * 40
+        commands = [
+            ["-v", "acquire", "t-lines"],
+            ["-v", "--retry-delay", "20ms", "acquire", "t-lines", "--wait", "100ms"],
+            ["-v", "extend", "t-lines", other],
+            ["-v", "release", "t-lines", other],
+            ["-v", "acquire", "t-lines-free", "--ttl", "5s"],
+            ["-v", "--retry-count", "1", "--retry-delay", "10ms", "acquire", "t-lines-nq"],
+        ]
+        dead = ",".join("127.0.0.1:%d" % free_port() for _ in range(2))
+        nodes = [self.c.nodes] * 5 + [self.c.servers[0].address + "," + dead]
+        with tempfile.TemporaryDirectory() as d:
+            for args, n in zip(commands, nodes):
+                trace = os.path.join(d, "trace")
+                cmd = [strace, "-f", "-qq", "-e", "trace=write", "-e", "signal=none", "-s", "4096",
+                       "-o", trace, CLI, "-n", n] + args
+                r = subprocess.run(cmd, capture_output=True, timeout=30)
+                if "t-lines-free" in args:
+                    free_token = r.stdout.decode().strip()
+                if r.returncode != 0 and b"ptrace" in r.stderr and not os.path.exists(trace):
+                    self.skipTest("strace cannot trace here: " + r.stderr.decode(errors="replace"))
+                with open(trace, encoding="utf-8", errors="replace") as f:
+                    writes = [l for l in f if re.match(r"\d+ +write\(2, ", l)]
+                self.assertTrue(writes, (args, r.stderr))
+                for w in writes:
+                    self.assertRegex(w, r'\\n"(\.\.\.)?, \d+\) += \d+$', (args, w))
+        self.assertEqual(self.cli("release", "t-lines", tok).returncode, 0)
+        self.assertEqual(self.cli("release", "t-lines-free", free_token).returncode, 0)
+
     def test_no_retry_storm_while_votes_are_quarantined(self):
         # Every node is up, and none has been up for --min-uptime: no vote counts (restart guard).
         # Three waiters with wake-ups each woke the others with their attempts' rollbacks and they

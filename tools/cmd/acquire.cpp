@@ -53,15 +53,15 @@ int run_acquire(const AcquireArgs& a, const Globals& g) {
   if (!res) {
     report_failure(g, res.error, "cannot acquire", res.message, res.nodes);
     if (g.verbose) {
-      std::cerr << "  " << res.attempts << (res.attempts == 1 ? " attempt" : " attempts") << "\n";
+      Stderr() << "  " << res.attempts << (res.attempts == 1 ? " attempt" : " attempts") << "\n";
     }
     return interrupt.signal() != 0 ? 128 + interrupt.signal() : exit_code_for(res.error);
   }
   if (g.verbose) {
-    std::cerr << "acquired with " << res.lock.votes() << "/" << client.options().nodes.size()
-              << " votes, validity " << res.lock.validity().count() << " ms, " << res.attempts
-              << " attempt(s)\n";
-    print_nodes(std::cerr, res.nodes);
+    Stderr() << "acquired with " << res.lock.votes() << "/" << client.options().nodes.size()
+             << " votes, validity " << res.lock.validity().count() << " ms, " << res.attempts
+             << " attempt(s)\n";
+    Stderr() << nodes_table(res.nodes);
   }
   if (!g.json && !g.quiet) std::cout << res.lock.token() << "\n";
   return exit_ok;

@@ -217,12 +217,12 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
   }
   for (const auto& p : phases) {
     if (!p.first_error.empty() && !g.quiet) {
-      std::cerr << "redlock-cli: bench: " << p.name << ": " << p.errors
-                << " error(s), first: " << p.first_error << "\n";
+      Stderr() << "redlock-cli: bench: " << p.name << ": " << p.errors
+               << " error(s), first: " << p.first_error << "\n";
     }
   }
   if (seq.cycle.count == 0) {
-    if (!g.quiet) std::cerr << "redlock-cli: bench: no cycle succeeded\n";
+    if (!g.quiet) Stderr() << "redlock-cli: bench: no cycle succeeded\n";
     return exit_no_quorum;
   }
   return exit_ok;
@@ -368,8 +368,8 @@ int run_hold(const BenchArgs& a, const Globals& g) {
     std::cout << "keys left: " << left.keys_left << "\n";
   }
   if (!first_error.empty() && !g.quiet) {
-    std::cerr << "redlock-cli: bench: " << failed << " lock(s) not taken, first: " << first_error
-              << "\n";
+    Stderr() << "redlock-cli: bench: " << failed << " lock(s) not taken, first: " << first_error
+             << "\n";
   }
   return failed == count ? exit_no_quorum : exit_ok;
 }

@@ -110,14 +110,12 @@ void Progress::show(const std::string& text) {
   if (shown_ && now - last_ < std::chrono::milliseconds(100)) return;
   last_ = now;
   shown_ = true;
-  std::fprintf(stderr, "\r\033[K%s", text.c_str());
-  std::fflush(stderr);
+  write_stderr("\r\033[K" + text);
 }
 
 void Progress::clear() {
   if (!enabled_ || !shown_) return;
-  std::fprintf(stderr, "\r\033[K");
-  std::fflush(stderr);
+  write_stderr("\r\033[K");
   shown_ = false;
 }
 namespace {

@@ -8,6 +8,7 @@
 #include "cli.hpp"
 #include "json.hpp"
 #include "nodes/manager.hpp"
+#include "output.hpp"
 
 namespace fs = std::filesystem;
 
@@ -275,7 +276,7 @@ int run(Verb verb, const std::string& name, const ClusterFlags& flags, const Glo
   } catch (const ClusterError& e) {
     if (e.kind() == ClusterError::Kind::usage)
       throw UsageError("cluster " + name + ": " + e.what());
-    std::cerr << "redlock-cli: cluster " << name << ": " << e.what() << '\n';
+    Stderr() << "redlock-cli: cluster " << name << ": " << e.what() << '\n';
     return e.exit_code();
   } catch (const UsageError& e) {
     throw UsageError("cluster " + name + ": " + e.what());

@@ -476,7 +476,7 @@ int Demo::run() {
     refused = r.why;
     say(p_.paint("refused: " + r.why, bold_red));
     // stderr too: a script running the demo must not need to parse stdout to learn why.
-    std::cerr << "redlock-cli: demo: refused: " << r.why << "\n";
+    Stderr() << "redlock-cli: demo: refused: " << r.why << "\n";
   } catch (const Abort&) {
     say("cannot go on without the nodes");
   } catch (const ClusterError& e) {
@@ -498,8 +498,8 @@ int Demo::run() {
   line();
   if (was_interrupted && output_gone.load()) {
     // Nobody reads stdout any more; stderr may still reach the user.
-    std::cerr << "redlock-cli: demo: stdout was closed; stopped after " << fmt_s(took)
-              << " and restored the nodes\n";
+    Stderr() << "redlock-cli: demo: stdout was closed; stopped after " << fmt_s(took)
+             << " and restored the nodes\n";
   }
   if (!refused.empty()) {
     line(p_.paint("verdict: REFUSED", bold_red) +

@@ -113,8 +113,8 @@ int run_elect(const ElectArgs& a, const Globals& g) {
       return exit_code_for(res.error);
     }
     if (g.verbose) {
-      std::cerr << "redlock-cli: leader of '" << printable(a.name) << "' as '" << printable(a.id)
-                << "' (term " << leadership.term() << "), running " << command.front() << "\n";
+      Stderr() << "redlock-cli: leader of '" << printable(a.name) << "' as '" << printable(a.id)
+               << "' (term " << leadership.term() << "), running " << command.front() << "\n";
     }
     flush_warnings();
     const std::string term = std::to_string(leadership.term());
@@ -127,10 +127,10 @@ int run_elect(const ElectArgs& a, const Globals& g) {
         grace, g, what);
     if (!a.again || outcome.stop_signal != 0) return outcome.exit_code;
     if (!g.quiet) {
-      std::cerr << "redlock-cli: " << command.front()
-                << (outcome.lost ? " was stopped: the leadership was lost"
-                                 : " ended (exit " + std::to_string(outcome.exit_code) + ")")
-                << "; campaigning again\n";
+      Stderr() << "redlock-cli: " << command.front()
+               << (outcome.lost ? " was stopped: the leadership was lost"
+                                : " ended (exit " + std::to_string(outcome.exit_code) + ")")
+               << "; campaigning again\n";
     }
   }
 }
@@ -144,7 +144,7 @@ int run_leader(const std::string& name, const Globals& g) {
   if (g.json) {
     print_leader_json(name, r);
   } else if (r.error) {
-    std::cerr << "redlock-cli: " << leader_line(name, r) << "\n";
+    Stderr() << "redlock-cli: " << leader_line(name, r) << "\n";
   } else if (!r.leader) {
     if (!g.quiet) std::cout << leader_line(name, r) << "\n";
   } else {

@@ -31,7 +31,7 @@ int run_extend(ExtendArgs a, const Globals& g) {
     report_failure(g, res.error, "cannot extend", res.message, res.nodes);
     return exit_code_for(res.error);
   }
-  if (g.verbose) print_nodes(std::cerr, res.nodes);
+  if (g.verbose) Stderr() << nodes_table(res.nodes);
   if (!g.json && !g.quiet) std::cout << res.lock.validity().count() << "\n";
   return exit_ok;
 }

@@ -25,9 +25,9 @@ int run_release(std::vector<std::string> args, bool read, const Globals& g) {
     return exit_code_for(res.error);
   }
   if (g.verbose) {
-    std::cerr << "released on " << res.deleted << " node(s), not held on " << res.not_held
-              << ", unreachable " << res.unreachable << "\n";
-    print_nodes(std::cerr, res.nodes);
+    Stderr() << "released on " << res.deleted << " node(s), not held on " << res.not_held
+             << ", unreachable " << res.unreachable << "\n";
+    Stderr() << nodes_table(res.nodes);
   }
   return exit_ok;
 }

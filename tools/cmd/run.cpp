@@ -120,18 +120,18 @@ int run_run(const RunArgs& a, const Globals& g) {
   if (!res) {
     report_failure(g, res.error, "cannot acquire", res.message, res.nodes);
     if (g.verbose) {
-      std::cerr << "  " << res.attempts << (res.attempts == 1 ? " attempt" : " attempts") << "\n";
+      Stderr() << "  " << res.attempts << (res.attempts == 1 ? " attempt" : " attempts") << "\n";
     }
     // -E: flock(1)'s conflict exit code, so that a command's own 1 is not taken for "held".
     if (res.error == Errc::contended && a.conflict_exit_code) return *a.conflict_exit_code;
     return exit_code_for(res.error);
   }
   if (g.verbose) {
-    std::cerr << "redlock-cli: acquired '" << printable(resources.front()) << "'"
-              << (resources.size() > 1 ? " and " + std::to_string(resources.size() - 1) + " more"
-                                       : std::string())
-              << " (" << res.lock.votes() << "/" << opts.nodes.size() << " votes), running "
-              << command.front() << "\n";
+    Stderr() << "redlock-cli: acquired '" << printable(resources.front()) << "'"
+             << (resources.size() > 1 ? " and " + std::to_string(resources.size() - 1) + " more"
+                                      : std::string())
+             << " (" << res.lock.votes() << "/" << opts.nodes.size() << " votes), running "
+             << command.front() << "\n";
   }
 
   // The configuration warnings of the acquisition come before the command's own output.

@@ -163,7 +163,7 @@ Supervisor::Outcome Supervisor::supervise(const Hold& guard,
     throw;
   }
   const auto say = [&](const std::string& what) {
-    if (!g.quiet) std::cerr << "redlock-cli: " << what << "\n";
+    if (!g.quiet) Stderr() << "redlock-cli: " << what << "\n";
   };
   bool warned_watchdog = false;
   while (true) {
@@ -244,7 +244,7 @@ Supervisor::Outcome Supervisor::supervise(const Hold& guard,
   const int exit_code = status_to_exit(job->command_status().value_or(0));
   auto rel = guard.release();
   if (g.verbose)
-    std::cerr << "redlock-cli: released the " << what << " on " << rel.deleted << " node(s)\n";
+    Stderr() << "redlock-cli: released the " << what << " on " << rel.deleted << " node(s)\n";
   return {lost ? exit_lost : exit_code, lost, stop_signal};
 }
 
