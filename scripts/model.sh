@@ -73,6 +73,11 @@ checks=(
   "mut-no-rollback|fail|lock.pml|-DMUT_NO_ROLLBACK|-DBITSTATE|-w24 -m10000|300"
   "mut-no-writeback|fail|lock.pml|-DRESETS=0 -DSLOW=0 -DMAXEXT=0 -DMAXATT=2 -DMAXACQ=1 -DFENCED -DMUT_NO_WRITEBACK|-DBITSTATE|-w24 -m10000|300"
   "mut-trust-hint|fail|fair.pml|-DFORGER -DMUT_TRUST_HINT|-DBITSTATE|-w24 -m60|300"
+  # the ticket agreement: in the scenario where a counter lags (three clients, LAGGING_COUNTER),
+  # the real model keeps FIFO and the model without the agreement breaks it (depth-first to
+  # depth 40: breadth-first runs out of memory at depth 22, before the trace's end)
+  "fair-lagging-counter|pass|fair.pml|-DC=3 -DTIMELESS -DFAST_NODES=0 -DMAXACQ=1 -DMAXSER=2 -DLAGGING_COUNTER|-DBITSTATE|-w22 -m10000|300"
+  "mut-no-ticket-agree|fail:aheadof|fair.pml|-DC=3 -DTIMELESS -DFAST_NODES=0 -DMAXACQ=1 -DMAXSER=2 -DLAGGING_COUNTER -DMUT_NO_TICKET_AGREE|-DBITSTATE|-w28 -m40|300"
   "mut-fifo-by-waiter|fail:aheadof|fair.pml|-DTIMELESS -DFAST_NODES=0 -DSLOW=0 -DMAXACQ=2 -DMUT_FIFO_BY_WAITER|-DBFS|-m10000|300"
   # --- Kleppmann's pause: the trace, and the fence check of the resource that makes it harmless
   "kleppmann|fail:!\\(ovl\\[c\\]\\)|lock.pml|$small -DCRASHES=0 -DFAST_NODES=0 -DFENCED -DKLEPPMANN|-DBFS|-m10000|300|c1: resource accepts the write with fence.*c0: resource REFUSES the write"
