@@ -150,6 +150,10 @@ class SentinelTopology(TopologyCase):
         self.assertIn("promoted", m1["detail"])
         r = self.ok(self.cluster("start", "1"))
         self.assertIn("replica m1", r.stdout)
+        # status asks each node with a 500 ms deadline: a replica that has just started (and is
+        # syncing) may miss it under load and show no role (seen under --stress); asked again.
+        self.assertTrue(wait_until(lambda: self.status()[0]["role"] is not None, timeout=20),
+                        self.status())
         nodes = self.status()
         self.assertEqual(nodes[0]["role"], "replica")
         self.assertEqual(nodes[COUNT]["role"], "master")
