@@ -324,23 +324,19 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
   last_message_ = std::move(message);
   const auto now = BootClock::now();
   Millis sleep = e_.retry_sleep();
-  const bool catch_up = std::exchange(catch_up_, false);
-  const bool named_while_busy = std::exchange(named_while_busy_, false);
   // Only a lock held elsewhere is worth trying again before the retry delay, and only on word
   // that it was released. A failure of no quorum (nodes down, votes excluded by the restart
   // guard or a promotion's quarantine) or of validity is not undone by a release: every waiter
   // woken at once by the others' releases and attempts would try again and again against the
   // nodes that are left (issue 41: thousands of attempts per waiter and second). It sleeps the
   // retry delay, jitter and all, and no wake-up shortens that (algorithm.md, hazard 12).
-  early_wake_ok_ = why == Errc::contended;
-  if (!early_wake_ok_) {
+  const bool contended = why == Errc::contended;
+  const WakeWatch::WhileOut heard = watch_.round_failed(contended);
+  if (!contended) {
     // (A fair waiter still refreshes its heartbeat well within its ttl, or loses its place.)
     if (kind_.queued()) sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
-  } else if (named_while_busy || (armed_by_name_ && names_.quorum_besides(armed_release_))) {
-    // A release named us while this attempt was out (it lost to a client that had not waited,
-    // or went out before the release), or, when names started it, a later release's names
-    // reached a quorum meanwhile: the lock may be free now, and nobody else was told.
-    retry_named_ = true;
+  } else if (heard.named) {
+    // Named while this round was out: the lock may be free now, and nobody else was told.
     sleep = Millis{0};
   } else if (kind_.queued() &&
              (!e_.options_.wake_ups || (first_in_line_ && phase_ == Phase::attempt))) {
@@ -351,7 +347,7 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
     // a release, and the heartbeat must be refreshed well within heartbeat_ttl.
     sleep = poll_;
     poll_ = std::min(poll_ * 2, std::min(Millis{100}, opts_.heartbeat_ttl / 4));
-  } else if (catch_up) {
+  } else if (heard.resubscribed) {
     // Our channel was (re)subscribed while this round was out: a name published before that
     // is lost, so one attempt at once (as a waiter that is not first in line).
     sleep = Millis{0};
@@ -382,13 +378,7 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
       watching_ = true;
       e_.watch(this, watched_keys());
     }
-    heard_.assign(static_cast<std::size_t>(e_.n()), 0);
-    freed_count_ = 0;
-    listening_count_ = 0;
-    names_.reset(e_.n());
-    woken_ = false;
-    armed_by_name_ = false;
-    armed_release_.clear();
+    watch_.sleep_begins(e_.n());
     // Releases publish only while a waiter's mark says someone listens: kept for the whole wait
     // (renewed before it could lapse during a sleep), so an uncontended release costs nothing.
     // A named waiter marks itself by its id, ranked by when it began to wait (the same rank on
@@ -400,23 +390,22 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
           std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
               .count();
     }
-    if (marked_until_ < now + sleep + Millis{500} || named_) {
+    if (marked_until_ < now + sleep + Millis{500} || watch_.named_since_marked()) {
       const Millis ttl = 2 * sleep + Millis{1000};
       for (const auto& k : keys_) {
         broadcast(e_, kind_.named_wake() ? detail::mark_waiting(k, ttl, waiter_, waiting_since_)
                                          : detail::mark_waiting(k, ttl));
       }
       marked_until_ = now + ttl;
-      named_ = false;
+      watch_.marked();
     }
   }
   // Every way back to an attempt after a failure goes through this timer: at the end of the
-  // sleep, or earlier when a wake-up may end it (may_wake()).
+  // sleep, or earlier when a wake-up may end it (wake()).
   if (!retry_timer_) {
     retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
       if (phase_ != Phase::sleeping) return;
-      first_in_line_ = (woken_ && armed_by_name_) || retry_named_;
-      retry_named_ = false;
+      first_in_line_ = watch_.retry_is_named();
       if (need_ticket_) {
         start_ticket();
       } else {
@@ -428,50 +417,16 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
 }
 
 void AcquireOp::wake(int node, const net::Wake& w) {
-  const bool names_someone = w.why == net::Wake::Why::released && !w.waiter.starts_with('#');
-  if (names_someone) {
-    // One waiter is named: another one's turn (perhaps another acquisition of this client, on
-    // another lock: readers and writers are never named), or ours (an exclusive waiter's release
-    // took it off the mark: it marks itself again if it loses; a fair waiter's may have set the
-    // key to our registered token: our attempt takes it, and its replies are the vote).
-    if (waiter_.empty() || w.waiter != waiter_) return;
-    if (kind_.named_wake()) named_ = true;
-    // Counted per release, asleep or not: names from releases that each reached too few nodes
-    // must not add up (core/name_tally.hpp).
-    const bool quorum = names_.named(node, w.release);
-    // Named while a round of ours is out (an attempt that a poll or a resubscription started, a
-    // ticket), it tries again at once if that one fails; when a quorum of names started the
-    // round, only if another release's names reach a quorum (fail_attempt).
-    if (phase_ != Phase::sleeping && !armed_by_name_) named_while_busy_ = true;
-    if (!may_wake() || !quorum) return;
-    woken_ = true;
-    armed_by_name_ = true;
-    armed_release_ = w.release;
-    retry_timer_->start(0);  // named: it goes at once (wake_spread)
-    return;
+  switch (watch_.heard(node, w, waiter_, phase_ == Phase::sleeping, detail::quorum_of(e_.n()))) {
+    case WakeWatch::Go::not_yet:
+      return;
+    case WakeWatch::Go::now:
+      retry_timer_->start(0);  // named: it goes at once (wake_spread)
+      return;
+    case WakeWatch::Go::after_spread:
+      retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
+      return;
   }
-  // Subscribed while a round of ours is out (a fair waiter hears names from its ticket on): a
-  // release may have named us before, so it tries once more at once if that round does not win.
-  // Not when the round out is itself the catch-up of a wake (the rest of the nodes confirming
-  // the subscription whose quorum started it), and never as the first in line.
-  if (w.why == net::Wake::Why::listening && kind_.queued() && phase_ != Phase::sleeping && !woken_)
-    catch_up_ = true;
-  if (!may_wake()) return;
-  if (kind_.queued()) {
-    // A fair lock goes to the first in line (named above): a deletion by someone else tells
-    // nothing about the queue (polling sees it).
-    if (w.why == net::Wake::Why::key_gone) return;
-  }
-  const bool subscribed = w.why == net::Wake::Why::listening;
-  const char bit = subscribed ? 2 : 1;
-  char& seen = heard_[static_cast<std::size_t>(node)];
-  if ((seen & bit) != 0) return;
-  seen = static_cast<char>(seen | bit);
-  // Before a quorum has released, the attempt would find the key still held on too many nodes.
-  const int count = subscribed ? ++listening_count_ : ++freed_count_;
-  if (count < detail::quorum_of(e_.n())) return;
-  woken_ = true;
-  retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
 }
 
 // A release that names one waiter wakes only it, and it goes at once (wake). Any other wakes

@@ -11,6 +11,7 @@
 #include "core/name_tally.hpp"
 #include "core/round.hpp"
 #include "engine/operation.hpp"
+#include "engine/wake_watch.hpp"
 
 namespace redlock {
 
@@ -72,10 +73,6 @@ class AcquireOp final : public Operation {
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
   void sleep_then_retry(Millis sleep);
-  // A wake-up may end this sleep now (wake()).
-  [[nodiscard]] bool may_wake() const {
-    return phase_ == Phase::sleeping && !woken_ && early_wake_ok_;
-  }
   // Fair, with wake-ups: direct handoff (a release sets the key to the token the first waiter
   // registered and names it; the waiter's attempt takes such a key as granted).
   [[nodiscard]] bool registers() const { return kind_.queued() && e_.options_.wake_ups; }
@@ -114,32 +111,14 @@ class AcquireOp final : public Operation {
   std::optional<BootClock::time_point> wait_until_;
   BootClock::time_point started_{};
   std::unique_ptr<net::Timer> retry_timer_;
-  // Whether a wake-up may end the current sleep early: only after an attempt that found the lock
-  // held elsewhere (Errc::contended), which a release undoes. No release undoes a failure of no
-  // quorum (nodes down, votes excluded) or of validity: such a sleep lasts the retry delay with
-  // its jitter (algorithm.md, hazard 12).
-  bool early_wake_ok_ = false;
-  bool watching_ = false;  // wake-ups: registered with the engine (from the first sleep on)
-  // During this sleep, per node: it reported our key gone (a release that names nobody, a
-  // deletion, an expiry), and, apart, it (re)subscribed (a release may have been missed). The two
-  // are counted apart: a quorum of the first means the key is free on a quorum; a subscription
-  // says nothing about the key, and counted with releases it started attempts that found the key
-  // still held. Releases that name us are counted apart again, per release (names_).
-  std::vector<char> heard_;
-  int freed_count_ = 0;
-  int listening_count_ = 0;
-  bool woken_ = false;                    // once per sleep
+  // Wake-ups: what the nodes told us while we waited, and whether it may end a sleep now.
+  WakeWatch watch_{kind_.queued(), kind_.named_wake()};
+  bool watching_ = false;                 // registered with the engine (from the first sleep on)
   bool saw_contention_ = false;           // an attempt found the lock held elsewhere
-  BootClock::time_point marked_until_{};  // our waiting mark lasts until then (wake-ups)
-  // Wake-ups, kinds that are named (named_wake()): when we began to wait (wall clock ms, our
-  // rank on the mark; 0 before the first sleep), whether a release named us (and so took us off
-  // the mark), and whether that came while a round of ours was still out (any kind with ids).
+  BootClock::time_point marked_until_{};  // our waiting mark lasts until then
+  // Kinds that are named (named_wake()): when we began to wait (wall clock ms, our rank on the
+  // mark; 0 before the first sleep).
   long long waiting_since_ = 0;
-  bool named_ = false;
-  bool named_while_busy_ = false;
-  bool armed_by_name_ = false;  // this sleep's wake-up was a release naming us
-  detail::NameTally names_;     // the releases that named us this sleep (and since)
-  std::string armed_release_;   // the one whose names woke us
 
   detail::Round attempt_;  // the current (or last) attempt: its record is what the caller sees
   detail::Round counter_;  // the current ticket or write-back round
@@ -163,8 +142,6 @@ class AcquireOp final : public Operation {
   // Fair: the current attempt was made as the first in line (named by a release, or nobody ahead
   // at its ticket); one that loses polls quickly, since nobody will name it.
   bool first_in_line_ = false;
-  bool retry_named_ = false;  // the sleep ending now is the at-once retry of a named waiter
-  bool catch_up_ = false;     // fair: our channel was (re)subscribed while a round was out
   // Fair: nodes that had not answered when a round was decided, owed a word once they do
   // (late_reply): the ticket round's are told the ticket if their count differs, the winning
   // attempt's that we left the queue if they did not grant. Indexed by node.
