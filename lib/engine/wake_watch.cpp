@@ -4,8 +4,8 @@
 
 namespace redlock {
 
-WakeWatch::Go WakeWatch::heard(int node, const net::Wake& w, std::string_view waiter,
-                               bool sleeping, int quorum) {
+WakeWatch::Go WakeWatch::heard(int node, const net::Wake& w, std::string_view waiter, bool sleeping,
+                               int quorum) {
   const bool names_someone = w.why == net::Wake::Why::released && !w.waiter.starts_with('#');
   if (names_someone) {
     // One waiter is named: another one's turn (perhaps another acquisition of this client, on
@@ -53,8 +53,7 @@ WakeWatch::WhileOut WakeWatch::round_failed(bool contended) {
   out.resubscribed = std::exchange(resubscribed_while_out_, false);
   const bool named_while_out = std::exchange(named_while_out_, false);
   early_ = contended;
-  out.named =
-      early_ && (named_while_out || (woken_by_name_ && names_.quorum_besides(woken_by_)));
+  out.named = early_ && (named_while_out || (woken_by_name_ && names_.quorum_besides(woken_by_)));
   if (out.named) retry_named_ = true;
   return out;
 }
