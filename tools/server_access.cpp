@@ -33,15 +33,4 @@ NodeAddress cluster_member(const NodeAddress& vote, const std::string& host, std
   return m;
 }
 
-detail::Reply to_core(const nodes::Reply& r) {
-  detail::Reply out;
-  out.type = static_cast<detail::Reply::Type>(static_cast<int>(r.type));
-  out.integer = r.integer;
-  out.str = r.str;
-  for (const auto& e : r.elements) out.elements.push_back(to_core(e));
-  return out;
-}
-static_assert(static_cast<int>(nodes::Reply::Type::array) ==
-              static_cast<int>(detail::Reply::Type::array));
-
 }  // namespace redlock::cli

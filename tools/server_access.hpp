@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <string>
 
-#include "core/reply.hpp"
 #include "nodes/client.hpp"
 #include "redlock/options.hpp"
 
@@ -18,9 +17,5 @@ namespace redlock::cli {
 // One server of a cluster vote, as a plain address with the vote's credentials and TLS.
 [[nodiscard]] NodeAddress cluster_member(const NodeAddress& vote, const std::string& host,
                                          std::uint16_t port);
-
-// The tools' reply as the library's parsers (lib/core) take it: `doctor` and `bench` read INFO,
-// CLUSTER SLOTS and SENTINEL MASTER with them, not with parsers of their own.
-[[nodiscard]] detail::Reply to_core(const nodes::Reply& r);
 
 }  // namespace redlock::cli

@@ -18,6 +18,11 @@ struct Reply {
   std::vector<Reply> elements;  // Type::array
 
   [[nodiscard]] bool is_error() const noexcept { return type == Type::error; }
+  // An error reply whose text starts with `prefix` ("READONLY", "NOSCRIPT", "MOVED" ...).
+  [[nodiscard]] bool is_error(std::string_view prefix) const noexcept {
+    return type == Type::error && str.starts_with(prefix);
+  }
+  [[nodiscard]] bool is_nil() const noexcept { return type == Type::nil; }
   [[nodiscard]] bool is_integer(long long v) const noexcept {
     return type == Type::integer && integer == v;
   }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 namespace redlock::net {
@@ -170,6 +171,7 @@ class TlsTransport final : public Transport {
   bool wants_write() const override { return wants_write_; }
   bool has_buffered() const override { return SSL_pending(ssl_) > 0; }
   std::string error() const override { return error_; }
+  bool refused() const override { return refused_; }
   std::string established() const override {
     return std::string(SSL_get_version(ssl_)) +
            (SSL_session_reused(ssl_) ? ", session resumed" : "");
@@ -206,11 +208,13 @@ class TlsTransport final : public Transport {
           if (!SSL_is_init_finished(ssl_)) {
             error_ = std::string(what) +
                      ": the server closed the connection (not a TLS port, or it refused us?)";
+            refused_ = true;
             return Status::failed;
           }
           return Status::closed;
         }
         error_ = std::string(what) + ": " + (queued.empty() ? std::strerror(e) : queued);
+        refused_ = !queued.empty();  // the server's alert, read after the reset
         return Status::failed;
       }
       default: {
@@ -223,6 +227,7 @@ class TlsTransport final : public Transport {
           why += " (is the server speaking TLS on this port?)";
         }
         error_ = std::string(what) + ": " + (why.empty() ? "error " + std::to_string(err) : why);
+        refused_ = true;
         return Status::failed;
       }
     }
@@ -231,7 +236,10 @@ class TlsTransport final : public Transport {
   SSL* ssl_;
   bool wants_write_ = false;
   bool fatal_ = false;  // after a fatal error OpenSSL allows no shutdown
+  bool refused_ = false;
   std::string error_;
+
+  friend std::optional<TlsPeer> tls_peer(const Transport& t);
 };
 
 class TlsFactory final : public TransportFactory {
@@ -420,6 +428,22 @@ std::shared_ptr<TlsContext> TlsContexts::get(const TlsSettings& s, std::string& 
 std::unique_ptr<TransportFactory> tls_transport(std::shared_ptr<TlsContext> context,
                                                 std::string host, std::string server_name) {
   return std::make_unique<TlsFactory>(std::move(context), std::move(host), std::move(server_name));
+}
+
+std::optional<TlsPeer> tls_peer(const Transport& t) {
+  const auto* tls = dynamic_cast<const TlsTransport*>(&t);
+  if (tls == nullptr || !SSL_is_init_finished(tls->ssl_)) return std::nullopt;
+  TlsPeer peer;
+  peer.protocol = SSL_get_version(tls->ssl_);
+  X509* cert = SSL_get1_peer_certificate(tls->ssl_);
+  if (cert == nullptr) return peer;
+  std::tm end{};
+  if (const ASN1_TIME* at = X509_get0_notAfter(cert);
+      at != nullptr && ASN1_TIME_to_tm(at, &end) == 1) {
+    peer.not_after = std::chrono::system_clock::from_time_t(timegm(&end));
+  }
+  X509_free(cert);
+  return peer;
 }
 
 }  // namespace redlock::net

@@ -5,7 +5,9 @@
 // name: the CAs given (or the system's), the host name or IP address checked against the
 // certificate, SNI sent for names. Sessions are resumed on reconnect.
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,16 @@ class TlsContext {
 [[nodiscard]] std::unique_ptr<TransportFactory> tls_transport(std::shared_ptr<TlsContext> context,
                                                               std::string host,
                                                               std::string server_name);
+
+// What a TLS transport agreed on with its server, once its handshake is done, for checks of the
+// server's set-up (redlock-cli doctor); nullopt for any other transport or before the handshake.
+struct TlsPeer {
+  std::string protocol;  // "TLSv1.3", ...
+  // The end of the validity of the certificate the server presented; nullopt when it sent none
+  // or its date cannot be read.
+  std::optional<std::chrono::system_clock::time_point> not_after;
+};
+[[nodiscard]] std::optional<TlsPeer> tls_peer(const Transport& t);
 
 // The TLS contexts of one engine, one per distinct settings.
 class TlsContexts {

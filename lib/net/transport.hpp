@@ -39,6 +39,10 @@ class Transport {
   [[nodiscard]] virtual std::string established() const { return {}; }
   // Why the last operation failed, for the per-node record. Never contains a secret.
   [[nodiscard]] virtual std::string error() const = 0;
+  // After `failed`: true when the peer, or our check of it, refused the session (a TLS alert, a
+  // certificate that did not verify, a server that hung up in the handshake), which no retry
+  // changes; false when the socket itself failed. The tools' sync client reports the two apart.
+  [[nodiscard]] virtual bool refused() const { return false; }
 };
 
 // Makes the transport for a freshly connected socket (it does not own the fd).

@@ -550,8 +550,8 @@ void Nemesis::sentinel_failover() {
       r = ask(f.sentinel(i), {"SENTINEL", "FAILOVER", name});
       break;
     }
-    if (!r.is_ok()) {
-      note("SENTINEL FAILOVER " + name + " refused: " + r.to_string());
+    if (!r.is_status("OK")) {
+      note("SENTINEL FAILOVER " + name + " refused: " + redlock::nodes::reply_text(r));
       continue;
     }
     ++counts_["sentinel-failover"];

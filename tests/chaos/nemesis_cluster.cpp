@@ -202,7 +202,8 @@ void Nemesis::cluster_restart(std::size_t g, std::size_t node, std::size_t promo
     std::string how = "a replica now";
     if (c.is_master(node)) {
       const auto r = c.node(node).command({"CLUSTER", "REPLICATE", c.node_id(promoted)});
-      if (!r.is_ok()) throw std::runtime_error("CLUSTER REPLICATE: " + r.to_string());
+      if (!r.is_status("OK"))
+        throw std::runtime_error("CLUSTER REPLICATE: " + redlock::nodes::reply_text(r));
       c.wait_until_stable();
       how = "a master without slots: made a replica with CLUSTER REPLICATE";
     }

@@ -17,7 +17,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redisfix import check_server, free_base, server_name, wait_until, with_test_deadline  # noqa: E402
+from redisfix import check_server, free_base, resp, server_name, wait_until, with_test_deadline  # noqa: E402
 
 CLI = os.path.abspath(os.environ.get("REDLOCK_CLI", "redlock-cli"))
 COUNT = 3
@@ -51,11 +51,7 @@ class Resp:
         self.sock.close()
 
     def command(self, *args):
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = a.encode() if isinstance(a, str) else a
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.sock.sendall(out)
+        self.sock.sendall(resp(*args))  # the Python tests' one encoder (redisfix.py)
         return self._read()
 
     def _read(self):

@@ -204,7 +204,7 @@ TEST_CASE("a killed node comes back: the client reconnects and counts it again")
 TEST_CASE("AUTH with an ACL user, with a password alone, and SELECT of a database") {
   RedisServer s;
   const std::string port = std::to_string(s.port());
-  REQUIRE(s.command({"ACL", "SETUSER", "alice", "on", ">pw", "~*", "&*", "+@all"}).is_ok());
+  REQUIRE(s.command({"ACL", "SETUSER", "alice", "on", ">pw", "~*", "&*", "+@all"}).is_status("OK"));
   {
     Client client(options_for("redis://alice:pw@127.0.0.1:" + port + "/3"));
     auto r = client.try_acquire({"in-db3"}, ttl_opts(5s));
@@ -240,7 +240,7 @@ TEST_CASE("AUTH with an ACL user, with a password alone, and SELECT of a databas
     CHECK_MESSAGE(f.message.find("SELECT failed") != std::string::npos, f.message);
   }
   // Last: a password for the default user (the fixture's own commands cannot authenticate).
-  REQUIRE(s.command({"CONFIG", "SET", "requirepass", "s3cret"}).is_ok());
+  REQUIRE(s.command({"CONFIG", "SET", "requirepass", "s3cret"}).is_status("OK"));
   Client client(options_for("redis://s3cret@127.0.0.1:" + port));
   auto r = client.try_acquire({"authed"}, ttl_opts(5s));
   CHECK_MESSAGE(r, r.message);
@@ -274,7 +274,7 @@ TEST_CASE("a user without +script|load: the refusal is logged once per node, scr
   for (std::size_t i = 0; i < c.size(); ++i) {
     REQUIRE(
         c[i].command({"ACL", "SETUSER", "noload", "on", ">pw", "~*", "&*", "+@all", "-script|load"})
-            .is_ok());
+            .is_status("OK"));
     csv += (csv.empty() ? "" : ",") + std::string("redis://noload:pw@127.0.0.1:") +
            std::to_string(c[i].port());
   }

@@ -33,7 +33,7 @@ long long acquire_fair(const RedisServer& s, const std::string& waiter, long lon
   const auto r = s.command({"EVAL", std::string(script_body(ScriptId::acquire_fair)), "4", lock,
                             queue, heartbeats, ticket_counter, token, "10000",
                             std::to_string(ticket), "60000", waiter});
-  REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
+  REQUIRE_MESSAGE(r.type == Reply::Type::integer, redlock::nodes::reply_text(r));
   return r.integer;
 }
 
@@ -124,7 +124,7 @@ std::string sha1(const RedisServer& s, const std::string& text) {
 long long release(const RedisServer& s, const std::string& tok) {
   const auto r = s.command({"EVAL", std::string(script_body(ScriptId::release)), "5", lock, mark,
                             queue, heartbeats, handoff, tok, lock_channel});
-  REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
+  REQUIRE_MESSAGE(r.type == Reply::Type::integer, redlock::nodes::reply_text(r));
   return r.integer;
 }
 
@@ -219,7 +219,7 @@ TEST_CASE("handoff: the waiter's next attempt takes a key handed over to it as g
     const auto r = s.command({"EVAL", std::string(script_body(ScriptId::acquire_fair)), "5", lock,
                               queue, heartbeats, ticket_counter, handoff, token, "20000", "3",
                               "60000", who, "next-registered"});
-    REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
+    REQUIRE_MESSAGE(r.type == Reply::Type::integer, redlock::nodes::reply_text(r));
     return r.integer;
   };
   // As a release leaves it: the key is the registered token, the waiter out of the queue.
@@ -298,7 +298,7 @@ TEST_CASE("handoff: a ticket registers a token; an attempt's rollback leaves a h
   const auto ticket = s.command({"EVAL", std::string(script_body(ScriptId::ticket_take)), "6",
                                  ticket_counter, queue, heartbeats, lock, mark, handoff, waiter,
                                  "60000", "5000", "20000", registered});
-  REQUIRE_MESSAGE(ticket.type == Reply::Type::array, ticket.to_string());
+  REQUIRE_MESSAGE(ticket.type == Reply::Type::array, redlock::nodes::reply_text(ticket));
   CHECK(s.command({"HGET", handoff, waiter}).str == "20000 " + registered);
   CHECK(s.pttl(handoff) > 60'000);  // as long as the queue
   auto rollback = [&] {
@@ -331,7 +331,7 @@ TEST_CASE("handoff: a ticket round asked to grant takes a free lock when first i
     cmd.insert(cmd.end(), {waiter, "60000", "5000", "20000", registered});
     if (grant) cmd.push_back("grant");
     const auto r = s.command(cmd);
-    REQUIRE_MESSAGE(r.type == Reply::Type::array, r.to_string());
+    REQUIRE_MESSAGE(r.type == Reply::Type::array, redlock::nodes::reply_text(r));
     REQUIRE(r.elements.size() == 2);
     return r.elements[1].integer;
   };
@@ -431,7 +431,7 @@ TEST_CASE(
   const auto taken = s.command({"EVAL", std::string(script_body(ScriptId::ticket_take)), "6",
                                 ticket_counter, queue, heartbeats, lock, mark, handoff, waiter,
                                 "60000", "5000", "20000", registered});
-  REQUIRE_MESSAGE(taken.type == Reply::Type::array, taken.to_string());
+  REQUIRE_MESSAGE(taken.type == Reply::Type::array, redlock::nodes::reply_text(taken));
   REQUIRE(taken.elements.at(0).integer == 222);
   Listener w(s, "chan-w");
   Listener x(s, "chan-x");
@@ -441,7 +441,7 @@ TEST_CASE(
   const auto attempt = s.command({"EVAL", std::string(script_body(ScriptId::acquire_fair)), "5",
                                   lock, queue, heartbeats, ticket_counter, handoff, token, "20000",
                                   "224", "60000", waiter, "next-registered"});
-  REQUIRE_MESSAGE(attempt.type == Reply::Type::integer, attempt.to_string());
+  REQUIRE_MESSAGE(attempt.type == Reply::Type::integer, redlock::nodes::reply_text(attempt));
   CHECK(attempt.integer == 0);
   CHECK_FALSE(s.exists(lock));
   CHECK(score(s, queue, waiter) == "224");
@@ -461,7 +461,7 @@ TEST_CASE("handoff: the release of a lock handed over clears its waiter's heartb
   auto release_handed = [&](const std::string& tok) {
     const auto r = s.command({"EVAL", std::string(script_body(ScriptId::release)), "5", lock, mark,
                               queue, heartbeats, handoff, tok, lock_channel, waiter});
-    REQUIRE_MESSAGE(r.type == Reply::Type::integer, r.to_string());
+    REQUIRE_MESSAGE(r.type == Reply::Type::integer, redlock::nodes::reply_text(r));
     return r.integer;
   };
   SUBCASE("its own token: the key, the heartbeat and the entry go; the next waiter stays") {

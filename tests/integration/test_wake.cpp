@@ -595,13 +595,14 @@ TEST_CASE(
   fair.fair = true;
   fair.heartbeat_ttl = 40s;
   // Its client listens already (a first wait's subscription would make it try once at once).
-  for (std::size_t i = 0; i < c.size(); ++i) REQUIRE(c[i].command({"SET", "warm", "x"}).is_ok());
+  for (std::size_t i = 0; i < c.size(); ++i)
+    REQUIRE(c[i].command({"SET", "warm", "x"}).is_status("OK"));
   CHECK(waiter.try_acquire({"warm"}, fair).error == Errc::contended);
   REQUIRE(eventually([&] { return clients_listening_everywhere(c, 1); }));
   for (std::size_t i = 0; i < 3; ++i)
-    REQUIRE(c[i].command({"SET", "few", "someone", "PX", "2000"}).is_ok());
+    REQUIRE(c[i].command({"SET", "few", "someone", "PX", "2000"}).is_status("OK"));
   fair.wait = 4s;
-  REQUIRE(c[2].command({"CLIENT", "PAUSE", "150"}).is_ok());
+  REQUIRE(c[2].command({"CLIENT", "PAUSE", "150"}).is_status("OK"));
   auto w = std::async(std::launch::async, [&] { return waiter.try_acquire({"few"}, fair); });
   // Queued again on the two free nodes (the rollback put it back), their keys free.
   auto given_back = [&] {
@@ -860,7 +861,7 @@ TEST_CASE("wake-ups: a key handed over at a node's own count, not the agreed tic
   }
   // Node 2 answers the ticket round late: the round is decided with 224 from node 3 or 4 (nodes
   // 0 and 1 alone are no quorum).
-  REQUIRE(c[2].command({"CLIENT", "PAUSE", "400"}).is_ok());
+  REQUIRE(c[2].command({"CLIENT", "PAUSE", "400"}).is_status("OK"));
   auto w = std::async(std::launch::async, [&] {
     auto r = newcomer.try_acquire({key}, fair);
     return Waited{std::move(r), Clock::now()};
@@ -915,7 +916,7 @@ class Forger {
     for (std::size_t i = 0; i < c.size(); ++i) {
       REQUIRE(c[i].command({"ACL", "SETUSER", "forger", "reset", "on", ">pw", "~*", "&*", "+@read",
                             "+publish"})
-                  .is_ok());
+                  .is_status("OK"));
       auto at = nodes::Endpoint::local(test_tls() ? c[i].tls_port() : c[i].port());
       if (const auto* tls = test_tls()) at.tls = nodes::Tls{.ca_file = tls->ca_cert()};
       nodes::ClientOptions o;
@@ -926,7 +927,7 @@ class Forger {
     }
     // It may not write a key (so it cannot take or hand over a lock itself).
     auto set = as_forger(0, {"SET", "forger-was-here", "x"});
-    REQUIRE_MESSAGE(set.is_error("NOPERM"), set.to_string());
+    REQUIRE_MESSAGE(set.is_error("NOPERM"), nodes::reply_text(set));
   }
   // One command as the forger on node i.
   nodes::Reply as_forger(std::size_t i, const std::vector<std::string>& argv) {
@@ -938,7 +939,7 @@ class Forger {
   void publish_everywhere(const std::string& channel, const std::string& message) {
     for (std::size_t i = 0; i < clients_.size(); ++i) {
       auto r = as_forger(i, {"PUBLISH", channel, message});
-      REQUIRE_MESSAGE(r.type == nodes::Reply::Type::integer, r.to_string());
+      REQUIRE_MESSAGE(r.type == nodes::Reply::Type::integer, nodes::reply_text(r));
     }
   }
 

@@ -9,6 +9,10 @@ lib/ has layers, and arrows only run downwards:
 - no public header names a hiredis, libuv or OpenSSL type (engine.hpp declares uv_loop_s only);
 - each public header's code lives in the lib/ file of its name;
 - no file under lib/ is longer than 650 lines;
+- one wire codec (issue 42): outside lib/net/ nothing includes hiredis, sets up an SSL_CTX or
+  its verification, or encodes RESP commands; the tools' sync client (tools/nodes/client.cpp)
+  links lib/net's codec (the redlock_wire archive) instead. The few test files with a reason to
+  do otherwise are listed, each with its reason, and a listing that is no longer needed fails;
 - and in the compiled archive (REDLOCK_OBJECTS_ARCHIVE, set by meson): no object of a lower layer
   calls a function defined in a higher layer's object (an include can hide such an arrow: a
   public header declares BootClock, whose code used to live in the API's lock.cpp).
@@ -35,6 +39,86 @@ def files_under(folder, exts=(".cpp", ".hpp", ".h")):
 def includes(path):
     with open(path, encoding="utf-8") as f:
         return INCLUDE_RE.findall(f.read())
+
+
+# ---- one wire codec --------------------------------------------------------------------------
+
+# Everything outside lib/net/ that a second codec could hide in.
+CODEC_SCAN = ("lib", "tools", "tests", "examples", "include")
+C_EXTS = (".cpp", ".hpp", ".h", ".c", ".cc")
+
+# hiredis's headers, by the path Debian installs them under or (with its pkg-config's
+# -I/usr/include/hiredis) by their own names.
+HIREDIS_INCLUDE = re.compile(
+    r'^\s*#\s*include\s*[<"](?:hiredis/|hiredis\.h|hiredis_ssl\.h|async\.h|adapters/)', re.M)
+
+# A TLS client set-up: a context, and the verification of the server (on the context or on one
+# session; the name or address checked).
+TLS_SETUP = re.compile(r"\b(?:SSL_CTX_new|SSL_CTX_set_verify|SSL_set_verify|"
+                       r"X509_VERIFY_PARAM_set1_host|X509_VERIFY_PARAM_set1_ip_asc)\b")
+
+# A RESP command encoder. Every command goes out as an array, so what marks an encoder is the
+# array header `*<count>\r\n` built from a count (bulk `$<len>` headers are not a marker: the
+# fake servers of the tests write bulk replies, hostile ones included, byte by byte), or hiredis's
+# own encoder. Each pattern is checked to find lib/net/'s encoder (or the old tools' client) in
+# test_markers_find_the_originals, so a marker that no longer matches anything fails.
+RESP_ENCODER = re.compile("|".join([
+    r"\bredisv?Format(?:Sds)?Command(?:Argv)?\s*\(",            # hiredis's encoder
+    r"\*%(?:z|l|ll|h)?[dui]\\r\\n",                             # "*%zu\r\n", b"*%d\r\n"
+    r"\*\{[^}\n]*\}\\r\\n",                                     # "*{}\r\n", f"*{len(a)}\r\n"
+    r"""["']\*["']\s*(?:\+|<<)\s*(?:std::)?(?:to_string|to_chars|str|len)\b""",  # "*" + n
+    r"""(?:\+=|push_back\(|append\()\s*'\*'""",                  # out += '*', then the count
+    r"""\(\s*\w+\s*,\s*'\*'\s*,""",                             # append_line(out, '*', n)
+]))
+
+# Files outside lib/net/ allowed one of the above, and why. A listing whose file no longer needs
+# it fails (test_allow_lists_are_needed), so the lists only shrink.
+HIREDIS_ALLOWED = {
+    # The oracle: the same bytes the library's reader gets are parsed by hiredis's own reader,
+    # and the library's verdict is compared with what hiredis says they mean.
+    "tests/fuzz/fuzz_reply.cpp",
+    # Checks the fixtures' servers and fake nodes with a client of another make (a plaintext
+    # hiredis client on a TLS port, hiredis's pipelining against FakeNode, a unix socket), so a
+    # fault shared by the fixture's own client and the library's codec cannot hide there.
+    "tests/support/fixture_selftest.cpp",
+}
+TLS_SETUP_ALLOWED = set()
+RESP_ENCODER_ALLOWED = {
+    # Fake servers' replies (a lying sentinel's SENTINEL MASTER, FakeNode's SCRIPT EXISTS),
+    # arrays written by hand as a hostile server would: replies, not commands.
+    "tests/integration/test_sentinel_trust.cpp",
+    "tests/support/fake_node.cpp",
+    # The C API's test is a C program that links libredlock's C API only (the codec is C++ and
+    # private to the library and the tools); it sets keys up over a raw socket of its own.
+    "tests/capi/capi_test.c",
+    # The Python tests' one client (query(), command()): Python cannot link the C++ codec.
+    # tests/cli/test_cluster.py sends through it too.
+    "tests/cli/redisfix.py",
+}
+
+
+def codec_files(exts):
+    for top in CODEC_SCAN:
+        for path in files_under(os.path.join(ROOT, top), exts):
+            rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+            if not rel.startswith("lib/net/") and rel != "tests/packaging/test_layers.py":
+                yield rel, path  # (this file names the patterns it looks for)
+
+
+def read(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def codec_offenders(pattern, exts):
+    """{relative path: first line that matches} for every file outside lib/net/ that matches."""
+    found = {}
+    for rel, path in codec_files(exts):
+        for line in read(path).splitlines():
+            if pattern.search(line):
+                found[rel] = line.strip()
+                break
+    return found
 
 
 def layer(path):
@@ -127,6 +211,56 @@ class Layers(unittest.TestCase):
                 for where in sorted(defined.get(sym, ())):
                     with self.subTest(object=o, symbol=sym[:100]):
                         self.assertLessEqual(rank(where), rank(o), "calls up into " + where)
+
+    def test_no_hiredis_outside_net(self):
+        found = codec_offenders(HIREDIS_INCLUDE, C_EXTS)
+        for rel, line in sorted(found.items()):
+            with self.subTest(file=rel):
+                self.assertIn(rel, HIREDIS_ALLOWED,
+                              "includes hiredis outside lib/net/ (" + line + "): read replies with "
+                              "net/reader.hpp, encode with net/resp.hpp (tools: nodes/client.hpp)")
+
+    def test_no_tls_setup_outside_net(self):
+        found = codec_offenders(TLS_SETUP, C_EXTS)
+        for rel, line in sorted(found.items()):
+            with self.subTest(file=rel):
+                self.assertIn(rel, TLS_SETUP_ALLOWED,
+                              "a second TLS set-up or verification (" + line + "): use "
+                              "net/tls.hpp (TlsContext::create, tls_transport)")
+
+    def test_no_second_resp_encoder(self):
+        found = codec_offenders(RESP_ENCODER, C_EXTS + (".py",))
+        for rel, line in sorted(found.items()):
+            with self.subTest(file=rel):
+                self.assertIn(rel, RESP_ENCODER_ALLOWED,
+                              "a second RESP encoder (" + line + "): use net/resp.hpp "
+                              "(tools: nodes::SyncClient; Python tests: redisfix.resp)")
+
+    def test_allow_lists_are_needed(self):
+        for pattern, exts, allowed in ((HIREDIS_INCLUDE, C_EXTS, HIREDIS_ALLOWED),
+                                       (TLS_SETUP, C_EXTS, TLS_SETUP_ALLOWED),
+                                       (RESP_ENCODER, C_EXTS + (".py",), RESP_ENCODER_ALLOWED)):
+            found = codec_offenders(pattern, exts)
+            for rel in sorted(allowed):
+                with self.subTest(file=rel):
+                    self.assertIn(rel, found, "allowed, but no longer needs it: drop the listing")
+
+    def test_markers_find_the_originals(self):
+        # The patterns above must match the library's own codec, or they prove nothing.
+        net = os.path.join(LIB, "net")
+        self.assertTrue(HIREDIS_INCLUDE.search(read(os.path.join(net, "reader.cpp"))))
+        self.assertTrue(TLS_SETUP.search(read(os.path.join(net, "tls.cpp"))))
+        self.assertTrue(RESP_ENCODER.search(read(os.path.join(net, "resp.cpp"))))
+        # ... and the shapes a second encoder took before (tools/nodes/client.cpp used hiredis's;
+        # the Python tests write printf-style headers).
+        for sample in ('redisFormatCommandArgv(&cmd, argc, argv, lens);',
+                       'snprintf(buf, sizeof buf, "*%zu\\r\\n", argc);',
+                       'out = b"*%d\\r\\n" % len(args)',
+                       'std::string out = "*" + std::to_string(argv.size()) + "\\r\\n";',
+                       'out += \'*\';',
+                       'out = f"*{len(args)}\\r\\n"'):
+            with self.subTest(sample=sample):
+                self.assertTrue(RESP_ENCODER.search(sample), "the marker misses " + sample)
 
     def test_no_file_over_650_lines(self):
         for path in files_under(LIB):

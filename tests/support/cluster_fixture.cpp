@@ -217,8 +217,8 @@ void ClusterFixture::move_keys(int slot, std::size_t from, std::size_t to,
       "MIGRATE", "127.0.0.1", std::to_string(announced_port(to)), "", "0", "5000", "KEYS"};
   argv.insert(argv.end(), keys.begin(), keys.end());
   const Reply r = must(from, argv);
-  if (!r.is_ok() && r.str != "NOKEY") {
-    throw std::runtime_error("ClusterFixture: MIGRATE: " + r.to_string());
+  if (!r.is_status("OK") && r.str != "NOKEY") {
+    throw std::runtime_error("ClusterFixture: MIGRATE: " + nodes::reply_text(r));
   }
 }
 
@@ -352,7 +352,8 @@ void ClusterFixture::manual_failover(std::size_t replica, FailoverMode mode,
   bool promoted = false;
   while (!promoted && std::chrono::steady_clock::now() < deadline) {
     const Reply r = must(replica, argv);
-    if (!r.is_ok()) throw std::runtime_error("ClusterFixture: CLUSTER FAILOVER: " + r.to_string());
+    if (!r.is_status("OK"))
+      throw std::runtime_error("ClusterFixture: CLUSTER FAILOVER: " + nodes::reply_text(r));
     promoted = wait_until([&] { return is_master(replica); }, round, std::chrono::milliseconds(5));
   }
   if (promoted && on_promoted) on_promoted(replica);

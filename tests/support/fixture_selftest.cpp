@@ -125,7 +125,7 @@ TEST_CASE("a server starts, answers binary-safe commands, and cleans up after it
     CHECK(s.pttl("k") == -1);
     CHECK(s.pttl("missing") == -2);
     CHECK_FALSE(s.get("missing").has_value());
-    CHECK(s.command({"SET", "t", "v", "NX", "PX", "10000"}).is_ok());
+    CHECK(s.command({"SET", "t", "v", "NX", "PX", "10000"}).is_status("OK"));
     const auto ttl = s.pttl("t");
     CHECK(ttl > 9000);
     CHECK(ttl <= 10000);
@@ -133,7 +133,7 @@ TEST_CASE("a server starts, answers binary-safe commands, and cleans up after it
     CHECK(s.command({"INCR", "n"}).integer == 1);
     const Reply arr = s.command({"MGET", "t", "missing"});
     REQUIRE(arr.type == Reply::Type::array);
-    CHECK(arr.to_string() == "[\"v\", (nil)]");
+    CHECK(nodes::reply_text(arr) == "[\"v\", (nil)]");
     CHECK(s.run_id().size() == 40);
     CHECK(s.log_tail().find("Ready to accept connections") != std::string::npos);
   }
@@ -171,7 +171,7 @@ TEST_CASE("with aof_always an acknowledged write survives kill -9") {
   ServerConfig cfg;
   cfg.aof_always = true;
   RedisServer s(cfg);
-  CHECK(s.command({"SET", "lock", "token", "PX", "60000"}).is_ok());
+  CHECK(s.command({"SET", "lock", "token", "PX", "60000"}).is_status("OK"));
   s.kill();
   s.start();
   CHECK(s.get("lock") == "token");
@@ -222,9 +222,9 @@ TEST_CASE("replica_of makes writes answer READONLY; make_master undoes it") {
   RedisServer replica;
   replica.replica_of(master);
   const Reply r = replica.command({"SET", "lock", "x", "NX", "PX", "1000"});
-  CHECK_MESSAGE(r.is_error("READONLY"), r.to_string());
+  CHECK_MESSAGE(r.is_error("READONLY"), nodes::reply_text(r));
   replica.make_master();
-  CHECK(replica.command({"SET", "lock", "x", "NX", "PX", "1000"}).is_ok());
+  CHECK(replica.command({"SET", "lock", "x", "NX", "PX", "1000"}).is_status("OK"));
 }
 
 TEST_CASE("make_oom makes writes answer OOM; clear_oom undoes it") {
@@ -232,10 +232,10 @@ TEST_CASE("make_oom makes writes answer OOM; clear_oom undoes it") {
   RedisServer s;
   s.make_oom();
   const Reply r = s.command({"SET", "lock", "x", "NX", "PX", "1000"});
-  CHECK_MESSAGE(r.is_error("OOM"), r.to_string());
+  CHECK_MESSAGE(r.is_error("OOM"), nodes::reply_text(r));
   CHECK(s.command({"PING"}).str == "PONG");
   s.clear_oom();
-  CHECK(s.command({"SET", "lock", "x", "NX", "PX", "1000"}).is_ok());
+  CHECK(s.command({"SET", "lock", "x", "NX", "PX", "1000"}).is_status("OK"));
 }
 
 TEST_CASE("set_wrong_type and script_flush") {
@@ -317,7 +317,7 @@ TEST_CASE("RedisServer is movable; DEBUG is enabled; the child environment is sc
     const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
     CHECK_MESSAGE(text.find("LD_PRELOAD") == std::string::npos, text);
   }
-  CHECK(a.command({"DEBUG", "SLEEP", "0"}).is_ok());
+  CHECK(a.command({"DEBUG", "SLEEP", "0"}).is_status("OK"));
 
   const pid_t pid = a.pid();
   const std::string dir = a.dir();
@@ -624,7 +624,7 @@ TEST_CASE("TLS server: plaintext port for control, TLS port accepts only the CA'
       nodes::SyncClient c = tls_connect(s.tls_port(), tls.client_options());
       REQUIRE_MESSAGE(c.ok(), c.error());
       CHECK(c.command({"PING"})->str == "PONG");
-      CHECK(c.command({"SET", "k", "v"})->is_ok());
+      CHECK(c.command({"SET", "k", "v"})->is_status("OK"));
       CHECK(s.get("k") == "v");  // same data on both listeners
     }
     // DNS:localhost is in the certificate too.
@@ -789,11 +789,11 @@ TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restar
   // A key sent to a master that does not own its slot: MOVED to the owner.
   const std::string key = "lock:{a}";
   const std::size_t owner = c.owner_of_key(key);
-  REQUIRE(c.node(owner).command({"SET", key, "v"}).is_ok());
+  REQUIRE(c.node(owner).command({"SET", key, "v"}).is_status("OK"));
   CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);  // the replica has it
   const std::size_t wrong = c.other_master(owner);
   Reply r = c.node(wrong).command({"GET", key});
-  CHECK_MESSAGE(r.is_error("MOVED"), r.to_string());
+  CHECK_MESSAGE(r.is_error("MOVED"), nodes::reply_text(r));
   CHECK(r.str == "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(owner));
 
   // Half-migrated slot: the key already moved answers ASK at the source; the other is still
@@ -801,11 +801,11 @@ TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restar
   const int slot = c.key_slot("{t}");
   const std::size_t src = c.owner_of_slot(slot);
   const std::size_t dst = c.other_master(src);
-  REQUIRE(c.node(src).command({"SET", "k1{t}", "v1"}).is_ok());
-  REQUIRE(c.node(src).command({"SET", "k2{t}", "v2"}).is_ok());
+  REQUIRE(c.node(src).command({"SET", "k1{t}", "v1"}).is_status("OK"));
+  REQUIRE(c.node(src).command({"SET", "k2{t}", "v2"}).is_status("OK"));
   c.begin_slot_migration(slot, dst, {"k1{t}"});
   r = c.node(src).command({"GET", "k1{t}"});
-  CHECK_MESSAGE(r.is_error("ASK"), r.to_string());
+  CHECK_MESSAGE(r.is_error("ASK"), nodes::reply_text(r));
   CHECK(r.str == "ASK " + std::to_string(slot) + " " + c.address(dst));
   CHECK(c.node(src).command({"GET", "k2{t}"}).str == "v2");
   CHECK(c.node(dst).command({"GET", "k1{t}"}).is_error("MOVED"));
@@ -1013,7 +1013,7 @@ TEST_CASE("ClusterFixture over TLS (--tls-cluster, --tls-replication): MOVED nam
       command_at(c.node(wrong).tls_port(), {"SET", key, "v"}, 2000ms, tls.client_options());
   CHECK(r.str == "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(owner));
   CHECK(command_at(c.node(owner).tls_port(), {"SET", key, "v"}, 2000ms, tls.client_options())
-            .is_ok());
+            .is_status("OK"));
   // Replication runs over TLS too.
   CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);
   const int slot = c.key_slot(key);

@@ -106,7 +106,7 @@ std::string describe_status(int st) {
 }
 
 void expect_ok(const Reply& r, const std::string& what) {
-  if (!r.is_ok()) throw std::runtime_error(what + ": " + r.to_string());
+  if (!r.is_status("OK")) throw std::runtime_error(what + ": " + nodes::reply_text(r));
 }
 
 }  // namespace
@@ -403,7 +403,7 @@ std::optional<std::string> RedisServer::get(const std::string& key) const {
   Reply r = command({"GET", key});
   if (r.type == Reply::Type::nil) return std::nullopt;
   if (r.type == Reply::Type::string) return std::move(r.str);
-  throw std::runtime_error("GET " + key + " on " + address() + ": " + r.to_string());
+  throw std::runtime_error("GET " + key + " on " + address() + ": " + nodes::reply_text(r));
 }
 
 void RedisServer::set(const std::string& key, const std::string& value) const {
@@ -413,7 +413,7 @@ void RedisServer::set(const std::string& key, const std::string& value) const {
 long long RedisServer::pttl(const std::string& key) const {
   const Reply r = command({"PTTL", key});
   if (r.type != Reply::Type::integer) {
-    throw std::runtime_error("PTTL " + key + " on " + address() + ": " + r.to_string());
+    throw std::runtime_error("PTTL " + key + " on " + address() + ": " + nodes::reply_text(r));
   }
   return r.integer;
 }
@@ -421,7 +421,7 @@ long long RedisServer::pttl(const std::string& key) const {
 bool RedisServer::exists(const std::string& key) const {
   const Reply r = command({"EXISTS", key});
   if (r.type != Reply::Type::integer) {
-    throw std::runtime_error("EXISTS " + key + " on " + address() + ": " + r.to_string());
+    throw std::runtime_error("EXISTS " + key + " on " + address() + ": " + nodes::reply_text(r));
   }
   return r.integer > 0;
 }
@@ -429,7 +429,7 @@ bool RedisServer::exists(const std::string& key) const {
 void RedisServer::del(const std::string& key) const {
   const Reply r = command({"DEL", key});
   if (r.type != Reply::Type::integer) {
-    throw std::runtime_error("DEL " + key + " on " + address() + ": " + r.to_string());
+    throw std::runtime_error("DEL " + key + " on " + address() + ": " + nodes::reply_text(r));
   }
 }
 
@@ -459,7 +459,7 @@ void RedisServer::set_wrong_type(const std::string& key) const {
   del(key);
   const Reply r = command({"RPUSH", key, "not-a-lock"});
   if (r.type != Reply::Type::integer) {
-    throw std::runtime_error("RPUSH " + key + " on " + address() + ": " + r.to_string());
+    throw std::runtime_error("RPUSH " + key + " on " + address() + ": " + nodes::reply_text(r));
   }
 }
 
@@ -470,7 +470,7 @@ void RedisServer::config_set(const std::string& name, const std::string& value) 
 std::string RedisServer::run_id() const {
   const Reply r = command({"INFO", "server"});
   if (r.type != Reply::Type::string) {
-    throw std::runtime_error("INFO server on " + address() + ": " + r.to_string());
+    throw std::runtime_error("INFO server on " + address() + ": " + nodes::reply_text(r));
   }
   const auto pos = r.str.find("run_id:");
   if (pos == std::string::npos) throw std::runtime_error("INFO server: no run_id on " + address());

@@ -42,7 +42,7 @@ Reply checked(const RedisServer& s, const std::vector<std::string>& argv) {
   if (r.is_error()) {
     std::string cmd;
     for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-    throw std::runtime_error(cmd + " on " + s.address() + ": " + r.to_string());
+    throw std::runtime_error(cmd + " on " + s.address() + ": " + nodes::reply_text(r));
   }
   return r;
 }
@@ -416,7 +416,7 @@ void SentinelFixture::make_replica(const std::string& name, std::size_t i, std::
       node(name, i).command({"REPLICAOF", "127.0.0.1", std::to_string(node(name, master).port())});
   if (r.type != Reply::Type::status || r.str.rfind("OK", 0) != 0) {
     throw std::runtime_error("SentinelFixture: REPLICAOF on " + node(name, i).address() + ": " +
-                             r.to_string());
+                             nodes::reply_text(r));
   }
 }
 
@@ -425,7 +425,8 @@ std::size_t SentinelFixture::failover(const std::string& name, Rejoin how) {
   const std::vector<std::size_t> live = running_sentinels();
   if (live.empty()) throw std::logic_error("SentinelFixture: no sentinel is running");
   const Reply r = sentinel(live.front()).command({"SENTINEL", "FAILOVER", name});
-  if (!r.is_ok()) throw std::runtime_error("SentinelFixture: SENTINEL FAILOVER: " + r.to_string());
+  if (!r.is_status("OK"))
+    throw std::runtime_error("SentinelFixture: SENTINEL FAILOVER: " + nodes::reply_text(r));
   if (how == Rejoin::now && up(node(name, old))) {
     // Demote the old master as soon as the chosen replica says role:master, before the
     // sentinels switch: their first INFO of the old master then already shows a replica (they

@@ -143,7 +143,7 @@ SlotMap slot_map(const NodeAddress& vote, const TlsOptions& tls, Millis timeout)
     auto r = c.command({"CLUSTER", "SLOTS"});
     if (!r) continue;
     std::string error;
-    auto ranges = detail::parse_cluster_slots(to_core(*r), error);
+    auto ranges = detail::parse_cluster_slots(*r, error);
     if (!ranges || ranges->empty()) continue;
     SlotMap map;
     for (const auto& range : *ranges) {

@@ -330,7 +330,7 @@ std::optional<std::vector<long long>> databases(nodes::SyncClient& c) {
 
 bool select(nodes::SyncClient& c, long long db) {
   auto r = c.command({"SELECT", std::to_string(db)});
-  return r && r->is_ok();
+  return r && r->is_status("OK");
 }
 
 }  // namespace

@@ -134,7 +134,7 @@ detail::Capabilities check_capabilities(nodes::SyncClient& c, VoteReport& report
   for (const auto& cmd : detail::capability_probe_commands()) {
     auto r = c.command(cmd);
     if (!r) break;
-    replies.push_back(to_core(*r));
+    replies.push_back(std::move(*r));
   }
   const auto caps = detail::parse_capabilities(replies);
   const bool native = caps.native_release() && caps.native_extend();
@@ -229,7 +229,7 @@ void check_tls(const nodes::SyncClient& c, VoteReport& report, const std::string
 
 std::string shown(const Reply& r) {
   return detail::server_text(
-      r.type == Reply::Type::error || r.type == Reply::Type::status ? r.str : r.to_string());
+      r.type == Reply::Type::error || r.type == Reply::Type::status ? r.str : nodes::reply_text(r));
 }
 
 std::optional<std::string> config_get(nodes::SyncClient& c, const std::string& name,

@@ -61,7 +61,7 @@ SentinelPoll poll_sentinels(const Context& ctx, const NodeAddress& vote) {
     if (r->is_error()) {
       answer.error = shown(*r);
     } else {
-      answer.master = detail::parse_sentinel_master(to_core(*r), answer.error);
+      answer.master = detail::parse_sentinel_master(*r, answer.error);
       if (answer.master) poll.quorum = std::max(poll.quorum, answer.master->quorum);
     }
     poll.answers.push_back(std::move(answer));
@@ -147,7 +147,7 @@ std::optional<ClusterView> cluster_view(const Context& ctx, const NodeAddress& v
     if (info->type != nodes::Reply::Type::string) {
       error = "CLUSTER INFO: " + shown(*info);
     } else {
-      ranges = detail::parse_cluster_slots(to_core(*slots), error);
+      ranges = detail::parse_cluster_slots(*slots, error);
     }
     if (!ranges) {
       why += (why.empty() ? "" : "; ") + name + ": " + error;

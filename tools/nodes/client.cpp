@@ -1,17 +1,10 @@
 #include "client.hpp"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <hiredis/hiredis.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -19,180 +12,25 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <utility>
+
+#include "net/reader.hpp"
+#include "net/resp.hpp"
+#include "net/transport.hpp"
 
 namespace redlock::nodes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using net::Transport;
 
-Reply convert(const redisReply* r) {
-  Reply out;
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::string;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::status;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::error;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::integer;
-      out.integer = r->integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::array;
-      out.elements.reserve(r->elements);
-      for (std::size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
-      break;
-    case REDIS_REPLY_NIL:
-    default:
-      out.type = Reply::Type::nil;
-      break;
-  }
-  return out;
-}
-
-struct ReplyFree {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
-
-// ---- OpenSSL ------------------------------------------------------------------------------------
-
-// This thread's queued OpenSSL errors, oldest first, reasons only ("certificate verify failed");
-// clears the queue.
-std::string ssl_errors() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    const char* reason = std::strrchr(buf, ':');  // "error:0A000086:SSL routines::<reason>"
-    if (!out.empty()) out += "; ";
-    out += reason != nullptr && reason[1] != '\0' ? reason + 1 : buf;
-  }
-  return out;
-}
-
-bool is_ip_literal(const std::string& host) {
-  unsigned char buf[sizeof(in6_addr)];
-  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
-
-// OpenSSL's own socket BIO writes with write(2), which raises SIGPIPE on a connection the server
-// closed; this one sends with MSG_NOSIGNAL. The fd is the BIO's data pointer.
-int fd_of(BIO* b) { return static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))); }
-
-int nosignal_write(BIO* b, const char* data, int len) {
-  BIO_clear_retry_flags(b);
-  ssize_t n;
-  do {
-    n = ::send(fd_of(b), data, static_cast<std::size_t>(len), MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_write(b);
-  return n < 0 ? -1 : static_cast<int>(n);
-}
-
-int nosignal_read(BIO* b, char* data, int len) {
-  BIO_clear_retry_flags(b);
-  ssize_t n;
-  do {
-    n = ::recv(fd_of(b), data, static_cast<std::size_t>(len), 0);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(b);
-  return n < 0 ? -1 : static_cast<int>(n);
-}
-
-long nosignal_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
-
-int nosignal_create(BIO* b) {
-  BIO_set_init(b, 1);
-  return 1;
-}
-
-const BIO_METHOD* nosignal_method() {
-  static BIO_METHOD* const method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "nodes socket");
-    BIO_meth_set_write(m, &nosignal_write);
-    BIO_meth_set_read(m, &nosignal_read);
-    BIO_meth_set_ctrl(m, &nosignal_ctrl);
-    BIO_meth_set_create(m, &nosignal_create);
-    return m;
-  }();
-  return method;
-}
-
-// Why `path` cannot be used as a file (or a directory), in the words of stat(2); empty if it can.
-std::string unusable(const std::string& path, bool directory) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
-  if (S_ISDIR(st.st_mode) != directory) return directory ? "not a directory" : "is a directory";
-  if (::access(path.c_str(), R_OK) != 0) return std::strerror(errno);
-  return {};
-}
-
-struct CtxFree {
-  void operator()(SSL_CTX* c) const noexcept { SSL_CTX_free(c); }
-};
-using CtxPtr = std::unique_ptr<SSL_CTX, CtxFree>;
-
-// The trust store and client identity of `t`; nullptr and `error` naming the file (never its
-// contents) when one cannot be used.
-CtxPtr make_context(const Tls& t, std::string& error) {
-  ERR_clear_error();
-  CtxPtr ctx(SSL_CTX_new(TLS_client_method()));
-  if (!ctx) {
-    error = "cannot create a TLS context: " + ssl_errors();
-    return nullptr;
-  }
-  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
-  // A server that closes without close_notify (a kill, CLIENT KILL) is a plain EOF.
-  SSL_CTX_set_options(ctx.get(), SSL_OP_IGNORE_UNEXPECTED_EOF);
-  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  auto bad = [&](const char* what, const std::string& path, bool directory) {
-    std::string why = unusable(path, directory);
-    if (why.empty()) why = ssl_errors();
-    error = std::string(what) + " '" + path + "': " + (why.empty() ? "cannot be used" : why);
-    return nullptr;
-  };
-  if (!t.ca_file.empty() || !t.ca_dir.empty()) {
-    if (!t.ca_file.empty() && !unusable(t.ca_file, false).empty())
-      return bad("CA file", t.ca_file, false);
-    if (!t.ca_dir.empty() && !unusable(t.ca_dir, true).empty())
-      return bad("CA directory", t.ca_dir, true);
-    if (SSL_CTX_load_verify_locations(ctx.get(), t.ca_file.empty() ? nullptr : t.ca_file.c_str(),
-                                      t.ca_dir.empty() ? nullptr : t.ca_dir.c_str()) != 1) {
-      return t.ca_file.empty() ? bad("CA directory", t.ca_dir, true)
-                               : bad("CA file", t.ca_file, false);
-    }
-  } else if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) {
-    error = "cannot load the system's CA certificates: " + ssl_errors();
-    return nullptr;
-  }
-  if (t.cert_file.empty() != t.key_file.empty()) {
-    error = t.cert_file.empty() ? "client key '" + t.key_file + "' needs its certificate"
-                                : "client certificate '" + t.cert_file + "' needs its key";
-    return nullptr;
-  }
-  if (!t.cert_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(ctx.get(), t.cert_file.c_str()) != 1)
-      return bad("client certificate", t.cert_file, false);
-    if (SSL_CTX_use_PrivateKey_file(ctx.get(), t.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
-      return bad("client key", t.key_file, false);
-    if (SSL_CTX_check_private_key(ctx.get()) != 1) {
-      ERR_clear_error();
-      error =
-          "client key '" + t.key_file + "' does not match the certificate '" + t.cert_file + "'";
-      return nullptr;
-    }
-  }
-  return ctx;
+// The library's TLS settings for `t`.
+net::TlsSettings settings_of(const Tls& t) {
+  return {.ca_file = t.ca_file,
+          .ca_dir = t.ca_dir,
+          .cert_file = t.cert_file,
+          .key_file = t.key_file,
+          .verify = t.verify};
 }
 
 }  // namespace
@@ -221,19 +59,19 @@ std::string Endpoint::to_string() const {
 
 // ---- Reply --------------------------------------------------------------------------------------
 
-std::string Reply::to_string() const {
-  switch (type) {
-    case Type::nil:
+std::string reply_text(const Reply& r) {
+  switch (r.type) {
+    case Reply::Type::nil:
       return "(nil)";
-    case Type::status:
-      return str;
-    case Type::error:
-      return "(error) " + str;
-    case Type::integer:
-      return "(integer) " + std::to_string(integer);
-    case Type::string: {
+    case Reply::Type::status:
+      return r.str;
+    case Reply::Type::error:
+      return "(error) " + r.str;
+    case Reply::Type::integer:
+      return "(integer) " + std::to_string(r.integer);
+    case Reply::Type::string: {
       std::string out = "\"";
-      for (unsigned char ch : str) {
+      for (unsigned char ch : r.str) {
         if (ch == '"' || ch == '\\') {
           out += '\\';
           out += static_cast<char>(ch);
@@ -247,11 +85,11 @@ std::string Reply::to_string() const {
       }
       return out + "\"";
     }
-    case Type::array: {
+    case Reply::Type::array: {
       std::string out = "[";
-      for (std::size_t i = 0; i < elements.size(); ++i) {
+      for (std::size_t i = 0; i < r.elements.size(); ++i) {
         if (i) out += ", ";
-        out += elements[i].to_string();
+        out += reply_text(r.elements[i]);
       }
       return out + "]";
     }
@@ -265,23 +103,21 @@ struct SyncClient::Impl {
   Endpoint endpoint;
   std::chrono::milliseconds command_timeout{1000};
   int fd = -1;
-  SSL* ssl = nullptr;  // TLS over fd, when the endpoint asks for it
-  redisReader* reader = nullptr;
+  // Makes `io` over fd: plain, or TLS with the library's context (it keeps the context and the
+  // session, so it outlives `io`).
+  std::unique_ptr<net::TransportFactory> transports;
+  std::unique_ptr<Transport> io;
+  net::Reader reader;
+  std::string wire;  // the command being sent, RESP
   Failure failure = Failure::none;
   std::string error;  // set with `failure`
 
-  Impl() : reader(redisReaderCreate()) {}
+  Impl() = default;
   ~Impl() {
-    if (ssl != nullptr) {
-      // A close_notify when the stream is still sound; never waits (the socket is non-blocking).
-      if (failure == Failure::none && SSL_is_init_finished(ssl)) {
-        ERR_clear_error();
-        (void)SSL_shutdown(ssl);
-      }
-      SSL_free(ssl);
-    }
+    // The transport first (a TLS close_notify when the stream is still sound; it never waits, the
+    // socket is non-blocking), then the fd it runs over.
+    io.reset();
     if (fd >= 0) ::close(fd);
-    if (reader != nullptr) redisReaderFree(reader);
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -291,7 +127,7 @@ struct SyncClient::Impl {
     failure = f;
     error = std::move(why);
   }
-  [[nodiscard]] bool usable() const { return fd >= 0 && failure == Failure::none; }
+  [[nodiscard]] bool usable() const { return io && failure == Failure::none; }
 
   // Waits until fd is ready for `events`; false, with a timeout failure naming `what`, when the
   // deadline passes first.
@@ -309,6 +145,20 @@ struct SyncClient::Impl {
         fail(Failure::io, std::string("poll: ") + std::strerror(errno));
         return false;
       }
+    }
+  }
+
+  // What the transport waits for after Status::again.
+  [[nodiscard]] short wanted() const { return io->wants_write() ? POLLOUT : POLLIN; }
+
+  // The failure a transport's `status` (not ok, not again) means.
+  void fail_with(Transport::Status status) {
+    if (status == Transport::Status::closed) {
+      fail(Failure::eof, "connection closed by the server");
+    } else {
+      // A refusal (a TLS alert, a certificate that did not verify) is configuration, which no
+      // retry changes; anything else is the socket's.
+      fail(io->refused() ? Failure::handshake : Failure::io, io->error());
     }
   }
 
@@ -380,135 +230,54 @@ struct SyncClient::Impl {
     return failure == Failure::none;
   }
 
-  // Why an SSL_* call that returned `rc` failed; Failure::none when it only has to wait
-  // (`events` then says for what).
-  Failure ssl_failure(int rc, const char* what, short& events) {
-    const int saved = errno;
-    const int err = SSL_get_error(ssl, rc);
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-      events = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-      return Failure::none;
-    }
-    const bool handshaking = !SSL_is_init_finished(ssl);
-    std::string why = ssl_errors();
-    if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && why.empty() && saved == 0)) {
-      if (handshaking) {
-        fail(Failure::handshake, std::string(what) +
-                                     ": the server closed the connection (not a TLS port, or it "
-                                     "refused us?)");
-        return Failure::handshake;
-      }
-      fail(Failure::eof, "connection closed by the server");
-      return Failure::eof;
-    }
-    if (err == SSL_ERROR_SYSCALL && why.empty()) {
-      fail(Failure::io, std::string(what) + ": " + std::strerror(saved));
-      return Failure::io;
-    }
-    if (const long verify = SSL_get_verify_result(ssl); verify != X509_V_OK) {
-      why = std::string("certificate verify failed: ") + X509_verify_cert_error_string(verify);
-    } else if (why.find("wrong version number") != std::string::npos ||
-               why.find("packet length too long") != std::string::npos) {
-      why += " (is the server speaking TLS on this port?)";
-    }
-    // A TLS alert from the server (a client certificate it refused, which TLS 1.3 says after the
-    // handshake) is about the handshake too.
-    fail(Failure::handshake,
-         std::string(what) + ": " + (why.empty() ? "error " + std::to_string(err) : why));
-    return Failure::handshake;
-  }
-
-  bool handshake(SSL_CTX* ctx, Clock::time_point deadline) {
-    const Tls& t = *endpoint.tls;
-    ERR_clear_error();
-    ssl = SSL_new(ctx);
-    BIO* bio = ssl != nullptr ? BIO_new(nosignal_method()) : nullptr;
-    if (bio == nullptr) {
-      fail(Failure::oom, "cannot create a TLS session: " + ssl_errors());
-      return false;
-    }
-    BIO_set_data(bio, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)));
-    SSL_set_bio(ssl, bio, bio);
-    const std::string& name = t.server_name.empty() ? endpoint.host : t.server_name;
-    if (!is_ip_literal(name)) SSL_set_tlsext_host_name(ssl, name.c_str());  // SNI: names only
-    if (t.verify) {
-      SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
-      X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-      if (is_ip_literal(name)) {
-        X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str());
-      } else {
-        X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-        X509_VERIFY_PARAM_set1_host(param, name.c_str(), name.size());
-      }
-    } else {
-      SSL_set_verify(ssl, SSL_VERIFY_NONE, nullptr);
-    }
+  // The transport over the connected socket, and its handshake (TLS: verification included).
+  bool start_transport(Clock::time_point deadline) {
+    io = transports->wrap(fd);
     for (;;) {
-      ERR_clear_error();
-      errno = 0;
-      const int rc = SSL_connect(ssl);
-      if (rc == 1) return true;
-      short events = 0;
-      if (ssl_failure(rc, "TLS handshake failed", events) != Failure::none) return false;
-      if (!wait(events, deadline, "TLS handshake")) return false;
+      const auto status = io->handshake();
+      if (status == Transport::Status::ok) return true;
+      if (status == Transport::Status::closed) {  // a close_notify before the handshake ended
+        fail(Failure::handshake, "TLS handshake failed: the server closed the connection");
+        return false;
+      }
+      if (status != Transport::Status::again) {
+        // In the handshake, a server that hangs up is a refusal too (the transport says so).
+        fail(io->refused() ? Failure::handshake : Failure::io, io->error());
+        return false;
+      }
+      if (!wait(wanted(), deadline, "TLS handshake")) return false;
     }
   }
 
   bool write_all(const char* data, std::size_t len, Clock::time_point deadline) {
     while (len > 0) {
-      std::size_t n = 0;
-      short events = POLLOUT;
-      if (ssl != nullptr) {
-        ERR_clear_error();
-        errno = 0;
-        const int rc = SSL_write_ex(ssl, data, len, &n);
-        if (rc != 1 && ssl_failure(rc, "TLS write failed", events) != Failure::none) return false;
-      } else {
-        const ssize_t w = ::send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w >= 0) {
-          n = static_cast<std::size_t>(w);
-        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          fail(Failure::io, std::strerror(errno));
-          return false;
-        }
+      const auto [status, n] = io->write(data, len);
+      if (status == Transport::Status::ok) {
+        data += n;
+        len -= n;
+      } else if (status != Transport::Status::again) {
+        fail_with(status);
+        return false;
+      } else if (!wait(wanted(), deadline, "write")) {
+        return false;
       }
-      data += n;
-      len -= n;
-      if (len > 0 && n == 0 && !wait(events, deadline, "write")) return false;
     }
     return true;
   }
 
   enum class Got { data, again, failed };
-  // One read of what has arrived, fed to the reply parser; never waits. `events` says what to
-  // wait for after `again`.
-  Got read_some(short& events) {
+  // One read of what has arrived, fed to the reader; never waits. After `again`, wanted() says
+  // what to wait for.
+  Got read_some() {
     char buf[16384];
-    std::size_t n = 0;
-    events = POLLIN;
-    if (ssl != nullptr) {
-      ERR_clear_error();
-      errno = 0;
-      const int rc = SSL_read_ex(ssl, buf, sizeof buf, &n);
-      if (rc != 1) {
-        return ssl_failure(rc, "TLS read failed", events) == Failure::none ? Got::again
-                                                                           : Got::failed;
-      }
-    } else {
-      const ssize_t r = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-      if (r == 0) {
-        fail(Failure::eof, "connection closed by the server");
-        return Got::failed;
-      }
-      if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Got::again;
-        fail(Failure::io, std::strerror(errno));
-        return Got::failed;
-      }
-      n = static_cast<std::size_t>(r);
+    const auto [status, n] = io->read(buf, sizeof buf);
+    if (status == Transport::Status::again) return Got::again;
+    if (status != Transport::Status::ok) {
+      fail_with(status);
+      return Got::failed;
     }
-    if (redisReaderFeed(reader, buf, n) != REDIS_OK) {
-      fail(Failure::protocol, "protocol error");
+    if (!reader.feed(buf, n)) {
+      fail(Failure::protocol, reader.error());
       return Got::failed;
     }
     return Got::data;
@@ -516,36 +285,25 @@ struct SyncClient::Impl {
 
   enum class Next { reply, none, failed };
   Next next_reply(Reply* out) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(reader, &raw) != REDIS_OK) {
-      fail(Failure::protocol, std::string("protocol error: ") + reader->errstr);
-      return Next::failed;
+    switch (reader.next()) {
+      case net::Reader::Next::more:
+        return Next::none;
+      case net::Reader::Next::error:
+        fail(Failure::protocol, reader.error());
+        return Next::failed;
+      case net::Reader::Next::reply:
+        break;
     }
-    if (raw == nullptr) return Next::none;
-    ReplyPtr r(static_cast<redisReply*>(raw));
-    if (out != nullptr) *out = convert(r.get());
+    if (out != nullptr) *out = reader.reply();
+    reader.release_reply();
     return Next::reply;
   }
 
   bool send(std::span<const std::string_view> argv) {
-    std::vector<const char*> args;
-    std::vector<std::size_t> lens;
-    args.reserve(argv.size());
-    lens.reserve(argv.size());
-    for (auto a : argv) {
-      args.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    char* cmd = nullptr;
-    const int len =
-        redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), args.data(), lens.data());
-    if (len < 0 || cmd == nullptr) {
-      fail(Failure::oom, "out of memory");
-      return false;
-    }
-    const bool ok = write_all(cmd, static_cast<std::size_t>(len), Clock::now() + command_timeout);
-    redisFreeCommand(cmd);
-    return ok;
+    wire.clear();
+    net::resp::append_array_header(wire, argv.size());
+    for (auto a : argv) net::resp::append_bulk(wire, a);
+    return write_all(wire.data(), wire.size(), Clock::now() + command_timeout);
   }
 
   std::optional<Reply> command(std::span<const std::string_view> argv) {
@@ -561,10 +319,9 @@ struct SyncClient::Impl {
         case Next::none:
           break;
       }
-      short events = POLLIN;
-      const Got got = read_some(events);
+      const Got got = read_some();
       if (got == Got::failed) return std::nullopt;
-      if (got == Got::again && !wait(events, deadline, "reply")) return std::nullopt;
+      if (got == Got::again && !wait(wanted(), deadline, "reply")) return std::nullopt;
     }
   }
 };
@@ -573,24 +330,21 @@ SyncClient::SyncClient(const Endpoint& endpoint, const ClientOptions& options)
     : impl_(std::make_unique<Impl>()) {
   impl_->endpoint = endpoint;
   impl_->command_timeout = options.command_timeout;
-  if (impl_->reader == nullptr) {
-    impl_->fail(Failure::oom, "out of memory");
-    return;
-  }
   // The TLS files first: one that cannot be used is our mistake, found before anything is sent.
-  const bool tls = endpoint.tls && endpoint.kind == Endpoint::Kind::tcp;
-  CtxPtr ctx;
-  if (tls) {
+  if (endpoint.tls && endpoint.kind == Endpoint::Kind::tcp) {
     std::string why;
-    ctx = make_context(*endpoint.tls, why);
-    if (!ctx) {
+    auto context = net::TlsContext::create(settings_of(*endpoint.tls), why);
+    if (!context) {
       impl_->fail(Failure::config, why);
       return;
     }
+    impl_->transports =
+        net::tls_transport(std::move(context), endpoint.host, endpoint.tls->server_name);
+  } else {
+    impl_->transports = net::plain_transport(endpoint.kind == Endpoint::Kind::unix_socket);
   }
   const auto deadline = Clock::now() + options.connect_timeout;
-  if (!impl_->connect_socket(deadline)) return;
-  if (tls && !impl_->handshake(ctx.get(), deadline)) return;  // the SSL keeps its own reference
+  if (!impl_->connect_socket(deadline) || !impl_->start_transport(deadline)) return;
   if (!options.password.empty()) {
     auto r = options.user.empty() ? command({"AUTH", options.password})
                                   : command({"AUTH", options.user, options.password});
@@ -617,18 +371,8 @@ std::string SyncClient::error() const { return impl_ ? impl_->error : "moved fro
 const Endpoint& SyncClient::endpoint() const { return impl_->endpoint; }
 
 std::optional<TlsSession> SyncClient::tls_session() const {
-  if (!impl_ || impl_->ssl == nullptr || !SSL_is_init_finished(impl_->ssl)) return std::nullopt;
-  TlsSession s;
-  s.protocol = SSL_get_version(impl_->ssl);
-  X509* cert = SSL_get1_peer_certificate(impl_->ssl);
-  if (cert == nullptr) return s;
-  std::tm end{};
-  if (const ASN1_TIME* t = X509_get0_notAfter(cert);
-      t != nullptr && ASN1_TIME_to_tm(t, &end) == 1) {
-    s.not_after = std::chrono::system_clock::from_time_t(timegm(&end));
-  }
-  X509_free(cert);
-  return s;
+  if (!impl_ || !impl_->io) return std::nullopt;
+  return net::tls_peer(*impl_->io);
 }
 
 std::optional<Reply> SyncClient::command(std::span<const std::string_view> argv) {
@@ -661,9 +405,8 @@ SyncClient::Read SyncClient::read_reply(Reply* out) {
   if (next == Next::none) {
     // Everything there is: after `partial` nothing may stay buffered in OpenSSL, where a poll on
     // the socket would not see it.
-    short events = POLLIN;
     Got got;
-    while ((got = impl_->read_some(events)) == Got::data) {
+    while ((got = impl_->read_some()) == Got::data) {
     }
     if (got == Got::failed) return Read::failed;
     next = impl_->next_reply(out);

@@ -3,8 +3,10 @@
 // command at a time, each waited for with a deadline. For checks, set-up and measurements beside
 // the library (which has its own asynchronous engine), never for locking.
 //
-// Its own socket (TCP or a unix socket, every wait a poll() with a deadline), optionally with
-// OpenSSL on it (Endpoint::tls); hiredis only encodes commands and parses replies. Never raises
+// Its own blocking loop over a socket (TCP or a unix socket, every wait a poll() with a deadline);
+// everything on the wire is the library's (lib/net, linked as the redlock_wire archive): the RESP
+// encoder, the bounded reader of replies into the library's own Reply, and the transports, TLS
+// included, with the library's context set-up and verification (net/tls.hpp). Never raises
 // SIGPIPE: a server that went away is a failed command.
 //
 // Not thread-safe: one SyncClient per thread. Movable, not copyable.
@@ -18,6 +20,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/reply.hpp"
+#include "net/tls.hpp"
 
 namespace redlock::nodes {
 
@@ -59,34 +64,17 @@ struct ClientOptions {
   int db = 0;                 // SELECTed after connecting when not 0
 };
 
-// An owned copy of one reply. `type` is an enum class because an unscoped enumerator named
-// `integer` would clash with the data member of the same name.
-struct Reply {
-  enum class Type { nil, status, error, integer, string, array };
-  Type type = Type::nil;
-  std::string str;  // status, error and string replies
-  long long integer = 0;
-  std::vector<Reply> elements;
+// One reply, owned: the library's own type (core/reply.hpp), so the library's parsers (INFO,
+// CLUSTER SLOTS, SENTINEL MASTER) take what this client reads as it is.
+using Reply = detail::Reply;
 
-  [[nodiscard]] bool is_error() const { return type == Type::error; }
-  [[nodiscard]] bool is_nil() const { return type == Type::nil; }
-  // status "OK"
-  [[nodiscard]] bool is_ok() const { return type == Type::status && str == "OK"; }
-  // error reply that starts with `prefix`, e.g. "READONLY", "OOM", "WRONGTYPE", "NOSCRIPT".
-  [[nodiscard]] bool is_error(const std::string& prefix) const {
-    return type == Type::error && str.compare(0, prefix.size(), prefix) == 0;
-  }
-  // For messages, e.g. `(error) READONLY ...`, `(integer) 1`, `["a", (nil)]`.
-  [[nodiscard]] std::string to_string() const;
-};
+// The whole of a reply, bulk strings included, for the messages of tests and tools, e.g.
+// `(error) READONLY ...`, `(integer) 1`, `["a", (nil)]`. (Reply::describe() never shows a bulk
+// string, which may be a token; this is for replies whose content is the point.)
+[[nodiscard]] std::string reply_text(const Reply& r);
 
 // What a TLS connection agreed on, for checks of the server's set-up (redlock-cli doctor).
-struct TlsSession {
-  std::string protocol;  // "TLSv1.3", ...
-  // The end of the validity of the certificate the server presented; nullopt when it sent none
-  // or its date cannot be read.
-  std::optional<std::chrono::system_clock::time_point> not_after;
-};
+using TlsSession = net::TlsPeer;
 
 // Why a connection is unusable.
 enum class Failure {

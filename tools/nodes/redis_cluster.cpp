@@ -106,7 +106,7 @@ std::vector<ClusterNodeView> parse_cluster_nodes(std::string_view text) {
 Reply ClusterMembers::must(std::size_t i, const std::vector<std::string>& argv) const {
   Reply r = command(i, argv);
   if (r.is_error()) {
-    throw std::runtime_error(join(argv, " ") + " on " + name(i) + ": " + r.to_string());
+    throw std::runtime_error(join(argv, " ") + " on " + name(i) + ": " + reply_text(r));
   }
   return r;
 }

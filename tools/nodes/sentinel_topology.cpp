@@ -310,7 +310,7 @@ std::vector<ClusterManager::Failover> ClusterManager::failover(
     for (int s = 2 * settings_.count + 1; s <= process_count() && !sent; ++s) {
       if (!live(s)) continue;
       auto r = ask(endpoint(s), {"SENTINEL", "FAILOVER", master_name(v)});
-      if (r && r->is_ok()) {
+      if (r && r->is_status("OK")) {
         sent = true;
       } else {
         refusal =
