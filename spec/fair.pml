@@ -657,7 +657,7 @@ inline answer(c, n) {
       fi;
       if
       :: (tw & CUR) && tv / 16 == 2 && serial[c] == tserial[c] && gr[c].v[n] == 0 ->
-        gr[c].v[n] = 1; /* ticket_granted_: judged at the decision (take_ticket_grant); a late
+        gr[c].v[n] = 1; /* FairPlace::ticket_reply: judged at the decision (take_ticket_grant); a late
                            grant is left to the attempt, which takes the handed key */
         judge(c, n)
       :: else

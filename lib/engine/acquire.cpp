@@ -96,11 +96,8 @@ void AcquireOp::start_round(Phase phase, Round& round, detail::Command cmd) {
   // An attempt's validity counts from here (read before its first command goes out), and so
   // does that of a lock a ticket round grants (take_ticket_grant).
   if (phase == Phase::attempt || phase == Phase::ticket) t1_ = sent_;
-  if (phase == Phase::attempt) attempt_round_ = round_id_;
-  if (phase == Phase::ticket) {
-    ticket_round_ = round_id_;
-    owe_settle_.clear();
-  }
+  if (phase == Phase::attempt) fair_.attempt_sent(round_id_);
+  if (phase == Phase::ticket) fair_.ticket_round_sent(round_id_);
   for (int i = 0; i < e_.n(); ++i) {
     if (!send(i, c, round_id_)) {
       auto o = not_sent(i);
@@ -113,7 +110,7 @@ void AcquireOp::start_round(Phase phase, Round& round, detail::Command cmd) {
 }
 
 void AcquireOp::start_attempt() {
-  if (kind_.queued() && refreshed_ && BootClock::now() >= *refreshed_ + opts_.heartbeat_ttl) {
+  if (kind_.queued() && fair_.lapsed(BootClock::now(), opts_.heartbeat_ttl)) {
     rejoin_queue();
     return;
   }
@@ -130,10 +127,10 @@ detail::AttemptArgs AcquireOp::attempt_args() const {
           token_,
           opts_.ttl,
           waiter_,
-          ticket_,
+          fair_.ticket(),
           opts_.heartbeat_ttl,
           writer_mark_ttl(),
-          reg_token_,
+          fair_.registration(),
           opts_.identity};
 }
 
@@ -184,12 +181,8 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
                               ? kind_.classify_fence_writeback(*r.reply)
                               : detail::classify_raise(*r.reply);
         o = outcome(node, r, v, &counter_.outcomes());
-        if (o.state == NodeState::ok && phase_ == Phase::ticket) {
-          ticket_votes_.add(v.value);
-          ticket_at_[static_cast<std::size_t>(node)] = v.value;
-          behind_ += v.behind ? 1 : 0;
-          ticket_granted_[static_cast<std::size_t>(node)] = v.granted ? 1 : 0;
-        }
+        if (o.state == NodeState::ok && phase_ == Phase::ticket)
+          fair_.ticket_reply(static_cast<std::size_t>(node), v);
       }
       counter_.record(node, std::move(o));
       break;
@@ -253,7 +246,7 @@ void AcquireOp::attempt_decided(Decision d) {
   const auto& t = attempt_.tally();
   if (t.refused > 0) saw_contention_ = true;
   // A queued attempt that a quorum ran refreshed our heartbeat there.
-  if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(n)) refreshed_ = t1_;
+  if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(n)) fair_.refreshed(t1_);
   const Errc why = attempt_.failure_reason(Errc::contended);
   fail_attempt(why, why == Errc::contended
                         ? "held by someone else on " + detail::at_least(t) +
@@ -339,14 +332,13 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
     // Named while this round was out: the lock may be free now, and nobody else was told.
     sleep = Millis{0};
   } else if (kind_.queued() &&
-             (!e_.options_.wake_ups || (first_in_line_ && phase_ == Phase::attempt))) {
+             (!e_.options_.wake_ups || (fair_.first_in_line() && phase_ == Phase::attempt))) {
     // Without wake-ups; or an attempt made as the first in line (named, or nobody ahead at its
     // ticket) that lost: to a waiter with the same ticket whose place a node had not updated yet
     // (ties go by waiter id), or to a release still on its way. Nobody will name us: poll.
     // A waiter in the queue polls quickly, backing off: the lock is usually handed on soon after
     // a release, and the heartbeat must be refreshed well within heartbeat_ttl.
-    sleep = poll_;
-    poll_ = std::min(poll_ * 2, std::min(Millis{100}, opts_.heartbeat_ttl / 4));
+    sleep = fair_.next_poll(opts_.heartbeat_ttl);
   } else if (heard.resubscribed) {
     // Our channel was (re)subscribed while this round was out: a name published before that
     // is lost, so one attempt at once (as a waiter that is not first in line).
@@ -390,14 +382,13 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
           std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
               .count();
     }
-    if (marked_until_ < now + sleep + Millis{500} || watch_.named_since_marked()) {
+    if (watch_.mark_due(now, sleep)) {
       const Millis ttl = 2 * sleep + Millis{1000};
       for (const auto& k : keys_) {
         broadcast(e_, kind_.named_wake() ? detail::mark_waiting(k, ttl, waiter_, waiting_since_)
                                          : detail::mark_waiting(k, ttl));
       }
-      marked_until_ = now + ttl;
-      watch_.marked();
+      watch_.marked(now + ttl);
     }
   }
   // Every way back to an attempt after a failure goes through this timer: at the end of the
@@ -405,8 +396,8 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
   if (!retry_timer_) {
     retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
       if (phase_ != Phase::sleeping) return;
-      first_in_line_ = watch_.retry_is_named();
-      if (need_ticket_) {
+      fair_.set_first_in_line(watch_.retry_is_named());
+      if (fair_.needs_ticket()) {
         start_ticket();
       } else {
         start_attempt();
@@ -463,7 +454,7 @@ Millis AcquireOp::writer_mark_ttl() const { return detail::writer_mark_ttl(e_.op
 
 void AcquireOp::finish_ok(Lock lock) {
   LockBuilder::set_mode(lock, opts_.mode);
-  if (kind_.queued()) LockBuilder::set_ticket(lock, ticket_);
+  if (kind_.queued()) LockBuilder::set_ticket(lock, fair_.ticket());
   LockBuilder::set_wakes_waiters(lock, kind_.queued() || saw_contention_);
   LockBuilder::set_taken_at(lock, t1_);
   AcquireResult res;
@@ -508,13 +499,13 @@ void AcquireOp::complete(AcquireResult res) {
       // own release had come and gone, and the key would stay until its ttl. One that granted
       // already keeps the key (our lock's token).
       if (!res.error) {
-        owe_leave_.assign(skip.size(), 0);
+        std::vector<bool> out(skip.size(), false);
         for (int i = 0; i < e_.n(); ++i) {
           const auto u = static_cast<std::size_t>(i);
-          const bool out = !won_with_ticket_ && !attempt_.answered(i);
-          owe_leave_[u] = out ? 1 : 0;
-          skip[u] = out || attempt_.outcomes()[u].state == NodeState::ok;
+          out[u] = !fair_.won_with_ticket() && !attempt_.answered(i);
+          skip[u] = out[u] || attempt_.outcomes()[u].state == NodeState::ok;
         }
+        fair_.owe_leave(std::move(out));
       }
       broadcast(e_, std::move(*c), skip);
     }

@@ -10,6 +10,7 @@
 #include "core/kinds.hpp"
 #include "core/name_tally.hpp"
 #include "core/round.hpp"
+#include "engine/fair_place.hpp"
 #include "engine/operation.hpp"
 #include "engine/wake_watch.hpp"
 
@@ -113,9 +114,8 @@ class AcquireOp final : public Operation {
   std::unique_ptr<net::Timer> retry_timer_;
   // Wake-ups: what the nodes told us while we waited, and whether it may end a sleep now.
   WakeWatch watch_{kind_.queued(), kind_.named_wake()};
-  bool watching_ = false;                 // registered with the engine (from the first sleep on)
-  bool saw_contention_ = false;           // an attempt found the lock held elsewhere
-  BootClock::time_point marked_until_{};  // our waiting mark lasts until then
+  bool watching_ = false;        // registered with the engine (from the first sleep on)
+  bool saw_contention_ = false;  // an attempt found the lock held elsewhere
   // Kinds that are named (named_wake()): when we began to wait (wall clock ms, our rank on the
   // mark; 0 before the first sleep).
   long long waiting_since_ = 0;
@@ -125,35 +125,12 @@ class AcquireOp final : public Operation {
   std::string token_;      // the current attempt's, fresh for every attempt
   // When the current attempt (or a ticket round, which can grant the lock too) was sent.
   BootClock::time_point t1_{};
-  detail::CounterMax fence_;              // over the granting nodes
-  std::string waiter_;                    // write, fair and named waiters: kept across attempts
-  std::uint64_t ticket_ = 0;              // fair: max over the quorum
-  detail::CounterMax ticket_votes_;       // fair: the current ticket round's replies
-  std::vector<std::uint64_t> ticket_at_;  // fair: each node's count in it (0: no reply)
-  // fair, with wake-ups: per node, the ticket round's reply (before the round was decided) said
-  // it granted the lock to our registered token (take_ticket_grant)
-  std::vector<char> ticket_granted_;
-  bool need_ticket_ = false;  // fair: the next try starts with a ticket round (see fail_ticket)
-  int behind_ = 0;            // fair: nodes whose ticket reply said someone is ahead of us
-  // fair: when the last round that a quorum of nodes ran (and so refreshed our heartbeat on) was
-  // sent; a waiter not refreshed for heartbeat_ttl may have lost its place (rejoin_queue()).
-  std::optional<BootClock::time_point> refreshed_;
-  Millis poll_{5};  // fair: backoff between polls
-  // Fair: the current attempt was made as the first in line (named by a release, or nobody ahead
-  // at its ticket); one that loses polls quickly, since nobody will name it.
-  bool first_in_line_ = false;
-  // Fair: nodes that had not answered when a round was decided, owed a word once they do
-  // (late_reply): the ticket round's are told the ticket if their count differs, the winning
-  // attempt's that we left the queue if they did not grant. Indexed by node.
-  std::uint32_t ticket_round_ = 0;
-  std::uint32_t attempt_round_ = 0;
-  std::vector<char> owe_settle_;
-  std::vector<char> owe_leave_;
-  // Fair, with wake-ups: the token of our latest registration (made by the ticket round and by
-  // every attempt, each sent to every node), which a release may set the key to for us.
-  std::string reg_token_;
-  bool won_with_ticket_ = false;  // the ticket round's replies gave us the lock
-  AcquireResult result_;          // what deliver() hands over
+  detail::CounterMax fence_;  // over the granting nodes
+  std::string waiter_;        // write, fair and named waiters: kept across attempts
+  // Fair: our place in the queue (the ticket, what each node counted, the grants of the ticket
+  // round, what late nodes are owed, the heartbeat, polling, the registered token).
+  FairPlace fair_;
+  AcquireResult result_;  // what deliver() hands over
   Errc last_error_ = Errc::no_quorum;
   std::string last_message_;
 };

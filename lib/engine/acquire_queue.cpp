@@ -26,9 +26,7 @@ namespace redlock {
 
 // A fresh token (never an attempt's: a rollback deletes the attempt's token only, and must leave
 // a key that a release handed over, which our next attempt takes as its own).
-void AcquireOp::new_registration() {
-  reg_token_ = detail::token_for(detail::make_token(), keys_.size());
-}
+void AcquireOp::new_registration() { fair_.new_registration(keys_.size()); }
 
 using detail::Decision;
 
@@ -42,26 +40,21 @@ void AcquireOp::rejoin_queue() {
                               std::to_string(opts_.heartbeat_ttl.count()) +
                               " ms: it may have lost its place; joining the queue again");
   waiter_ = new_waiter_id();
-  refreshed_.reset();
+  fair_.forget_refresh();
   start_ticket();
 }
 
 void AcquireOp::start_ticket() {
-  need_ticket_ = false;
-  behind_ = 0;
-  ticket_votes_.reset();
-  ticket_at_.assign(static_cast<std::size_t>(e_.n()), 0);
-  ticket_granted_.assign(ticket_at_.size(), 0);
+  fair_.ticket_round_begins(static_cast<std::size_t>(e_.n()));
   // With wake-ups the ticket also registers a token (a release may set the key to it for us
   // from here on): fresh, as an attempt's.
-  ticket_ = 0;  // until this round decides
   if (registers()) new_registration();
   // Where the key is free and we are first in line, the round also grants it
   // (take_ticket_grant); not with replicated votes, whose grants count only by an attempt.
   const bool grant_if_free = registers() && !detail::any_replicated(e_.options_);
   start_round(Phase::ticket, counter_,
               detail::take_ticket(keys_[0], waiter_, opts_.heartbeat_ttl, ticket_mark_ttl(),
-                                  {opts_.ttl, reg_token_}, grant_if_free));
+                                  {opts_.ttl, fair_.registration()}, grant_if_free));
 }
 
 // With wake-ups, the ticket round marks a fair waiter waiting (it is named from there on, also
@@ -80,22 +73,19 @@ void AcquireOp::ticket_decided(Decision d) {
     fail_ticket("no quorum for a queue ticket");
     return;
   }
-  refreshed_ = sent_;  // the ticket round set our heartbeat on a quorum
-  if (auto ttl = ticket_mark_ttl()) marked_until_ = sent_ + *ttl;  // and our waiting mark
-  ticket_ = ticket_votes_.value();
+  fair_.refreshed(sent_);  // the ticket round set our heartbeat on a quorum
+  if (auto ttl = ticket_mark_ttl()) watch_.marked(sent_ + *ttl);  // and our waiting mark
+  std::vector<bool> answered(static_cast<std::size_t>(e_.n()));
+  for (std::size_t i = 0; i < answered.size(); ++i)
+    answered[i] = counter_.answered(static_cast<int>(i));
+  const auto agreement = fair_.ticket_decided(answered);
   auto settle = settle_command();
   // Where a quorum's counters already stand at the ticket (the usual case: every node counted the
   // same takers), the write-back round would change nothing: the attempt goes at once, and only
   // the nodes that gave another count are told the ticket, without waiting for them (those that
   // have not answered yet, once they answer with another count: late_reply).
-  if (ticket_votes_.on_quorum(e_.n())) {
-    std::vector<bool> agreed(ticket_at_.size());
-    owe_settle_.assign(ticket_at_.size(), 0);
-    for (std::size_t i = 0; i < agreed.size(); ++i) {
-      const bool waiting = !counter_.answered(static_cast<int>(i));
-      owe_settle_[i] = waiting ? 1 : 0;
-      agreed[i] = ticket_at_[i] == ticket_ || waiting;
-    }
+  if (agreement.on_quorum) {
+    const auto& agreed = agreement.agreed;
     if (std::find(agreed.begin(), agreed.end(), false) != agreed.end())
       broadcast(e_, std::move(settle), agreed);
     ticket_agreed();
@@ -114,7 +104,7 @@ void AcquireOp::ticket_writeback_decided(Decision d) {
 }
 
 detail::Command AcquireOp::settle_command() const {
-  return detail::settle_ticket(keys_[0], ticket_, 2 * opts_.heartbeat_ttl, waiter_);
+  return detail::settle_ticket(keys_[0], fair_.ticket(), 2 * opts_.heartbeat_ttl, waiter_);
 }
 
 // Someone was ahead of us (or held the lock) on too many nodes for an attempt to win now: we wait
@@ -122,7 +112,7 @@ detail::Command AcquireOp::settle_command() const {
 // lose, unless this is our last try (it then reports each node, as any attempt does).
 bool AcquireOp::waits_in_line() const {
   const bool more_tries = wait_until_ ? BootClock::now() < *wait_until_ : retries_left_ > 0;
-  return behind_ > e_.n() - detail::quorum_of(e_.n()) && more_tries;
+  return fair_.behind_on_too_many(e_.n()) && more_tries;
 }
 
 void AcquireOp::ticket_agreed() {
@@ -130,11 +120,11 @@ void AcquireOp::ticket_agreed() {
   if (waits_in_line()) {
     saw_contention_ = true;
     fail_attempt(Errc::contended, "waiting in line: someone is ahead on " +
-                                      std::to_string(behind_) + " of " + std::to_string(e_.n()) +
-                                      " nodes");
+                                      std::to_string(fair_.behind()) + " of " +
+                                      std::to_string(e_.n()) + " nodes");
     return;
   }
-  first_in_line_ = true;
+  fair_.set_first_in_line(true);
   start_attempt();
 }
 
@@ -151,27 +141,22 @@ void AcquireOp::ticket_agreed() {
 bool AcquireOp::take_ticket_grant() {
   if (!registers()) return false;
   const int n = e_.n();
-  std::vector<bool> counted(static_cast<std::size_t>(n), false);
-  int count = 0;
-  for (std::size_t i = 0; i < counted.size(); ++i) {
-    counted[i] = ticket_granted_[i] != 0 && ticket_at_[i] == ticket_;
-    count += counted[i] ? 1 : 0;
-  }
-  if (count < detail::quorum_of(n)) return false;
+  const auto counted = fair_.grants_at_ticket(detail::quorum_of(n));
+  if (!counted) return false;
   const auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor,
                                           e_.options_.min_validity, t1_, BootClock::now());
   if (!v.ok) return false;  // the attempt takes the keys, with a validity from its own t1
-  token_ = reg_token_;
+  token_ = fair_.registration();
   attempt_.reset(&e_.names());
   for (int i = 0; i < n; ++i) {
-    if (!counted[static_cast<std::size_t>(i)]) continue;
+    if (!(*counted)[static_cast<std::size_t>(i)]) continue;
     NodeOutcome o = counter_.outcomes()[static_cast<std::size_t>(i)];
     o.detail = "granted with its ticket";
     e_.count_node(i, o);
     attempt_.record(i, std::move(o));
   }
   attempt_.close();
-  won_with_ticket_ = true;
+  fair_.set_won_with_ticket();
   Lock lock = LockBuilder::make(resources_, token_, opts_.ttl,
                                 std::chrono::duration_cast<Millis>(v.validity), v.deadline,
                                 attempt_.tally().ok, n, attempt_.outcomes());
@@ -184,9 +169,9 @@ bool AcquireOp::take_ticket_grant() {
 // A node's answer to our ticket round after it was decided: its count, for the settle it may be
 // owed (late_reply). A grant in it is not counted (take_ticket_grant).
 void AcquireOp::note_late_ticket(std::size_t i, const net::Result& r) {
-  if (i >= ticket_at_.size() || ticket_at_[i] != 0 || failure(static_cast<int>(i), r)) return;
+  if (failure(static_cast<int>(i), r)) return;
   const auto v = detail::classify_ticket(*r.reply);
-  if (v.state == NodeState::ok) ticket_at_[i] = v.value;
+  if (v.state == NodeState::ok) fair_.late_ticket_reply(i, v.value);
 }
 
 // A fair waiter whose ticket round (or its write-back) found no quorum has set no lock key that
@@ -195,7 +180,7 @@ void AcquireOp::note_late_ticket(std::size_t i, const net::Result& r) {
 // like any attempt that found no quorum it tries again (for a ticket) while its wait allows,
 // rather than giving up at once on a node that is briefly gone.
 void AcquireOp::fail_ticket(std::string message) {
-  need_ticket_ = true;
+  fair_.need_ticket();
   fail_attempt(Errc::no_quorum, std::move(message));
 }
 
@@ -205,16 +190,12 @@ void AcquireOp::fail_ticket(std::string message) {
 // command may still run), the word goes anyway.
 void AcquireOp::late_reply(int node, std::uint32_t tag, const net::Result& r) {
   const auto i = static_cast<std::size_t>(node);
-  if (tag == ticket_round_) note_late_ticket(i, r);
-  const bool settle = tag == ticket_round_ && i < owe_settle_.size() && owe_settle_[i] != 0;
-  const bool leave = !settle && tag == attempt_round_ && phase_ == Phase::done &&
-                     i < owe_leave_.size() && owe_leave_[i] != 0;
-  if (!settle && !leave) return;  // the usual late answer: nothing is owed for it
-  (settle ? owe_settle_ : owe_leave_)[i] = 0;
+  if (fair_.is_ticket_round(tag)) note_late_ticket(i, r);
+  // (A settle is owed only where the node's count, as note_late_ticket recorded it, differs.)
+  const auto owed = fair_.owed(i, tag, phase_ == Phase::done);
+  if (owed == FairPlace::Owed::nothing) return;  // the usual late answer: nothing is owed
   if (e_.closing_) return;
-  if (settle) {
-    // Its count, as note_late_ticket recorded it (0 for a failure): the agreed ticket already.
-    if (ticket_at_[i] == ticket_) return;
+  if (owed == FairPlace::Owed::settle) {
     tell(node, settle_command());
     return;
   }

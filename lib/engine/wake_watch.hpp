@@ -12,6 +12,8 @@
 
 #include "core/name_tally.hpp"
 #include "net/subscriber.hpp"
+#include "redlock/lock.hpp"
+#include "redlock/options.hpp"
 
 namespace redlock {
 
@@ -53,9 +55,18 @@ class WakeWatch {
   bool retry_is_named();
 
   // A release named us since our waiting mark was last written: it took us off the mark, which
-  // must be written again. marked(): it was.
+  // must be written again.
   [[nodiscard]] bool named_since_marked() const { return named_since_mark_; }
-  void marked() { named_since_mark_ = false; }
+  // Our waiting mark was written (or a ticket round wrote it) and lasts until `until`.
+  void marked(BootClock::time_point until) {
+    named_since_mark_ = false;
+    marked_until_ = until;
+  }
+  // The mark must be written before a sleep of `sleep` from `now`: it could lapse during it
+  // (half a second to spare), or a release took us off it.
+  [[nodiscard]] bool mark_due(BootClock::time_point now, Millis sleep) const {
+    return marked_until_ < now + sleep + Millis{500} || named_since_mark_;
+  }
 
  private:
   [[nodiscard]] bool may_end_sleep(bool sleeping) const { return sleeping && !woken_ && early_; }
@@ -81,6 +92,7 @@ class WakeWatch {
   bool resubscribed_while_out_ = false;
   bool retry_named_ = false;  // the sleep ending now is the at-once retry of a named waiter
   bool named_since_mark_ = false;
+  BootClock::time_point marked_until_{};  // our waiting mark lasts until then
 };
 
 }  // namespace redlock

@@ -262,6 +262,27 @@ class Layers(unittest.TestCase):
             with self.subTest(sample=sample):
                 self.assertTrue(RESP_ENCODER.search(sample), "the marker misses " + sample)
 
+    def test_acquire_op_keeps_to_its_phases(self):
+        # AcquireOp had about 58 fields at dc777f0, the fair queue, the handoff bookkeeping and the
+        # wake-up watch among them (issue 42). Those are rooms of their own now (FairPlace,
+        # WakeWatch): no I/O in them, and AcquireOp stays under half its old size.
+        with open(os.path.join(LIB, "engine", "acquire.hpp"), encoding="utf-8") as f:
+            text = f.read()
+        body = text[text.index("class AcquireOp"):]
+        body = body[:body.index("\n};")]
+        fields = re.findall(r"^  (?!//)[^()\n]*?\b(\w+_)(?:\{[^}]*\})?(?: = [^;]*)?;", body, re.M)
+        self.assertIn("fair_", fields)
+        self.assertIn("watch_", fields)
+        self.assertLess(len(fields), 29, "AcquireOp's fields: " + ", ".join(fields))
+        for room in ("fair_place", "wake_watch"):
+            for ext in (".hpp", ".cpp"):
+                path = os.path.join(LIB, "engine", room + ext)
+                for inc in includes(path):
+                    with self.subTest(file=room + ext, include=inc):
+                        self.assertFalse(inc.startswith(("uv", "hiredis/", "openssl/")))
+                        self.assertNotIn(inc, ("engine/impl.hpp", "engine/operation.hpp",
+                                               "net/connection.hpp", "net/node.hpp"))
+
     def test_no_file_over_650_lines(self):
         for path in files_under(LIB):
             with open(path, encoding="utf-8") as f:

@@ -75,8 +75,12 @@ TEST_CASE("wake watch: names go at once, only from one release on a quorum, only
   CHECK(w.heard(3, named(me, release_a), me, true, quorum) == Go::not_yet);
   CHECK(w.heard(4, named(me, release_a), me, true, quorum) == Go::now);
   CHECK(w.retry_is_named());  // the retry goes as the first in line
-  w.marked();
+  const auto now = redlock::BootClock::now();
+  CHECK(w.mark_due(now, redlock::Millis{100}));  // named: written again before the next sleep
+  w.marked(now + redlock::Millis{2000});
   CHECK_FALSE(w.named_since_marked());
+  CHECK_FALSE(w.mark_due(now, redlock::Millis{1000}));
+  CHECK(w.mark_due(now, redlock::Millis{1600}));  // it could lapse during that sleep
   // Without an id of ours, nothing names us.
   auto anonymous = asleep(true);
   for (int n = 0; n < nodes; ++n)
