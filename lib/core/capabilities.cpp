@@ -203,7 +203,8 @@ std::optional<std::string> cannot_run(const Command& call, NativeKind kind,
   if (kind != NativeKind::none) {
     const bool native = chosen_form(kind, caps, commands).has_value();
     if (commands == Options::Commands::native && !native) {
-      return at() + "has no " + (kind == NativeKind::extend ? "SET IFEQ" : "DELIFEQ or DELEX IFEQ") +
+      return at() + "has no " +
+             (kind == NativeKind::extend ? "SET IFEQ" : "DELIFEQ or DELEX IFEQ") +
              " (commands=native; it has: " + describe(caps) + ")";
     }
     if (!native && !caps.scripts) {
