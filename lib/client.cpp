@@ -28,6 +28,23 @@ R shut_down() {
   return r;
 }
 
+// A blocking call: the operation starts on the I/O thread with the caller's own arguments, by
+// reference. The caller waits for the callback, so they outlive the start; the hand-off then
+// posts one pointer (a std::function within its small buffer: no allocation), with no copy of the
+// Lock, no shared callback. Shutting down: the result is Errc::shutdown, as from the engine.
+template <class R, class Impl, class Start>
+R run_blocking(Impl& impl, const Start& start) {
+  struct Call {
+    const Start& start;
+    std::promise<R> p;
+  } call{start, {}};
+  auto f = call.p.get_future();
+  if (!impl.post([c = &call] { c->start([c](R r) { c->p.set_value(std::move(r)); }); })) {
+    return shut_down<R>();
+  }
+  return f.get();
+}
+
 }  // namespace
 
 // Why a reaper thread, and not a detached I/O thread that frees itself: the loop, the engine and
@@ -103,27 +120,21 @@ void Client::release_async(Lock lock, Engine::ReleaseCallback cb) {
 AcquireResult Client::try_acquire(std::vector<std::string> resources,
                                   const AcquireOptions& options) {
   if (impl_->on_io_thread()) return blocked_from_io_thread<AcquireResult>();
-  std::promise<AcquireResult> p;
-  auto f = p.get_future();
-  acquire_async(std::move(resources), options,
-                [&p](AcquireResult r) { p.set_value(std::move(r)); });
-  return f.get();
+  return run_blocking<AcquireResult>(*impl_, [&](Engine::AcquireCallback cb) {
+    impl_->engine().acquire(std::move(resources), options, std::move(cb));
+  });
 }
 
 ExtendResult Client::try_extend(const Lock& lock, Millis ttl) {
   if (impl_->on_io_thread()) return blocked_from_io_thread<ExtendResult>();
-  std::promise<ExtendResult> p;
-  auto f = p.get_future();
-  extend_async(lock, ttl, [&p](ExtendResult r) { p.set_value(std::move(r)); });
-  return f.get();
+  return run_blocking<ExtendResult>(
+      *impl_, [&](Engine::ExtendCallback cb) { impl_->engine().extend(lock, ttl, std::move(cb)); });
 }
 
 ReleaseResult Client::try_release(const Lock& lock) {
   if (impl_->on_io_thread()) return blocked_from_io_thread<ReleaseResult>();
-  std::promise<ReleaseResult> p;
-  auto f = p.get_future();
-  release_async(lock, [&p](ReleaseResult r) { p.set_value(std::move(r)); });
-  return f.get();
+  return run_blocking<ReleaseResult>(
+      *impl_, [&](Engine::ReleaseCallback cb) { impl_->engine().release(lock, std::move(cb)); });
 }
 
 StatusResult Client::status(std::string_view resource) {

@@ -198,22 +198,24 @@ std::optional<std::string> cannot_run(const Command& call, NativeKind kind,
                                       const Capabilities& caps, Options::Commands commands,
                                       std::string_view node) {
   if (!caps.probed) return std::nullopt;
-  const std::string at = std::string(cannot_run_prefix) + std::string(node) + " ";
+  // Built only for an answer: this runs for every command sent to every node.
+  const auto at = [node] { return std::string(cannot_run_prefix) + std::string(node) + " "; };
   if (kind != NativeKind::none) {
     const bool native = chosen_form(kind, caps, commands).has_value();
     if (commands == Options::Commands::native && !native) {
-      return at + "has no " + (kind == NativeKind::extend ? "SET IFEQ" : "DELIFEQ or DELEX IFEQ") +
+      return at() + "has no " +
+             (kind == NativeKind::extend ? "SET IFEQ" : "DELIFEQ or DELEX IFEQ") +
              " (commands=native; it has: " + describe(caps) + ")";
     }
     if (!native && !caps.scripts) {
-      return at + "refuses scripts (EVAL/EVALSHA) and has no " +
+      return at() + "refuses scripts (EVAL/EVALSHA) and has no " +
              (kind == NativeKind::extend ? "SET IFEQ" : "DELIFEQ or DELEX IFEQ") +
              (commands == Options::Commands::scripts ? " allowed (commands=scripts)" : "");
     }
     return std::nullopt;
   }
   if (call.script && !caps.scripts) {
-    return at + "refuses scripts (EVAL/EVALSHA), and " + std::string(needs_script(*call.script)) +
+    return at() + "refuses scripts (EVAL/EVALSHA), and " + std::string(needs_script(*call.script)) +
            " needs one";
   }
   return std::nullopt;

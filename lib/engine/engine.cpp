@@ -200,7 +200,7 @@ void Engine::Impl::on_cancel_requests() {
 std::optional<std::string> Engine::Impl::vote_exclusion(
     int i, BootClock::time_point now, const std::vector<NodeOutcome>* outcomes) const {
   if (auto why = nodes_[static_cast<std::size_t>(i)]->vote_exclusion(now)) return why;
-  const auto id = nodes_[static_cast<std::size_t>(i)]->server_id();
+  const std::string& id = nodes_[static_cast<std::size_t>(i)]->server_id();
   if (id.empty()) return std::nullopt;
   for (int j = 0; j < n(); ++j) {
     if (j == i || nodes_[static_cast<std::size_t>(j)]->server_id() != id) continue;

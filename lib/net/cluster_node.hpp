@@ -120,7 +120,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   const std::string& name() const override { return name_; }
   std::string last_error() const override { return last_error_.empty() ? map_error_ : last_error_; }
   bool refused() const override { return refused_; }
-  std::string server_id() const override { return identity_; }
+  const std::string& server_id() const override { return identity_; }
   // Per answer (Result::exclusion): the master that answered decides.
   std::optional<std::string> vote_exclusion(BootClock::time_point) const override {
     return std::nullopt;

@@ -64,8 +64,10 @@ class Node {
   }
   // The last failure was the server refusing our credentials or database (AUTH, SELECT).
   [[nodiscard]] virtual bool refused() const = 0;
-  // The server's identity (its run_id), empty until known: one vote per server.
-  [[nodiscard]] virtual std::string server_id() const = 0;
+  // The server's identity (its run_id), empty until known: one vote per server. A reference,
+  // valid until the node next changes on the loop: vote_exclusion() compares every pair of
+  // nodes on each vote, and copying a 40-byte run_id was ten allocations per lock cycle.
+  [[nodiscard]] virtual const std::string& server_id() const = 0;
   // Restart guard: why a vote from this node must not count at `now`, or nullopt.
   [[nodiscard]] virtual std::optional<std::string> vote_exclusion(
       BootClock::time_point now) const = 0;

@@ -56,6 +56,12 @@ void append_bulk(std::string& out, std::string_view bytes) {
 }
 
 void append_command(std::string& out, const detail::Command& cmd, ScriptForm form) {
+  // One allocation for the whole command rather than a regrowth every few arguments: each
+  // argument costs its bytes and at most 16 of framing ("$<len>\r\n" and "\r\n").
+  std::size_t size = out.size() + 16 + 16 * 3 + 40;  // header, EVALSHA, sha, numkeys
+  if (cmd.script && form != ScriptForm::evalsha) size += detail::script_body(*cmd.script).size();
+  for (const auto& a : cmd.args) size += a.size() + 16;
+  out.reserve(size);
   if (!cmd.script) {
     append_array_header(out, cmd.args.size());
     for (const auto& a : cmd.args) append_bulk(out, a);

@@ -42,11 +42,13 @@ struct Request {
   // A write whose answer is a vote (acquire, extend): with replicated votes on, the node makes
   // sure replicas have it before the vote counts (replicated.hpp).
   bool gives_vote = false;
-  // A plain lock's release or extend (detail::native_kind): its native forms, each encoded once
-  // for every node of the round, indexed by detail::NativeForm. A node picks one by its
-  // capabilities (native()); the others get the script.
+  // A plain lock's release or extend (detail::native_kind): its native forms, indexed by
+  // detail::NativeForm, each encoded once for every node of the round, on the first node that
+  // picks it (native()): most servers run neither form, and building both for every release
+  // was a third of a lock cycle's allocations. Requests live on one engine's loop thread, so
+  // building one late needs no lock. A node that has no native form gets the script.
   detail::NativeKind native_kind = detail::NativeKind::none;
-  std::array<std::unique_ptr<const Request>, detail::native_form_count> natives;
+  mutable std::array<std::unique_ptr<const Request>, detail::native_form_count> natives;
   // Set on a native form: which one, and the script call it stands for (sent instead when the
   // node refuses the native command). The form is owned by that request: see native().
   std::optional<detail::NativeForm> form;
@@ -59,29 +61,26 @@ struct Request {
     r->gives_vote = gives_vote;
     resp::append_command(r->wire, r->command);
     r->native_kind = detail::native_kind(r->command);
-    if (r->native_kind != detail::NativeKind::none) {
-      for (std::size_t i = 0; i < detail::native_form_count; ++i) {
-        const auto form = static_cast<detail::NativeForm>(i);
-        if ((form == detail::NativeForm::set_ifeq) !=
-            (r->native_kind == detail::NativeKind::extend))
-          continue;
-        auto n = std::make_unique<Request>();
-        n->command = detail::native_command(r->command, form);
-        n->gives_vote = gives_vote;
-        resp::append_command(n->wire, n->command);
-        n->form = form;
-        n->script_form = r.get();
-        r->natives[i] = std::move(n);
-      }
-    }
     return r;
   }
   // The native form `form` of `req` (nullptr when it has none), sharing `req`'s ownership: the
-  // script call it stands for lives as long as it does.
+  // script call it stands for lives as long as it does. Built on the first call for that form.
   [[nodiscard]] static std::shared_ptr<const Request> native(
       const std::shared_ptr<const Request>& req, detail::NativeForm form) {
-    const auto& n = req->natives[static_cast<std::size_t>(form)];
-    return n ? std::shared_ptr<const Request>(req, n.get()) : nullptr;
+    if (req->native_kind == detail::NativeKind::none ||
+        (form == detail::NativeForm::set_ifeq) != (req->native_kind == detail::NativeKind::extend))
+      return nullptr;
+    auto& n = req->natives[static_cast<std::size_t>(form)];
+    if (!n) {
+      auto built = std::make_unique<Request>();
+      built->command = detail::native_command(req->command, form);
+      built->gives_vote = req->gives_vote;
+      resp::append_command(built->wire, built->command);
+      built->form = form;
+      built->script_form = req.get();
+      n = std::move(built);
+    }
+    return std::shared_ptr<const Request>(req, n.get());
   }
   // The script call a native form stands for (sharing its ownership).
   [[nodiscard]] static std::shared_ptr<const Request> script_of(

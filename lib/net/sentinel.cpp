@@ -132,9 +132,10 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
       return l->question->last_failure() == Connection::Failure::refused;
     });
   }
-  std::string server_id() const override {
+  const std::string& server_id() const override {
+    static const std::string unknown;
     const Master* m = current();
-    return m != nullptr ? m->node->server_id() : std::string();
+    return m != nullptr ? m->node->server_id() : unknown;
   }
   std::optional<std::string> vote_exclusion(BootClock::time_point now) const override {
     const Master* m = current();

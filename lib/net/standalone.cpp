@@ -151,7 +151,7 @@ class StandaloneNode final : public Node, Connection::Listener, Sink, WakeHandle
   const std::string& name() const override { return name_; }
   std::string last_error() const override { return conn_.last_error() + hint_; }
   bool refused() const override { return conn_.last_failure() == Connection::Failure::refused; }
-  std::string server_id() const override { return guard_.run_id(); }
+  const std::string& server_id() const override { return guard_.run_id(); }
   std::optional<std::string> vote_exclusion(BootClock::time_point now) const override {
     return guard_.exclusion(now, options_.durable_nodes, host_.restart_quarantine(),
                             options_.min_node_uptime);
