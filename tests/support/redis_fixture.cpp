@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -138,6 +139,32 @@ std::uint16_t free_port() {
   throw std::runtime_error("free_port: no unused port found");
 }
 
+std::uint16_t free_low_port() {
+  static std::mutex mu;
+  static std::set<std::uint16_t> handed_out;
+  static std::minstd_rand rng(std::random_device{}());
+  const std::lock_guard<std::mutex> lock(mu);
+  std::uniform_int_distribution<int> pick(10000, 19999);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const auto port = static_cast<std::uint16_t>(pick(rng));
+    if (handed_out.count(port) != 0) continue;
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "free_low_port: socket");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    // No SO_REUSEADDR: a port with a connection in TIME_WAIT counts as taken.
+    const bool bindable = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    if (bindable) {
+      handed_out.insert(port);
+      return port;
+    }
+  }
+  throw std::runtime_error("free_low_port: no free port found in 10000-19999");
+}
+
 bool redis_server_available() { return !find_redis_server().empty(); }
 
 Reply command_at(std::uint16_t port, const std::vector<std::string>& argv,
@@ -169,7 +196,7 @@ const std::optional<TlsServerOptions>& default_server_tls() { return default_tls
 RedisServer::RedisServer(ServerConfig cfg, DeferReady) : cfg_(std::move(cfg)) {
   if (!cfg_.tls) cfg_.tls = default_tls_slot();
   auto_port_ = cfg_.port == 0;
-  port_ = auto_port_ ? free_port() : cfg_.port;
+  port_ = auto_port_ ? pick_port() : cfg_.port;
   init_tls();
   dir_ = make_temp_dir(cfg_.aof_always);
   try {
@@ -302,7 +329,7 @@ void RedisServer::wait_ready() {
         // client socket sits on it): pick another port if we may, else retry the same one.
         repick_auto_tls_port();
         if (auto_port_) {
-          port_ = free_port();
+          port_ = pick_port();
         } else {
           std::this_thread::sleep_for(milliseconds(50));
         }
@@ -334,6 +361,10 @@ std::string RedisServer::failure_message(const std::string& why) const {
      << read_tail(log_path(), 0, 2000) << "\n--- stdout/stderr (tail) ---\n"
      << read_tail(dir_ + "/redis.out", 0, 1000);
   return os.str();
+}
+
+std::uint16_t RedisServer::pick_port() const {
+  return cfg_.low_ports ? free_low_port() : free_port();
 }
 
 void RedisServer::reap_blocking() {

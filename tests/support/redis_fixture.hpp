@@ -38,6 +38,12 @@ namespace redlock::test {
 // the same port twice in one process. Thread-safe.
 [[nodiscard]] std::uint16_t free_port();
 
+// A TCP port on 127.0.0.1 in 10000-19999 that was free a moment ago: below Linux's ephemeral
+// range (32768-60999), where the kernel picks the local ports of outgoing connections, and below
+// the ranges the CLI tests give `redlock-cli cluster up` (tests/cli/redisfix.py: free_base,
+// free_cluster_base). Never returns the same port twice in one process. Thread-safe.
+[[nodiscard]] std::uint16_t free_low_port();
+
 // True if a redis-server executable is found (env REDLOCK_TEST_REDIS_SERVER, else PATH).
 [[nodiscard]] bool redis_server_available();
 
@@ -73,6 +79,9 @@ struct ServerConfig {
   // 0: free_port() (and a new port is tried if that one was taken meanwhile).
   // RedisCluster: server i gets port + i.
   std::uint16_t port = 0;
+  // With port 0 (and for an automatic TLS port): free_low_port() instead of free_port(), so that
+  // no outgoing connection can take the port while the server is down between kill() and start().
+  bool low_ports = false;
   // How long the constructor / start() waits for the server to answer PING.
   std::chrono::milliseconds startup_timeout{5000};
   // Also listen with TLS (see TlsServerOptions, RedisServer::tls_port()).
@@ -192,6 +201,7 @@ class RedisServer {
   void spawn();          // fork/exec only
   void wait_ready();     // PING + pid check, respawn on port conflicts; throws on timeout
   void reap_blocking();  // waitpid(pid_) until it is gone
+  [[nodiscard]] std::uint16_t pick_port() const;  // free_port() or free_low_port()
   void destroy() noexcept;
   [[nodiscard]] std::string failure_message(const std::string& why) const;
   // TLS parts (redis_fixture_tls.cpp).

@@ -31,11 +31,11 @@ std::string RedisServer::tls_address() const {
 
 void RedisServer::init_tls() {
   if (!cfg_.tls || cfg_.tls->tls_only) return;
-  tls_port_ = cfg_.tls->port != 0 ? cfg_.tls->port : free_port();
+  tls_port_ = cfg_.tls->port != 0 ? cfg_.tls->port : pick_port();
 }
 
 void RedisServer::repick_auto_tls_port() {
-  if (cfg_.tls && !cfg_.tls->tls_only && cfg_.tls->port == 0) tls_port_ = free_port();
+  if (cfg_.tls && !cfg_.tls->tls_only && cfg_.tls->port == 0) tls_port_ = pick_port();
 }
 
 std::vector<std::string> RedisServer::tls_args() const {
