@@ -1,18 +1,17 @@
-"""Real redis-server processes for the CLI tests: free ports, temp dirs, killed by recorded pid.
+"""Real redis-server processes for the Python tests, started by the tests' one launcher.
 
-The binary: $REDLOCK_TEST_REDIS_SERVER (as for the C++ fixtures), else redis-server on PATH.
+Server starts its server through tests/support/node-launcher ($REDLOCK_NODE_LAUNCHER), the C++
+fixture as a program: free port, temp dir, PING from our own process, the binary from
+$REDLOCK_TEST_REDIS_SERVER (as for the C++ fixtures), else redis-server on PATH.
 `redlock-cli cluster` starts $REDLOCK_REDIS_SERVER instead. meson's Valkey runs set both to
-valkey-server, and REDLOCK_TEST_SERVER_NAME=valkey: every server started here, and every node a
-test checks with check_server(), must then report that server_name, so a run meant for Valkey
-cannot quietly test Redis.
+valkey-server, and REDLOCK_TEST_SERVER_NAME=valkey: every server the launcher starts, and every
+node a test checks with check_server(), must then report that server_name, so a run meant for
+Valkey cannot quietly test Redis.
 """
 import os
 import random
-import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 
 
@@ -188,102 +187,93 @@ def check_server(port):
                                  % (port, name, version, EXPECTED_VERSION))
 
 
-def free_server_port():
-    """A free port for one test server, below the ranges of free_cluster_base and free_base
-    (10000-19999) and so below Linux's ephemeral range: an outgoing connection cannot take it
-    between this check and the server's bind. Server re-picks if another test took it."""
-    rng = random.Random()
-    for _ in range(500):
-        port = rng.randrange(10000, 20000)
-        if _bindable(port):
-            return port
-    raise RuntimeError("no free port found in 10000-19999")
-
-
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def process_id(port):
-    """INFO's process_id of the server answering on `port`, or None."""
-    try:
-        info = query(port, "INFO", "server")
-    except OSError:
-        return None
-    if not isinstance(info, bytes):
-        return None
-    for line in info.splitlines():
-        if line.startswith(b"process_id:"):
-            return int(line.split(b":", 1)[1])
-    return None
+def launcher():
+    """The one server launcher of the tests (tests/support/node_launcher.cpp: the C++ fixture as a
+    program), which meson names in $REDLOCK_NODE_LAUNCHER."""
+    path = os.environ.get("REDLOCK_NODE_LAUNCHER")
+    if not path:
+        raise RuntimeError("REDLOCK_NODE_LAUNCHER is not set: run the tests through meson test, or "
+                           "set it to build/tests/support/node-launcher")
+    return path
 
 
 class Server:
-    def __init__(self, extra=()):
-        self.extra = list(extra)  # more redis-server arguments (e.g. --rename-command AUTH "")
-        self.port = free_server_port()
-        self.dir = tempfile.mkdtemp(prefix="redlock-cli-test-")
-        self.proc = None
-        self.start(may_repick=True)
+    """One server started by the launcher: on a free port (another one if it was taken meanwhile),
+    in a temp dir, ready once our own process answers PING, and checked to be the server the run
+    names (REDLOCK_TEST_SERVER_NAME, REDLOCK_TEST_SERVER_VERSION). Faults (kill, stop, cont,
+    start) are commands to the launcher, which signals the server it started; this process never
+    signals a server. The launcher kills the server and removes its dir on close(), and on its own
+    when this process ends (its stdin closes).
 
-    def start(self, may_repick=False):
-        """Starts the server and returns once it, our process and no other, answers PING. If its
-        port was taken meanwhile (another test's server, a client socket), a new server picks
-        another port (`may_repick`); a restart retries its own port."""
-        log = os.path.join(self.dir, "redis.log")
-        deadline = time.time() + 10
-        while True:
-            if os.path.exists(log):
-                os.remove(log)
-            self.proc = subprocess.Popen(
-                [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
-                 "--logfile", log] + self.extra,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            ready = False
-            while not ready and self.proc.poll() is None and time.time() < deadline:
-                try:
-                    ready = (command(self.port, "PING").startswith(b"+PONG")
-                             and process_id(self.port) == self.proc.pid)
-                except OSError:
-                    pass
-                if not ready:
-                    time.sleep(0.02)
-            if ready:
-                break
-            self.kill()
-            taken = os.path.exists(log) and b"Address already in use" in read_bytes(log)
-            if not taken or time.time() >= deadline:
-                self.close()
-                raise RuntimeError("%s on %d did not start" % (SERVER, self.port))
-            if may_repick:
-                self.port = free_server_port()
-            time.sleep(0.1)
-        try:
-            check_server(self.port)
-        except BaseException:
+    `extra`: more server arguments (e.g. --rename-command AUTH ""). `tls`: (cert, key, ca) files
+    for a TLS listener on a free port beside the plaintext one (tls_port), clients not asked for
+    a certificate; with `tls_only` the TLS listener alone (port is then the TLS port)."""
+
+    def __init__(self, extra=(), tls=None, tls_only=False):
+        argv = [launcher()]
+        if tls:
+            cert, key, ca = tls
+            argv += ["--tls-cert", cert, "--tls-key", key, "--tls-ca", ca, "--tls-auth-clients", "no"]
+            if tls_only:
+                argv.append("--tls-only")
+        argv += ["--"] + list(extra)
+        self.launcher = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         text=True, bufsize=1)
+        line = self.launcher.stdout.readline().strip()
+        fields = line.split(" ", 3)
+        if len(fields) != 4 or not all(f.isdigit() for f in fields[:3]):
             self.close()
-            raise
+            raise RuntimeError("%s did not start: %s" % (SERVER, line or "the launcher ended"))
+        self.port, self.pid, self.tls_port = (int(f) for f in fields[:3])
+        self.dir = fields[3]
+
+    def _ask(self, command):
+        """Sends one command to the launcher and returns its answer (RuntimeError on `error`)."""
+        self.launcher.stdin.write(command + "\n")
+        self.launcher.stdin.flush()
+        answer = self.launcher.stdout.readline().strip()
+        if not answer or answer.startswith("error"):
+            raise RuntimeError("launcher %s on port %d: %s" % (command, self.port, answer or "ended"))
+        return answer
 
     @property
     def address(self):
         return "127.0.0.1:%d" % self.port
 
+    def running(self):
+        """True while the server runs (stopped or not); False once killed or dead."""
+        return self._ask("running") == "yes"
+
+    def start(self):
+        """Starts a killed server again on its port and waits until it answers."""
+        self.pid = int(self._ask("start").split()[1])
+
     def kill(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+        """SIGKILL, by the launcher, which reaps the server. Nothing to do once closed."""
+        if self.launcher.poll() is None and not self.launcher.stdin.closed:
+            self._ask("kill")
 
     def stop(self):
-        self.proc.send_signal(signal.SIGSTOP)
+        """SIGSTOP: returns once the server is stopped."""
+        self._ask("stop")
 
     def cont(self):
-        self.proc.send_signal(signal.SIGCONT)
+        self._ask("cont")
 
     def close(self):
-        self.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Stops the server, waits for it and removes its dir (the launcher does all three)."""
+        if self.launcher.poll() is None:
+            try:
+                self.launcher.stdin.write("quit\n")
+                self.launcher.stdin.flush()
+            except OSError:
+                pass
+        try:
+            self.launcher.stdin.close()
+        except OSError:
+            pass
+        self.launcher.wait()
+        self.launcher.stdout.close()
 
 
 class Cluster:
@@ -297,7 +287,7 @@ class Cluster:
     def count_with(self, key, value=None):
         n = 0
         for s in self.servers:
-            if s.proc.poll() is not None:
+            if not s.running():
                 continue
             v = get(s.port, key)
             if v is not None and (value is None or v == value):

@@ -17,7 +17,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from redisfix import Server, query, server_identity, wait_until, with_test_deadline  # noqa: E402
 from test_cluster import TopologyCase, clean_env, redis  # noqa: E402
-from redisfix import free_base, free_cluster_base, free_server_port  # noqa: E402
+from redisfix import free_base, free_cluster_base  # noqa: E402
 from test_json_docs import documented  # noqa: E402
 from test_tls import ExpiredCertificate  # noqa: E402
 
@@ -68,7 +68,7 @@ class Standalone(unittest.TestCase):
 
     def tearDown(self):
         for s in self.servers:
-            if s.proc.poll() is not None:
+            if not s.running():
                 s.start()
             for k, v in (("maxmemory-policy", "noeviction"), ("appendonly", "no"),
                          ("appendfsync", "everysec")):
@@ -324,12 +324,8 @@ class Certificates(unittest.TestCase):
         try:
             cls.make_certificates()
             for cert in ("soon", "expired"):
-                port = free_server_port()
-                server = Server(["--tls-port", str(port), "--tls-cert-file", cls.path(cert + ".crt"),
-                                 "--tls-key-file", cls.path("srv.key"),
-                                 "--tls-ca-cert-file", cls.path("ca.crt"),
-                                 "--tls-auth-clients", "no"])
-                cls.servers.append((server, port))
+                server = Server(tls=(cls.path(cert + ".crt"), cls.path("srv.key"), cls.path("ca.crt")))
+                cls.servers.append((server, server.tls_port))
         except Exception:
             cls.tearDownClass()
             raise

@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_demo import CLI, clean_env, free_base  # noqa: E402
-from redisfix import Server, command, free_server_port, with_test_deadline  # noqa: E402
+from redisfix import Server, command, with_test_deadline  # noqa: E402
 
 SECRET = "s3cret-pw-never-shown"
 
@@ -298,11 +298,8 @@ commonName = supplied
         try:
             cls.make_certificates()
             for _ in range(3):
-                port = free_server_port()
-                cls.servers.append((Server([
-                    "--tls-port", str(port), "--tls-cert-file", cls.path("srv.crt"),
-                    "--tls-key-file", cls.path("srv.key"), "--tls-ca-cert-file", cls.path("ca.crt"),
-                    "--tls-auth-clients", "no"]), port))
+                server = Server(tls=(cls.path("srv.crt"), cls.path("srv.key"), cls.path("ca.crt")))
+                cls.servers.append((server, server.tls_port))
         except Exception:
             cls.tearDownClass()
             raise
