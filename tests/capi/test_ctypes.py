@@ -14,7 +14,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cli"))
-from redisfix import Cluster, command, free_port, get  # noqa: E402
+from redisfix import Cluster, Server, command, free_port, get  # noqa: E402
 
 LIB_PATH = os.environ.get("REDLOCK_LIBRARY", "libredlock.so.0")
 
@@ -432,23 +432,11 @@ class CApiOverTls(unittest.TestCase):
             f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
         openssl("x509", "-req", "-in", "s.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                 "-out", "s.crt", "-days", "2", "-extfile", "ext")
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", "0", "--tls-port", str(self.port), "--tls-cert-file", "s.crt",
-             "--tls-key-file", "s.key", "--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no",
-             "--save", "", "--appendonly", "no", "--dir", d],
-            cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.addCleanup(self.proc.wait)
-        self.addCleanup(self.proc.kill)
-        deadline = time.time() + 5
-        while time.time() < deadline:
-            r = subprocess.run(["redis-cli", "--tls", "--cacert", os.path.join(d, "ca.crt"), "-p",
-                                str(self.port), "PING"], capture_output=True)
-            if r.stdout.strip() == b"PONG":
-                break
-            time.sleep(0.05)
-        else:
-            self.fail("the TLS redis-server did not answer")
+        # A TLS-only server (no plaintext port), started by the tests' one launcher.
+        server = Server(tls=(os.path.join(d, "s.crt"), os.path.join(d, "s.key"),
+                             os.path.join(d, "ca.crt")), tls_only=True)
+        self.addCleanup(server.close)
+        self.port = server.port
 
     def client(self, ca):
         o = new(lib.redlock_options_new)
