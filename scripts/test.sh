@@ -21,7 +21,9 @@ sanitizers=${REDLOCK_SANITIZERS:-1}
 fuzz=${REDLOCK_FUZZ:-1}
 # (fixture-selftest tests the fixtures, not the library: it runs once, in the plain build)
 sanitizer_tests=(unit integration capi-c)
-sanitizer_targets=(tests/unit-tests tests/integration/integration-tests tests/capi/capi-test)
+# (capi-c starts its servers through tests/support/node-launcher)
+sanitizer_targets=(tests/unit-tests tests/integration/integration-tests tests/capi/capi-test
+                   tests/support/node-launcher)
 # AddressSanitizer also runs the Redis Cluster votes (commands split over masters, redirections:
 # object lifetimes across connections); they run on the loop thread only, nothing new for TSan.
 asan_tests=(integration-cluster)

@@ -1,5 +1,5 @@
-/* The C API (redlock/redlock.h) from plain C11, against real redis-server processes that this
- * program starts itself (fork/exec on free ports) and kills at exit.
+/* The C API (redlock/redlock.h) from plain C11, against real redis-server processes that the tests'
+ * one launcher (tests/support/node-launcher) starts on free ports and stops at exit.
  *
  * Covers: acquire / contended / extend / release, the per-node record (including a node that is
  * down), handles that are NULL, freed, forged or of the wrong kind, a resource with NUL bytes
@@ -12,15 +12,16 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -74,9 +75,7 @@ static void sleep_ms(long ms) {
 
 #define NSERVERS 3
 
-static pid_t server_pid[NSERVERS];
 static int server_port[NSERVERS];
-static char server_dir[NSERVERS][64];
 
 static int free_port(void) {
   int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -171,63 +170,69 @@ static void redis_del_everywhere(const char* key, size_t len) {
   for (int i = 0; i < NSERVERS; ++i) redis_cmd(server_port[i], 2, argv, lens, reply, sizeof reply);
 }
 
-/* Starts redis-server on a free port. Another test may take that port between our probe and the
- * server's bind; PING would then reach its server, so a start only counts when our process is
- * still alive after answering. Returns 0 on success. */
-static int try_start_server(int i) {
-  server_port[i] = free_port();
-  char port[16];
-  snprintf(port, sizeof port, "%d", server_port[i]);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    /* Dies with this test even when the test is killed (meson's timeout): no stray servers. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* No persistence and nothing written: the directory stays empty. */
-    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
-    execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-           "--appendonly", "no", "--dir", server_dir[i], "--daemonize", "no", (char*)NULL);
-    _exit(127);
-  }
-  server_pid[i] = pid;
-  const char* ping[1] = {"PING"};
-  size_t ping_len[1] = {4};
-  char reply[64];
-  for (int tries = 0; tries < 250; ++tries) { /* up to 5 s */
-    if (redis_cmd(server_port[i], 1, ping, ping_len, reply, sizeof reply) == 0 &&
-        strcmp(reply, "+PONG") == 0) {
-      sleep_ms(50);
-      if (waitpid(pid, NULL, WNOHANG) == 0) return 0;
-      break;
-    }
-    if (waitpid(pid, NULL, WNOHANG) == pid) break;
-    sleep_ms(20);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  server_pid[i] = 0;
-  return -1;
-}
+/* The servers come from the tests' one launcher (tests/support/node-launcher, the C++ fixture as a
+ * program; meson names it in $REDLOCK_NODE_LAUNCHER): a free port (another one if it was taken
+ * meanwhile), a temp dir, the binary from $REDLOCK_TEST_REDIS_SERVER or PATH, ready once our own
+ * process answers PING. It prints "PORT PID TLS_PORT DIR" and keeps the server until its stdin
+ * ends: then it kills the server, waits for it and removes its dir. This program signals no
+ * server; the launchers (its children) end when it closes their stdin, or when it dies. */
+static pid_t launcher_pid[NSERVERS];
+static int launcher_in[NSERVERS] = {-1, -1, -1}; /* the write end of each launcher's stdin */
+
+extern char** environ;
 
 static void start_server(int i) {
-  snprintf(server_dir[i], sizeof server_dir[i], "/tmp/redlock-capi-XXXXXX");
-  REQUIRE(mkdtemp(server_dir[i]) != NULL);
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    if (try_start_server(i) == 0) return;
+  const char* launcher = getenv("REDLOCK_NODE_LAUNCHER");
+  if (launcher == NULL || *launcher == '\0') {
+    fprintf(stderr, "REDLOCK_NODE_LAUNCHER is not set: run through meson test\n");
+    exit(1);
   }
-  rmdir(server_dir[i]);
-  fprintf(stderr, "redis-server did not start (is redis-server installed?)\n");
-  exit(1);
+  int in[2], out[2];
+  REQUIRE(pipe(in) == 0 && pipe(out) == 0);
+  /* Our ends stay out of the launchers started after this one: its stdin must end when we close
+   * it. */
+  REQUIRE(fcntl(in[1], F_SETFD, FD_CLOEXEC) == 0 && fcntl(out[0], F_SETFD, FD_CLOEXEC) == 0);
+  posix_spawn_file_actions_t fa;
+  REQUIRE(posix_spawn_file_actions_init(&fa) == 0);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, in[0]);
+  posix_spawn_file_actions_addclose(&fa, out[1]);
+  char* argv[] = {(char*)launcher, NULL};
+  const int rc = posix_spawn(&launcher_pid[i], launcher, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  if (rc != 0) {
+    fprintf(stderr, "cannot start %s: %s\n", launcher, strerror(rc));
+    exit(1);
+  }
+  launcher_in[i] = in[1];
+  FILE* from = fdopen(out[0], "r");
+  REQUIRE(from != NULL);
+  char line[512];
+  int pid = 0, tls_port = 0;
+  if (fgets(line, sizeof line, from) == NULL ||
+      sscanf(line, "%d %d %d", &server_port[i], &pid, &tls_port) != 3) {
+    fprintf(stderr, "the launcher did not start a server (its message is above)\n");
+    exit(1);
+  }
+  fclose(from); /* its later answers are not read: this program sends it no command */
 }
 
 static void stop_servers(void) {
   for (int i = 0; i < NSERVERS; ++i) {
-    if (server_pid[i] > 0) {
-      kill(server_pid[i], SIGKILL);
-      waitpid(server_pid[i], NULL, 0);
-      server_pid[i] = 0;
+    if (launcher_in[i] >= 0) {
+      close(launcher_in[i]); /* end of input: the launcher stops its server and exits */
+      launcher_in[i] = -1;
     }
-    if (server_dir[i][0]) rmdir(server_dir[i]);
+  }
+  for (int i = 0; i < NSERVERS; ++i) {
+    if (launcher_pid[i] > 0) {
+      while (waitpid(launcher_pid[i], NULL, 0) < 0 && errno == EINTR) {
+      }
+      launcher_pid[i] = 0;
+    }
   }
 }
 
