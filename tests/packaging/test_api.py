@@ -2,7 +2,7 @@
 there that keeps it, with a reason; a row that removed or folded an entry point stays true (the
 entry point does not come back by accident); the no-throw convention holds (`try_f` beside a
 throwing `f` with the same parameters; no `std::error_code&` out-parameters); and the README's one
-example compiles against the headers.
+example and the guide's C++ blocks compile against the headers.
 
 An entry point is a public member function of a class or struct in include/redlock/*.hpp (the C
 API, redlock.h, has its own version and is not listed), or a function at namespace scope, written
@@ -26,6 +26,7 @@ SOURCE = os.environ.get("REDLOCK_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
 HEADERS = os.path.join(SOURCE, "include", "redlock")
 API_DOC = os.path.join(SOURCE, "docs", "api.md")
 README = os.path.join(SOURCE, "README.md")
+GUIDE = os.path.join(SOURCE, "docs", "guide.md")
 
 
 def strip_comments(text):
@@ -330,18 +331,73 @@ def readme_example():
             "\n".join(body) + "\n}\n")
 
 
-class ReadmeExample(unittest.TestCase):
-    def test_compiles(self):
-        cxx = os.environ.get("REDLOCK_CXX", "").split() or [shutil.which("c++") or "g++"]
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "readme_example.cpp")
-            with open(path, "w") as f:
-                f.write(readme_example())
-            r = subprocess.run(cxx + ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
-                                      "-I", os.path.join(SOURCE, "include"), path],
-                               capture_output=True, text=True, timeout=120)
-            self.assertEqual(r.returncode, 0, "README.md's example does not compile:\n" +
-                             readme_example() + "\n" + r.stderr)
+# The guide's C++ blocks are fragments of one service: each is compiled as the body of a function
+# that has the `client`, the `lo` and the parsed `nodes` the blocks before it made (a block that
+# declares its own shadows them, in a scope of its own), and the caller's helpers declared here.
+GUIDE_PRELUDE = """
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+#include <redlock/redlock.hpp>
+using namespace std::chrono_literals;
+namespace guide {
+[[noreturn]] void die(const std::string&);
+template <class... A> void log(A&&...);
+template <class... A> void log_async(A&&...);
+void skip();
+void retry_later();
+void alert(const char*);
+void stop_work();
+void do_work_fenced_with(std::uint64_t);
+void abort_and_retry_later();
+struct Db { template <class... A> int exec(A&&...); };
+inline Db db;
+inline bool degraded = false;
+inline std::string hostname;
+struct Step { std::chrono::milliseconds worst_case; void run(); };
+inline std::vector<Step> steps;
+"""
+
+
+def guide_program():
+    with open(GUIDE) as f:
+        blocks = re.findall(r"(?ms)^```cpp\n(.*?)^```", f.read())
+    assert len(blocks) >= 5, "docs/guide.md: fewer C++ blocks than expected (%d)" % len(blocks)
+    out = [GUIDE_PRELUDE]
+    for i, b in enumerate(blocks):
+        out.append("void block_%d(redlock::Client& client, redlock::LockOptions& lo,\n"
+                   "             std::optional<std::vector<redlock::NodeAddress>>& nodes) {\n"
+                   "{\n%s}\n}\n" % (i + 1, b))
+    out.append("}  // namespace guide\n")
+    return "".join(out)
+
+
+def compile_check(test, name, code, extra=()):
+    cxx = os.environ.get("REDLOCK_CXX", "").split() or [shutil.which("c++") or "g++"]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "example.cpp")
+        with open(path, "w") as f:
+            f.write(code)
+        r = subprocess.run(cxx + ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"] +
+                           list(extra) + ["-I", os.path.join(SOURCE, "include"), path],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            numbered = "\n".join("%4d %s" % (n + 1, l) for n, l in enumerate(code.split("\n")))
+            test.fail("%s does not compile:\n%s\n%s" % (name, numbered, r.stderr))
+
+
+class Examples(unittest.TestCase):
+    def test_readme_example_compiles(self):
+        compile_check(self, "README.md's example", readme_example())
+
+    def test_guide_blocks_compile(self):
+        # Fragments: what one block declares and the next does not use is not a mistake.
+        compile_check(self, "docs/guide.md's C++ blocks", guide_program(),
+                      ["-Wno-unused-variable", "-Wno-unused-parameter",
+                       "-Wno-unused-but-set-variable"])
 
 
 if __name__ == "__main__":
