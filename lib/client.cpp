@@ -149,17 +149,10 @@ StatusResult Client::status(std::string_view resource) {
   return f.get();
 }
 
-Lock Client::acquire(std::string_view resource, const AcquireOptions& options) {
-  auto r = try_acquire({std::string(resource)}, options);
+Lock Client::acquire(std::vector<std::string> resources, const AcquireOptions& options) {
+  auto r = try_acquire(std::move(resources), options);
   if (r.error) throw Error(r.error, r.message, std::move(r.nodes));
   return std::move(r.lock);
-}
-
-Lock Client::acquire(std::string_view resource, const AcquireOptions& options,
-                     std::error_code& ec) {
-  auto r = try_acquire({std::string(resource)}, options);
-  ec = r.error;
-  return r.error ? Lock{} : std::move(r.lock);
 }
 
 void Client::extend(Lock& lock, Millis ttl) {
@@ -168,23 +161,9 @@ void Client::extend(Lock& lock, Millis ttl) {
   lock = std::move(r.lock);
 }
 
-void Client::extend(Lock& lock, Millis ttl, std::error_code& ec) {
-  auto r = try_extend(lock, ttl);
-  ec = r.error;
-  if (!r.error) lock = std::move(r.lock);
-}
-
 void Client::release(const Lock& lock) {
   auto r = try_release(lock);
   if (r.error) throw Error(r.error, r.message, std::move(r.nodes));
-}
-
-void Client::release(const Lock& lock, std::error_code& ec) noexcept {
-  try {
-    ec = try_release(lock).error;
-  } catch (...) {
-    ec = make_error_code(Errc::shutdown);  // only std::bad_alloc / std::system_error from threads
-  }
 }
 
 namespace {
@@ -250,13 +229,6 @@ std::pair<Guard, AcquireResult> Client::try_lock(std::vector<std::string> resour
 Guard Client::lock(std::vector<std::string> resources, const LockOptions& options) {
   auto [guard, r] = try_lock(std::move(resources), options);
   if (r.error) throw Error(r.error, r.message, std::move(r.nodes));
-  return std::move(guard);
-}
-
-Guard Client::lock(std::vector<std::string> resources, const LockOptions& options,
-                   std::error_code& ec) {
-  auto [guard, r] = try_lock(std::move(resources), options);
-  ec = r.error;
   return std::move(guard);
 }
 

@@ -102,13 +102,6 @@ Leadership Election::campaign(std::string_view id, const CampaignOptions& option
   return std::move(leadership);
 }
 
-Leadership Election::campaign(std::string_view id, const CampaignOptions& options,
-                              std::error_code& ec) {
-  auto [leadership, r] = try_campaign(id, options);
-  ec = r.error;
-  return std::move(leadership);
-}
-
 LeaderResult Election::leader() {
   auto& impl = *client_.impl_;
   LeaderResult failed;

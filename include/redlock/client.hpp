@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <system_error>
+#include <utility>
 #include <vector>
 
 #include "redlock/engine.hpp"
@@ -33,33 +33,35 @@ class REDLOCK_API Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Blocking, never throws; the result says what happened on every node.
-  [[nodiscard]] AcquireResult try_acquire(std::vector<std::string> resources,
-                                          const AcquireOptions& options = {});
-  [[nodiscard]] ExtendResult try_extend(const Lock& lock, Millis ttl);
-  [[nodiscard]] ReleaseResult try_release(const Lock& lock);
-  [[nodiscard]] StatusResult status(std::string_view resource);
+  // Every blocking operation comes twice (docs/api.md): `f(...)` throws redlock::Error, which
+  // carries the error code, the message and the per-node record; `try_f(...)` never throws and
+  // returns that record (the result the async twin `f_async` delivers): `try_` means "does not
+  // throw" here, not "does not wait" as in std::mutex. Both forms of an acquisition try as
+  // AcquireOptions say: until `wait` has passed, else `retry_count` more attempts (0: try once).
 
-  // Blocking, std::filesystem style: the first throws redlock::Error (with the per-node record),
-  // the second sets `ec` and returns an empty Lock on failure.
-  [[nodiscard]] Lock acquire(std::string_view resource, const AcquireOptions& options = {});
-  [[nodiscard]] Lock acquire(std::string_view resource, const AcquireOptions& options,
-                             std::error_code& ec);
-  // On success `lock` gets its new deadline.
-  void extend(Lock& lock, Millis ttl);
-  void extend(Lock& lock, Millis ttl, std::error_code& ec);
-  void release(const Lock& lock);
-  void release(const Lock& lock, std::error_code& ec) noexcept;
-
-  // Takes a lock and holds it: the Guard releases it when destroyed, extends it automatically
-  // when `options.hold.auto_extend`, and reports a loss through `options.hold.on_lost`.
-  // The first throws redlock::Error; the second sets `ec` and returns an empty Guard.
+  // The one way to take a lock and hold it: the Guard releases it when destroyed, extends it
+  // automatically when `options.hold.auto_extend`, and reports a loss through
+  // `options.hold.on_lost`. try_lock() returns an empty Guard and the record on failure.
   [[nodiscard]] Guard lock(std::vector<std::string> resources, const LockOptions& options = {});
-  [[nodiscard]] Guard lock(std::vector<std::string> resources, const LockOptions& options,
-                           std::error_code& ec);
-  // Like lock(), never throws: the result has the per-node record on failure.
   [[nodiscard]] std::pair<Guard, AcquireResult> try_lock(std::vector<std::string> resources,
                                                          const LockOptions& options = {});
+
+  // A lock as a plain value, which nothing releases for you: for a lock that outlives this
+  // scope or this process (redlock-cli acquire hands its token to the shell; `Lock::from_token`
+  // brings it back to extend or release it).
+  [[nodiscard]] Lock acquire(std::vector<std::string> resources,
+                             const AcquireOptions& options = {});
+  [[nodiscard]] AcquireResult try_acquire(std::vector<std::string> resources,
+                                          const AcquireOptions& options = {});
+  // On success `lock` gets its new deadline (try_extend: the result's lock has it).
+  void extend(Lock& lock, Millis ttl);
+  [[nodiscard]] ExtendResult try_extend(const Lock& lock, Millis ttl);
+  void release(const Lock& lock);
+  [[nodiscard]] ReleaseResult try_release(const Lock& lock);
+
+  // What every node stores for `resource` (status_verdict() sums it up). A read: never throws;
+  // a node that could not be read says so in its own record.
+  [[nodiscard]] StatusResult status(std::string_view resource);
 
   // Asynchronous: the callback runs exactly once, on the I/O thread.
   void acquire_async(std::vector<std::string> resources, AcquireOptions options,

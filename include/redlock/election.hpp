@@ -64,10 +64,9 @@ class REDLOCK_API Leadership {
   [[nodiscard]] explicit operator bool() const noexcept { return is_leader(); }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   [[nodiscard]] const std::string& id() const noexcept { return id_; }
-  // The term: grows strictly from leader to leader (the lock's fence). 0 when empty.
+  // The term: grows strictly from leader to leader (the lock's fence, lock().fence()). 0 when
+  // empty. Fence what the leader writes with it.
   [[nodiscard]] std::uint64_t term() const noexcept { return term_; }
-  // The same number, for resources that take fencing tokens.
-  [[nodiscard]] std::uint64_t fence() const noexcept { return term_; }
   // Time left before the local deadline (moves forward with every extension).
   [[nodiscard]] Millis remaining() const noexcept { return guard_.remaining(); }
   // held, renew_failing (take on no new work), lost; none once resigned or empty.
@@ -134,11 +133,9 @@ class REDLOCK_API Election {
   // requested. Waiting candidates are woken by the leader's release (a hint; they try, and only
   // the replies elect) and poll at the retry delay otherwise. Must not be called from a
   // callback of the client (Errc::invalid_argument).
-  // The first throws redlock::Error; the second sets `ec` and returns an empty Leadership.
+  // Throws redlock::Error (with the per-node record of the last attempt); try_campaign never
+  // throws and returns an empty Leadership with that record instead (docs/api.md).
   [[nodiscard]] Leadership campaign(std::string_view id, const CampaignOptions& options = {});
-  [[nodiscard]] Leadership campaign(std::string_view id, const CampaignOptions& options,
-                                    std::error_code& ec);
-  // Never throws: the result says why it failed, per node.
   [[nodiscard]] std::pair<Leadership, AcquireResult> try_campaign(
       std::string_view id, const CampaignOptions& options = {});
 

@@ -32,7 +32,6 @@ class REDLOCK_API Lock {
   Lock() = default;
 
   [[nodiscard]] const std::vector<std::string>& resources() const noexcept { return resources_; }
-  [[nodiscard]] const std::string& resource() const noexcept { return resources_.front(); }
   [[nodiscard]] const std::string& token() const noexcept { return token_; }
   [[nodiscard]] Millis ttl() const noexcept { return ttl_; }
   // Validity computed when the lock was taken or last extended.

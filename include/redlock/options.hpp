@@ -124,25 +124,21 @@ struct REDLOCK_API NodeAddress {
 [[nodiscard]] REDLOCK_API std::optional<std::vector<NodeAddress>> parse_node_list(
     std::string_view text, std::string& error);
 
-// Parses `250ms`, `1.5s`, `10s`, `2m`, `1h`, `7d`, or a bare number meaning milliseconds: digits,
-// optionally a fraction, and a unit (ms, s, m, h, d). The result must be a whole number of
-// milliseconds. Rejects negative values, unknown units, overflow and empty text with a message
-// naming the value.
-[[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text,
-                                                               std::string& error);
-
 // What parse_duration makes of a number without a unit.
 enum class BareNumbers {
-  milliseconds,  // "1500" is 1500 ms: what the two-argument parse_duration does
+  milliseconds,  // "1500" is 1500 ms: the default
   // Refused with a message that suggests a unit ("a duration needs a unit, e.g. 30s or 30ms"):
   // for text that people write, who may count in seconds (flock -w, redis-cli EX). A lone "0"
   // is still zero, the same in every unit. What redlock-cli does with every duration.
   refused,
 };
-// parse_duration, with the choice of what a bare number means.
-[[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(std::string_view text,
-                                                               std::string& error,
-                                                               BareNumbers bare);
+
+// Parses `250ms`, `1.5s`, `10s`, `2m`, `1h`, `7d`, or a bare number (`bare` says what it means):
+// digits, optionally a fraction, and a unit (ms, s, m, h, d). The result must be a whole number of
+// milliseconds. Rejects negative values, unknown units, overflow and empty text with a message
+// naming the value.
+[[nodiscard]] REDLOCK_API std::optional<Millis> parse_duration(
+    std::string_view text, std::string& error, BareNumbers bare = BareNumbers::milliseconds);
 
 enum class LogLevel { debug, info, warning, error };
 
@@ -310,14 +306,11 @@ struct OptionsProblem {
 // Resources (non-empty, distinct, at most 1 MiB each, none whose key has the form of the library's
 // own keys: redlock/keys.hpp) and how the lock kinds combine: fencing, read/write and fair locks
 // take one resource; fair locks are exclusive and unfenced; fencing is for exclusive locks.
-// `drift_factor` and `key_prefix` are the client's (a ttl the drift alone uses up is refused).
+// `client` gives the settings of the client that bear on it: its drift_factor (a ttl the drift
+// alone uses up is refused), key_prefix, and declared max_ttl (a longer ttl is refused). What the
+// Engine checks.
 [[nodiscard]] REDLOCK_API std::optional<std::string> check_acquire(
     const std::vector<std::string>& resources, const AcquireOptions& options,
-    double drift_factor = 0.01, std::string_view key_prefix = {});
-// The same with every setting of the client that bears on it: its drift_factor and key_prefix,
-// and its declared max_ttl (a longer ttl is refused). What the Engine checks.
-[[nodiscard]] REDLOCK_API std::optional<std::string> check_acquire(
-    const std::vector<std::string>& resources, const AcquireOptions& options,
-    const Options& client);
+    const Options& client = {});
 
 }  // namespace redlock

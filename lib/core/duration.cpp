@@ -9,10 +9,6 @@
 
 namespace redlock {
 
-std::optional<Millis> parse_duration(std::string_view text, std::string& error) {
-  return parse_duration(text, error, BareNumbers::milliseconds);
-}
-
 std::optional<Millis> parse_duration(std::string_view text, std::string& error, BareNumbers bare) {
   using detail::quoted;
   auto fail = [&](const char* why) {

@@ -74,10 +74,9 @@ std::optional<std::string> check_options(const Options& o) {
 }
 
 std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
-                                         const AcquireOptions& o, double drift_factor,
-                                         std::string_view key_prefix) {
-  if (auto why = detail::check_resources(resources, key_prefix)) return why;
-  if (auto why = detail::check_ttl(o.ttl, drift_factor)) return why;
+                                         const AcquireOptions& o, const Options& client) {
+  if (auto why = detail::check_resources(resources, client.key_prefix)) return why;
+  if (auto why = detail::check_ttl(o.ttl, client.drift_factor)) return why;
   if (auto why = detail::check_election(resources.size(), o)) return why;
   if (o.wait && *o.wait < Millis{0}) return "wait must be >= 0";
   if (o.retry_count && *o.retry_count < 0) return "retry_count must be >= 0";
@@ -91,12 +90,6 @@ std::optional<std::string> check_acquire(const std::vector<std::string>& resourc
     return "heartbeat_ttl must be at least 100 ms";
   }
   if (o.mode != LockMode::exclusive && o.fence) return "fencing is offered on exclusive locks only";
-  return std::nullopt;
-}
-
-std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
-                                         const AcquireOptions& o, const Options& client) {
-  if (auto why = check_acquire(resources, o, client.drift_factor, client.key_prefix)) return why;
   return detail::check_declared_ttl(o.ttl, client);
 }
 

@@ -141,7 +141,7 @@ void HoldOp::on_extend(ExtendResult r) {
     const auto retry = detail::extend_retry_after(e_.options_.node_timeout, schedule_.extend_every);
     next_extend_ = BootClock::now() + retry;
     e_.log(LogLevel::warning,
-           "extending '" + lock_.resource() + "' failed: " + r.message + "; retrying");
+           "extending '" + lock_.resources().front() + "' failed: " + r.message + "; retrying");
     const bool first = !last_failure_;
     last_failure_ = std::move(r);
     if (first && callbacks_.on_renew_failing) {
@@ -167,7 +167,7 @@ void HoldOp::give_up() {
     message += "; no extension was due since the last one succeeded";
   }
   auto nodes = last_failure_ ? std::move(last_failure_->nodes) : std::vector<NodeOutcome>{};
-  e_.log(LogLevel::warning, "giving up '" + lock_.resource() + "': " + message);
+  e_.log(LogLevel::warning, "giving up '" + lock_.resources().front() + "': " + message);
   lose(Errc::no_quorum, std::move(message), std::move(nodes));
 }
 

@@ -83,7 +83,7 @@ TEST_CASE("election: three candidates, one leader at every instant, terms strict
       const auto from = Clock::now();
       REQUIRE(leadership.is_leader());
       CHECK(leadership.term() == r.lock.fence().value());
-      CHECK(leadership.fence() == leadership.term());
+      CHECK(leadership.lock().fence() == leadership.term());
       std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 30));
       // Still leader when it stops: its interval ends here, before the resign.
       REQUIRE(leadership.is_leader());

@@ -203,7 +203,7 @@ TEST_CASE("reentrancy: counted, no network I/O, only the last release reaches th
   CHECK(first.hold_count() == 2);
   // Another thread is another owner: refused.
   std::error_code other_ec;
-  std::thread([&] { auto g = client.lock({"re"}, o, other_ec); }).join();
+  std::thread([&] { other_ec = client.try_lock({"re"}, o).second.error; }).join();
   CHECK(other_ec == Errc::contended);
   first.release();
   CHECK(c.count_with_key("re") == 3);
@@ -262,9 +262,9 @@ TEST_CASE("reentrancy with an explicit owner id across threads; off by default")
   std::thread([&] { b = client.lock({"owner"}, o); }).join();
   CHECK(b.owns());
   CHECK(a.hold_count() == 2);
-  std::error_code ec;
-  Guard plain = client.lock({"owner"}, held(10s, false), ec);
-  CHECK(ec == Errc::contended);
+  auto [plain, r] = client.try_lock({"owner"}, held(10s, false));
+  CHECK(r.error == Errc::contended);
+  CHECK_FALSE(plain.owns());
 }
 
 TEST_CASE("restart guard: a run_id change excludes the node in a long-lived client") {
@@ -325,9 +325,9 @@ TEST_CASE("invalid hold options are refused before anything is sent") {
   Client client(options_for(c));
   auto o = held(300ms);
   o.hold.extend_every = 300ms;
-  std::error_code ec;
-  Guard g = client.lock({"bad-hold"}, o, ec);
-  CHECK(ec == Errc::invalid_argument);
+  auto [g, r] = client.try_lock({"bad-hold"}, o);
+  CHECK(r.error == Errc::invalid_argument);
+  CHECK_FALSE(g.owns());
   CHECK(c.count_with_key("bad-hold") == 0);
 }
 
@@ -485,9 +485,9 @@ TEST_CASE("renew deadline: unusable values are refused before anything is sent")
   Client client(options_for(c));
   auto o = held(3s);
   o.hold.renew_deadline = 1s;  // not above extend_every (ttl/3)
-  std::error_code ec;
-  Guard g = client.lock({"bad-renew"}, o, ec);
-  CHECK(ec == Errc::invalid_argument);
+  CHECK_THROWS_AS((void)client.lock({"bad-renew"}, o), redlock::Error);
+  auto [g, r1] = client.try_lock({"bad-renew"}, o);
+  CHECK(r1.error == Errc::invalid_argument);
   o.hold.renew_deadline = 4s;  // past the ttl
   auto [g2, r] = client.try_lock({"bad-renew"}, o);
   CHECK(r.error == Errc::invalid_argument);

@@ -266,10 +266,9 @@ int run_hold(const BenchArgs& a, const Globals& g) {
     kb_start = rss_kb();
     const auto t0 = Clock::now();
     for (int i = 0; i < count; ++i) {
-      std::error_code ec;
-      Guard gd = client.lock({prefix + "h:" + std::to_string(i)}, lo, ec);
-      if (ec) {
-        if (failed++ == 0) first_error = error_name(ec) + ": " + ec.message();
+      auto [gd, r] = client.try_lock({prefix + "h:" + std::to_string(i)}, lo);
+      if (!r) {
+        if (failed++ == 0) first_error = error_name(r.error) + ": " + r.error.message();
       } else {
         guards.push_back(std::move(gd));
       }

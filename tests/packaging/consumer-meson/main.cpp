@@ -27,10 +27,10 @@ int main(int argc, char** argv) {
   redlock::Client client(opts);
   redlock::AcquireOptions ao;
   ao.ttl = redlock::Millis{30000};
-  redlock::Lock lock = client.acquire(argv[2], ao);  // throws on failure: exit via terminate
+  redlock::Lock lock = client.acquire({argv[2]}, ao);  // throws on failure: exit via terminate
   std::printf("token=%s\n", lock.token().c_str());
   try {
-    (void)client.acquire(argv[2], ao);
+    (void)client.acquire({argv[2]}, ao);
     std::printf("second-acquire=succeeded\n");
   } catch (const redlock::Error& e) {
     std::printf("second-acquire=%s nodes=%zu\n",
