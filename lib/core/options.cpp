@@ -7,7 +7,6 @@
 #include <string>
 
 #include "core/address.hpp"
-#include "core/election.hpp"
 #include "core/validate.hpp"
 
 namespace redlock {
@@ -76,28 +75,15 @@ std::optional<std::string> check_options(const Options& o) {
 std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
                                          const AcquireOptions& o, double drift_factor,
                                          std::string_view key_prefix) {
-  if (auto why = detail::check_resources(resources, key_prefix)) return why;
-  if (auto why = detail::check_ttl(o.ttl, drift_factor)) return why;
-  if (auto why = detail::check_election(resources.size(), o)) return why;
-  if (o.wait && *o.wait < Millis{0}) return "wait must be >= 0";
-  if (o.retry_count && *o.retry_count < 0) return "retry_count must be >= 0";
-  if (o.fence && resources.size() > 1) return "fencing takes one resource per lock";
-  if (o.mode != LockMode::exclusive && resources.size() > 1)
-    return "read and write locks take one resource";
-  if (o.fair && (o.mode != LockMode::exclusive || o.fence || resources.size() > 1)) {
-    return "a fair lock is an exclusive lock on one resource, without fencing";
-  }
-  if (o.fair && (o.heartbeat_ttl < Millis{100} || o.heartbeat_ttl > max_ttl)) {
-    return "heartbeat_ttl must be at least 100 ms";
-  }
-  if (o.mode != LockMode::exclusive && o.fence) return "fencing is offered on exclusive locks only";
+  if (auto p = detail::find_acquire_problem(resources, o, drift_factor, key_prefix))
+    return std::move(p->reason);
   return std::nullopt;
 }
 
 std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
                                          const AcquireOptions& o, const Options& client) {
-  if (auto why = check_acquire(resources, o, client.drift_factor, client.key_prefix)) return why;
-  return detail::check_declared_ttl(o.ttl, client);
+  if (auto p = detail::find_acquire_problem(resources, o, client)) return std::move(p->reason);
+  return std::nullopt;
 }
 
 }  // namespace redlock
