@@ -8,7 +8,9 @@ lib/ has layers, and arrows only run downwards:
   that includes hiredis;
 - no public header names a hiredis, libuv or OpenSSL type (engine.hpp declares uv_loop_s only);
 - each public header's code lives in the lib/ file of its name;
-- no file under lib/ is longer than 650 lines;
+- no file under lib/ is longer than 650 lines, no function in lib/ longer than 120 lines, none in
+  tools/ longer than 150 (issue 42; measured by brace matching on the code without its comments,
+  strings and preprocessor lines: see functions());
 - one wire codec (issue 42): outside lib/net/ nothing includes hiredis, sets up an SSL_CTX or
   its verification, or encodes RESP commands; the tools' sync client (tools/nodes/client.cpp)
   links lib/net's codec (the redlock_wire archive) instead. The few test files with a reason to
@@ -119,6 +121,167 @@ def codec_offenders(pattern, exts):
                 found[rel] = line.strip()
                 break
     return found
+
+
+# ---- function lengths -------------------------------------------------------------------------
+
+FUNCTION_LIMITS = (("lib", 120), ("tools", 150))
+
+
+def strip_code(text):
+    """The code of a C or C++ file with its comments, string and character literals and
+    preprocessor lines blanked, every newline kept (so line numbers stay)."""
+    out, i, n = [], 0, len(text)
+    line_start = True
+    raw = re.compile(r'R"([^()\\ \t\n]{0,16})\(')
+    while i < n:
+        c = text[i]
+        if line_start:
+            line_start = False
+            j = i
+            while j < n and text[j] in " \t":
+                j += 1
+            if j < n and text[j] == "#":  # a preprocessor line and its continuations
+                while j < n and text[j] != "\n":
+                    if text.startswith("\\\n", j):
+                        out.append("\n")
+                        j += 1
+                    j += 1
+                i = j
+                continue
+        if c == "\n":
+            out.append(c)
+            line_start = True
+            i += 1
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        elif c == "R" and raw.match(text, i) and not (i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")):
+            m = raw.match(text, i)
+            end = text.find(")" + m.group(1) + '"', m.end())
+            end = n if end < 0 else end + len(m.group(1)) + 2
+            out.append('""' + "\n" * text.count("\n", i, end))
+            i = end
+        elif c in "\"'":
+            if c == "'":  # a digit separator (10'000, 0xff'ff) is no character literal
+                k = i
+                while k > 0 and (text[k - 1].isalnum() or text[k - 1] in "_."):
+                    k -= 1
+                if k < i and text[k].isdigit():
+                    i += 1
+                    continue
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+# What may follow a function's parameter list before its body.
+QUALIFIERS = re.compile(r"^\s*(?:(?:const|noexcept|override|final|mutable|volatile|&&|&)\s*)*"
+                        r"(?:->\s*[\w:<>,\s*&\[\]]+?)?\s*(?:requires\b.*)?$", re.S)
+
+
+def without_parentheses(s):
+    out, depth = [], 0
+    for ch in s:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def classify(header):
+    """What a '{' after `header` (the code since the last ';', '{' or '}' at namespace or class
+    level) opens: "namespace", "class", a function's "body", or "skip" (an initializer, an enum,
+    a lambda inside an initializer list: its braces belong to the header)."""
+    h = " ".join(header.split())
+    if h.startswith("template"):
+        h = re.sub(r"^template\s*<.*?>\s*", "", h)
+    if re.match(r"^(?:inline\s+)?namespace\b", h) or re.match(r'^extern\s*""$', h):
+        return "namespace"
+    flat = without_parentheses(h)
+    if re.match(r"^enum\b", flat) or h.count("(") != h.count(")"):
+        return "skip"
+    if re.match(r"^(?:class|struct|union)\b", flat) and "=" not in flat:
+        return "class"
+    if "(" not in h or re.search(r"(?<![=!<>+\-*/%&|^])=(?!=)",
+                                 re.sub(r"operator\s*[^\s(]*", "operator", flat)):
+        return "skip"  # `x{...}`, `x = {...}`, `f = [](...) {...}`
+    if re.search(r"\)\s*(?:noexcept\s*)?:(?!:)", h):  # a constructor's initializer list
+        return "body" if h.endswith((")", "}")) else "skip"
+    return "body" if QUALIFIERS.match(h[h.rfind(")") + 1:]) else "skip"
+
+
+def function_name(header):
+    h = " ".join(header.split())
+    m = re.search(r"([~\w:]*operator\s*(?:\(\)|[^\s(]+)|[~\w:]+)\s*\(", h)
+    return m.group(1) if m else h[:40]
+
+
+def functions(text):
+    """[(name, first line, lines)] of every function defined at namespace or class level, from
+    the first line of its declaration to its closing brace; lambdas and local classes count
+    towards the function they are in."""
+    code = strip_code(text)
+    n = len(code)
+
+    def matching(j):
+        depth = 0
+        for k in range(j, n):
+            if code[k] == "{":
+                depth += 1
+            elif code[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    return k
+        return n - 1
+
+    found, header_start, i = [], 0, 0
+    while i < n:
+        c = code[i]
+        if c == "{":
+            header = code[header_start:i]
+            kind = classify(header)
+            if kind == "skip":
+                i = matching(i) + 1  # the header goes on
+                continue
+            if kind == "body":
+                end = matching(i)
+                start = header_start + len(header) - len(header.lstrip())
+                first = code.count("\n", 0, start) + 1
+                found.append((function_name(header), first, code.count("\n", 0, end) + 2 - first))
+                i = end
+            header_start = i + 1
+        elif c in ";}" or (c == ":" and re.search(r"\b(?:public|private|protected)\s*$",
+                                                  code[header_start:i])):
+            header_start = i + 1
+        i += 1
+    return found
+
+
+def long_functions():
+    """["file:line:function:lines"] of every function over its folder's limit."""
+    over = []
+    for top, limit in FUNCTION_LIMITS:
+        for path in files_under(os.path.join(ROOT, top), C_EXTS):
+            rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+            for name, line, count in functions(read(path)):
+                if count > limit:
+                    over.append("%s:%d:%s:%d lines (limit %d)" % (rel, line, name, count, limit))
+    return over
 
 
 def layer(path):
@@ -289,6 +452,59 @@ class Layers(unittest.TestCase):
                 n = sum(1 for _ in f)
             with self.subTest(file=os.path.relpath(path, ROOT)):
                 self.assertLessEqual(n, 650)
+
+
+class FunctionLengths(unittest.TestCase):
+    def test_no_function_over_its_limit(self):
+        # No function over ~120 lines in lib/, ~150 in tools/ (issue 42: run_run had 184, the
+        # address parser 141, main 151).
+        over = long_functions()
+        self.assertEqual(over, [], "split these functions:\n" + "\n".join(over))
+
+    def test_the_measure_finds_what_it_measures(self):
+        # A measure that finds nothing proves nothing: the shapes that could fool brace matching,
+        # each with its expected length.
+        sample = "\n".join([
+            '#include <x>',                                   # 1
+            '#define OPEN {',                                 # 2
+            'namespace a {',                                  # 3
+            'namespace {',                                    # 4
+            'constexpr int table[] = {1, 2};',                # 5
+            'struct S final : B {',                           # 6
+            '  S(int x) : f_([](int y) { return y; }), g_{x} {',  # 7
+            '    s_ = "}";',                                  # 8
+            '  }',                                            # 9
+            '  int get() const noexcept { return 1\'000; }',  # 10
+            ' private:',                                      # 11
+            '  std::function<void()> h_{[] {}};',             # 12
+            '  enum class E { a, b };',                       # 13
+            '};',                                             # 14
+            '}  // namespace',                                # 15
+            'auto lambda = [](int) {',                        # 16
+            '  return 2;',                                    # 17
+            '};',                                             # 18
+            'template <typename T>',                          # 19
+            'auto f(T t) -> int {',                           # 20
+            "  char c = '{'; /* { */ // {",                   # 21
+            '  auto raw = R"x({)x";',                         # 22
+            '  struct Local { void m() {} };',                # 23
+            '  return [&] { return t; }();',                  # 24
+            '}',                                              # 25
+            'bool operator==(const S&, const S&) { return true; }',  # 26
+            'extern "C" int c_api(void) {',                   # 27
+            '  return 0;',                                    # 28
+            '}',                                              # 29
+            '}  // namespace a',                              # 30
+        ])
+        self.assertEqual(functions(sample), [("S", 7, 3), ("get", 10, 1), ("f", 19, 7),
+                                             ("operator==", 26, 1), ("c_api", 27, 3)])
+        # ... and, on the tree, functions where they are.
+        found = {name: count for name, _, count in
+                 functions(read(os.path.join(LIB, "core", "address.cpp")))}
+        self.assertIn("parse_address", found)
+        self.assertGreater(found["parse_query"], 60)
+        self.assertIn("main", [name for name, _, _ in functions(read(os.path.join(ROOT, "tools",
+                                                                                  "main.cpp")))])
 
 
 if __name__ == "__main__":
