@@ -6,9 +6,8 @@
 namespace redlock {
 
 std::optional<std::string> check_hold(Millis ttl, const HoldOptions& options) {
-  std::string why;
-  if (detail::hold_schedule(ttl, options, why)) return std::nullopt;
-  return why;
+  if (auto p = detail::find_hold_problem(ttl, options)) return std::move(p->reason);
+  return std::nullopt;
 }
 
 Guard::Guard() noexcept = default;

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -19,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "redlock/guard.hpp"
 #include "redlock/lock.hpp"
 #include "redlock/options.hpp"
 
@@ -130,11 +132,24 @@ inline constexpr const char* default_nodes_summary = "127.0.0.1:7001-7005";
 
 // Parses a duration flag (or variable) or throws UsageError naming it and the value. A unit is
 // required (docs/cli.md, "Durations"): a bare `30` is refused with a suggestion, a lone `0` is
-// zero.
+// zero. Whether the value can be used (a ttl that is positive, at most 365 days, longer than its
+// drift allowance, ...) is the library's one check to say: see refuse() and the check_ helpers.
 [[nodiscard]] Millis duration_arg(const std::string& flag, const std::string& text);
 
-// A --ttl value: a duration that is positive and at most 365 days, or UsageError.
-[[nodiscard]] Millis ttl_arg(const std::string& text);
+// Where a setting of a command came from, for a message about it: the flag (or variable) and the
+// text given there (empty for a switch, a number, or a value the library's reason names itself).
+struct Given {
+  std::string from;
+  std::string text;
+};
+// By the library's name of the setting (OptionsProblem::field: "ttl", "wait", "identity", ...).
+using GivenFlags = std::map<std::string, Given, std::less<>>;
+
+// A problem the library's own check found, as the usage error that names the flag (and the text)
+// it came from: "--ttl: '0': ttl must be positive, got 0 ms". A field that no flag set is reported
+// as "<what>: <reason>".
+[[noreturn]] void refuse(const OptionsProblem& problem, const GivenFlags& given,
+                         const std::string& what);
 
 // --read / --write flags to a lock mode; throws UsageError when both are given.
 [[nodiscard]] LockMode lock_mode(bool read, bool write);
@@ -167,10 +182,19 @@ inline constexpr const char* default_nodes_summary = "127.0.0.1:7001-7005";
 // come before the command's own output. Thread-safe.
 void flush_warnings();
 
-// The library's own checks of an acquisition (how the lock kinds combine, the resources, a ttl
-// the drift uses up), made before anything is sent: UsageError with the library's reason.
+// The library's own checks, each made once before anything is sent (the Engine would refuse the
+// same with Errc::invalid_argument): UsageError naming the flag, see refuse().
+// An acquisition: the resources, the ttl (positive, at most 365 days, longer than its drift
+// allowance, within the declared --max-ttl), the election's identity, how the lock kinds combine.
 void check_acquisition(const std::vector<std::string>& resources, const AcquireOptions& options,
-                       const Options& client_options);
+                       const Options& client_options, const GivenFlags& given);
+// A hold of a lock of `ttl` (run, elect, bench --hold: auto-extended): the ttl long enough to be
+// extended, the renew deadline within it.
+void check_holding(Millis ttl, const HoldOptions& hold, const GivenFlags& given);
+// A held lock given by its token (release; extend with its new `ttl`): the token, the resources.
+void check_held_lock(const std::vector<std::string>& resources, const std::string& token,
+                     std::optional<Millis> ttl, const Options& client_options,
+                     const GivenFlags& given, const std::string& what);
 
 // How `acquire` and `run` try again, as a shell user expects. Without --wait a lock held by
 // someone else is an answer, as with `flock -n`: one attempt, and exit 1 at once. No quorum

@@ -17,6 +17,8 @@
 #include <stdexcept>
 
 #include "cli.hpp"
+#include "core/timing.hpp"
+#include "core/validate.hpp"
 #include "output.hpp"
 
 namespace redlock::cli {
@@ -28,20 +30,31 @@ Millis duration_arg(const std::string& flag, const std::string& text) {
   return *d;
 }
 
-Millis ttl_arg(const std::string& text) {
-  const Millis ttl = duration_arg("--ttl", text);
-  if (ttl.count() <= 0) throw UsageError("--ttl: must be positive, got '" + text + "'");
-  if (ttl > max_ttl) throw UsageError("--ttl: '" + text + "' is longer than 365 days");
-  return ttl;
+[[noreturn]] void refuse(const OptionsProblem& problem, const GivenFlags& given,
+                         const std::string& what) {
+  const auto it = given.find(problem.field);
+  if (it == given.end()) throw UsageError(what + ": " + problem.reason);
+  const Given& from = it->second;
+  throw UsageError(from.from + ": " +
+                   (from.text.empty() ? "" : "'" + printable(from.text) + "': ") + problem.reason);
 }
 
 void check_acquisition(const std::vector<std::string>& resources, const AcquireOptions& options,
-                       const Options& client_options) {
-  // The engine would refuse the same with Errc::invalid_argument; asking first means nothing is
-  // sent and the reason is reported as what it is, a usage error.
-  if (auto why = check_acquire(resources, options, client_options)) {
-    throw UsageError("cannot acquire: " + *why);
-  }
+                       const Options& client_options, const GivenFlags& given) {
+  if (auto p = detail::find_acquire_problem(resources, options, client_options))
+    refuse(*p, given, "cannot acquire");
+}
+
+void check_holding(Millis ttl, const HoldOptions& hold, const GivenFlags& given) {
+  if (auto p = detail::find_hold_problem(ttl, hold)) refuse(*p, given, "cannot hold");
+}
+
+void check_held_lock(const std::vector<std::string>& resources, const std::string& token,
+                     std::optional<Millis> ttl, const Options& client_options,
+                     const GivenFlags& given, const std::string& what) {
+  auto p = ttl ? detail::find_extend_problem(resources, token, *ttl, client_options)
+               : detail::find_token_problem(resources, token, client_options.key_prefix);
+  if (p) refuse(*p, given, what);
 }
 
 namespace {
@@ -345,10 +358,7 @@ Options make_options(const Globals& g) {
   // Each setting is parsed here and checked once, by the library's own check (the one the Engine
   // makes), whose complaint is reported under the flag or variable the value came from, with the
   // text as given.
-  struct Given {
-    std::string from, text;
-  };
-  std::map<std::string, Given, std::less<>> given;
+  GivenFlags given;
   const auto duration = [&](const char* field, const char* flag, const std::string& text,
                             const char* variable = nullptr) -> std::optional<Millis> {
     if (!text.empty()) {
@@ -385,14 +395,7 @@ Options make_options(const Globals& g) {
     o.min_replicas = *g.min_replicas;
   }
   o.replica_timeout = duration("replica_timeout", "--replica-timeout", g.replica_timeout);
-  if (auto p = find_options_problem(o)) {
-    const auto it = given.find(p->field);
-    if (it == given.end()) throw UsageError(p->field + ": " + p->reason);
-    const Given& from = it->second;
-    throw UsageError(from.from + ": " +
-                     (from.text.empty() ? "" : "'" + printable(from.text) + "'" + ": ") +
-                     p->reason);
-  }
+  if (auto p = find_options_problem(o)) refuse(*p, given, p->field);
   warn_insecure(o, g.quiet);
   warn_small_quorum(o.nodes.size(), g.quiet);
   log_sink().configure(g.verbose, g.quiet, o.nodes.size());

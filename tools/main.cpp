@@ -120,19 +120,9 @@ std::string given_more_than_once(const std::string& what) {
   return out;
 }
 
-}  // namespace
-}  // namespace redlock::cli
-
-int main(int argc, char** argv) {
-  using namespace redlock::cli;
-  CLI::App app{"redlock-cli: distributed locks over independent Redis masters (Redlock)"};
-  app.name("redlock-cli");
-  app.set_version_flag("--version", std::string("redlock-cli ") + redlock::version());
-  app.require_subcommand(0, 1);  // an unknown word is then reported by name
-  app.fallthrough();             // global flags may also follow the subcommand
-
-  Globals g;
-  const std::vector<Option> globals = {
+// The global flags, accepted before or after the command; their values go to `g`.
+std::vector<Option> global_options(Globals& g) {
+  return {
       {"-n,--nodes", &g.nodes,
        "Comma-separated node addresses (redis://[user:pass@]host:port[/db], "
        "unix:///path[?db=N], host:port, a Sentinel-managed master as "
@@ -217,6 +207,21 @@ int main(int argc, char** argv) {
        "Waiters poll only: no pub/sub connection listening for releases (default: a waiter "
        "tries again as soon as a quorum of nodes saw the lock released)"},
   };
+}
+
+}  // namespace
+}  // namespace redlock::cli
+
+int main(int argc, char** argv) {
+  using namespace redlock::cli;
+  CLI::App app{"redlock-cli: distributed locks over independent Redis masters (Redlock)"};
+  app.name("redlock-cli");
+  app.set_version_flag("--version", std::string("redlock-cli ") + redlock::version());
+  app.require_subcommand(0, 1);  // an unknown word is then reported by name
+  app.fallthrough();             // global flags may also follow the subcommand
+
+  Globals g;
+  const std::vector<Option> globals = global_options(g);
   add_options(app, globals);
 
   const std::vector<Command> commands = {

@@ -276,6 +276,111 @@ bool parse_query(std::string_view query, NodeAddress& a, std::string& why) {
   return true;
 }
 
+// unix:///path[?db=N&min_replicas=N]: `rest` is what follows the scheme.
+bool parse_unix_address(std::string_view rest, NodeAddress& a, std::string& why) {
+  a.transport = NodeAddress::Transport::unix_socket;
+  auto q = rest.find('?');
+  auto path = rest.substr(0, q);
+  if (path.empty() || path.front() != '/') {
+    why = "unix socket path must be absolute (unix:///path)";
+    return false;
+  }
+  if (path.size() > 107) {
+    why = "unix socket path longer than 107 bytes";
+    return false;
+  }
+  a.path = std::string(path);
+  if (q != std::string_view::npos) {
+    auto query = rest.substr(q + 1);
+    bool db_seen = false;
+    while (true) {
+      const auto amp = query.find('&');
+      const auto item = query.substr(0, amp);
+      if (item.starts_with("db=") && !db_seen) {
+        db_seen = true;
+        if (!parse_db(item.substr(3), a, why)) return false;
+      } else if (item.starts_with("min_replicas=") && !a.min_replicas) {
+        if (!parse_min_replicas(item.substr(13), a, why)) return false;
+      } else {
+        why = "only ?db=N and min_replicas=N (each once) are understood after a unix socket path";
+        return false;
+      }
+      if (amp == std::string_view::npos) break;
+      query = query.substr(amp + 1);
+    }
+  }
+  return true;
+}
+
+// A URL's credentials (what comes before the last '@' of its authority), %-decoded.
+bool parse_userinfo(std::string_view userinfo, NodeAddress& a, std::string& why) {
+  auto colon = userinfo.find(':');
+  std::string user, pass;
+  if (colon == std::string_view::npos) {
+    // redis://secret@host: a password alone, as redis-cli understands it
+    if (!percent_decode(userinfo, pass)) {
+      why = "bad %-escape in password";
+      return false;
+    }
+  } else {
+    if (!percent_decode(userinfo.substr(0, colon), user) ||
+        !percent_decode(userinfo.substr(colon + 1), pass)) {
+      why = "bad %-escape in user or password";
+      return false;
+    }
+  }
+  // A user without a password (`redis://alice:@host`) is left for the caller to complete
+  // (redlock-cli: --password-file); check_options refuses it if nobody does.
+  a.user = std::move(user);
+  a.password = std::move(pass);
+  return true;
+}
+
+// What follows the scheme of a redis://-like URL ([user[:password]@]host[:port], then /db or
+// /master-name, then ?query); `a` has the scheme's kind and TLS already.
+bool parse_url_rest(std::string_view rest, NodeAddress& a, std::string& why) {
+  // The credentials end at the last '@': a '/' or '?' before it can only be part of them.
+  const auto last_at = rest.rfind('@');
+  const auto after_userinfo = last_at == std::string_view::npos ? 0 : last_at + 1;
+  if (last_at != std::string_view::npos &&
+      rest.substr(0, last_at).find('/') != std::string_view::npos) {
+    why =
+        "a '/' in the user or password must be written %2F (and '@' as %40, '?' as %3F, ':' in a "
+        "user name as %3A)";
+    return false;
+  }
+  const auto q = rest.find('?', after_userinfo);
+  if (q != std::string_view::npos) {
+    if (!parse_query(rest.substr(q + 1), a, why)) return false;
+    rest = rest.substr(0, q);
+  }
+  auto slash = rest.find('/', after_userinfo);
+  auto authority = rest.substr(0, slash);
+  const auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  if (a.kind == NodeAddress::Kind::sentinel) {
+    if (!valid_master_name(path)) {
+      why = path.empty() ? "a sentinel address needs the master's name: "
+                           "redis+sentinel://host:port/master-name"
+                         : "bad master name (letters, digits, '.', '-', '_', at most 200)";
+      return false;
+    }
+    a.master_name = std::string(path);
+  } else if (a.kind == NodeAddress::Kind::cluster) {
+    if (!path.empty()) {
+      why = "a Redis Cluster has database 0 only: no /" + std::string(path) +
+            " (redis+cluster://host:port)";
+      return false;
+    }
+  } else if (!path.empty() && !parse_db(path, a, why)) {
+    return false;
+  }
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    if (!parse_userinfo(authority.substr(0, at), a, why)) return false;
+    authority = authority.substr(at + 1);
+  }
+  return parse_host_port(authority, a, why);
+}
+
 bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   if (text.empty()) {
     why = "empty address";
@@ -290,43 +395,8 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
   constexpr std::string_view redis_scheme = "redis://";
   constexpr std::string_view rediss_scheme = "rediss://";
   constexpr std::string_view unix_scheme = "unix://";
-  if (text.starts_with(unix_scheme)) {
-    a.transport = NodeAddress::Transport::unix_socket;
-    auto rest = text.substr(unix_scheme.size());
-    auto q = rest.find('?');
-    auto path = rest.substr(0, q);
-    if (path.empty() || path.front() != '/') {
-      why = "unix socket path must be absolute (unix:///path)";
-      return false;
-    }
-    if (path.size() > 107) {
-      why = "unix socket path longer than 107 bytes";
-      return false;
-    }
-    a.path = std::string(path);
-    if (q != std::string_view::npos) {
-      auto query = rest.substr(q + 1);
-      bool db_seen = false;
-      while (true) {
-        const auto amp = query.find('&');
-        const auto item = query.substr(0, amp);
-        if (item.starts_with("db=") && !db_seen) {
-          db_seen = true;
-          if (!parse_db(item.substr(3), a, why)) return false;
-        } else if (item.starts_with("min_replicas=") && !a.min_replicas) {
-          if (!parse_min_replicas(item.substr(13), a, why)) return false;
-        } else {
-          why = "only ?db=N and min_replicas=N (each once) are understood after a unix socket path";
-          return false;
-        }
-        if (amp == std::string_view::npos) break;
-        query = query.substr(amp + 1);
-      }
-    }
-    return true;
-  }
-  std::string_view rest;
-  bool url = false;
+  if (text.starts_with(unix_scheme))
+    return parse_unix_address(text.substr(unix_scheme.size()), a, why);
   using K = NodeAddress::Kind;
   for (auto [scheme, tls, kind] :
        {std::tuple{redis_scheme, false, K::server}, std::tuple{rediss_scheme, true, K::server},
@@ -336,74 +406,10 @@ bool parse_address(std::string_view text, NodeAddress& a, std::string& why) {
         std::tuple{std::string_view("redis+cluster://"), false, K::cluster},
         std::tuple{std::string_view("rediss+cluster://"), true, K::cluster}}) {
     if (!text.starts_with(scheme)) continue;
-    url = true;
-    rest = text.substr(scheme.size());
     a.tls = tls;
     a.kind = kind;
     if (kind == K::sentinel) a.port = 26379;
-    break;
-  }
-  if (url) {
-    // The credentials end at the last '@': a '/' or '?' before it can only be part of them.
-    const auto last_at = rest.rfind('@');
-    const auto after_userinfo = last_at == std::string_view::npos ? 0 : last_at + 1;
-    if (last_at != std::string_view::npos &&
-        rest.substr(0, last_at).find('/') != std::string_view::npos) {
-      why =
-          "a '/' in the user or password must be written %2F (and '@' as %40, '?' as %3F, ':' in a "
-          "user name as %3A)";
-      return false;
-    }
-    const auto q = rest.find('?', after_userinfo);
-    if (q != std::string_view::npos) {
-      if (!parse_query(rest.substr(q + 1), a, why)) return false;
-      rest = rest.substr(0, q);
-    }
-    auto slash = rest.find('/', after_userinfo);
-    auto authority = rest.substr(0, slash);
-    const auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-    if (a.kind == NodeAddress::Kind::sentinel) {
-      if (!valid_master_name(path)) {
-        why = path.empty() ? "a sentinel address needs the master's name: "
-                             "redis+sentinel://host:port/master-name"
-                           : "bad master name (letters, digits, '.', '-', '_', at most 200)";
-        return false;
-      }
-      a.master_name = std::string(path);
-    } else if (a.kind == NodeAddress::Kind::cluster) {
-      if (!path.empty()) {
-        why = "a Redis Cluster has database 0 only: no /" + std::string(path) +
-              " (redis+cluster://host:port)";
-        return false;
-      }
-    } else if (!path.empty() && !parse_db(path, a, why)) {
-      return false;
-    }
-    auto at = authority.rfind('@');
-    if (at != std::string_view::npos) {
-      auto userinfo = authority.substr(0, at);
-      authority = authority.substr(at + 1);
-      auto colon = userinfo.find(':');
-      std::string user, pass;
-      if (colon == std::string_view::npos) {
-        // redis://secret@host: a password alone, as redis-cli understands it
-        if (!percent_decode(userinfo, pass)) {
-          why = "bad %-escape in password";
-          return false;
-        }
-      } else {
-        if (!percent_decode(userinfo.substr(0, colon), user) ||
-            !percent_decode(userinfo.substr(colon + 1), pass)) {
-          why = "bad %-escape in user or password";
-          return false;
-        }
-      }
-      // A user without a password (`redis://alice:@host`) is left for the caller to complete
-      // (redlock-cli: --password-file); check_options refuses it if nobody does.
-      a.user = std::move(user);
-      a.password = std::move(pass);
-    }
-    return parse_host_port(authority, a, why);
+    return parse_url_rest(text.substr(scheme.size()), a, why);
   }
   if (text.find("://") != std::string_view::npos) {
     why =

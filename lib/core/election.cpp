@@ -101,14 +101,16 @@ LeaderResult decide_leader(const std::vector<LeaderRow>& rows) {
   return res;
 }
 
-std::optional<std::string> check_election(std::size_t resources, const AcquireOptions& o) {
+std::optional<OptionsProblem> check_election(std::size_t resources, const AcquireOptions& o) {
+  using P = OptionsProblem;
   if (o.mode != LockMode::leader) {
     if (o.identity.empty()) return std::nullopt;
-    return "an identity is for LockMode::leader (an election) only";
+    return P{"identity", "an identity is for LockMode::leader (an election) only"};
   }
-  if (resources > 1) return "an election takes one name";
-  if (o.fair || o.fence) return "an election's lock is fenced already, and not fair";
-  return check_identity(o.identity);
+  if (resources > 1) return P{"mode", "an election takes one name"};
+  if (o.fair || o.fence) return P{"mode", "an election's lock is fenced already, and not fair"};
+  if (auto why = check_identity(o.identity)) return P{"identity", *why};
+  return std::nullopt;
 }
 
 }  // namespace detail

@@ -41,8 +41,9 @@ struct LeaderRow {
 [[nodiscard]] LeaderResult decide_leader(const std::vector<LeaderRow>& rows);
 
 // The checks check_acquire() adds for LockMode::leader (and for an identity given with another
-// mode), naming the bad value.
-[[nodiscard]] std::optional<std::string> check_election(std::size_t resources,
-                                                        const AcquireOptions& o);
+// mode), naming the bad value: the field is "identity" for the identity itself, "mode" for what
+// an election cannot be combined with.
+[[nodiscard]] std::optional<OptionsProblem> check_election(std::size_t resources,
+                                                           const AcquireOptions& o);
 
 }  // namespace redlock::detail

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "core/address.hpp"
-#include "core/election.hpp"
 #include "core/validate.hpp"
 
 namespace redlock {
@@ -75,22 +74,8 @@ std::optional<std::string> check_options(const Options& o) {
 
 std::optional<std::string> check_acquire(const std::vector<std::string>& resources,
                                          const AcquireOptions& o, const Options& client) {
-  if (auto why = detail::check_resources(resources, client.key_prefix)) return why;
-  if (auto why = detail::check_ttl(o.ttl, client.drift_factor)) return why;
-  if (auto why = detail::check_election(resources.size(), o)) return why;
-  if (o.wait && *o.wait < Millis{0}) return "wait must be >= 0";
-  if (o.retry_count && *o.retry_count < 0) return "retry_count must be >= 0";
-  if (o.fence && resources.size() > 1) return "fencing takes one resource per lock";
-  if (o.mode != LockMode::exclusive && resources.size() > 1)
-    return "read and write locks take one resource";
-  if (o.fair && (o.mode != LockMode::exclusive || o.fence || resources.size() > 1)) {
-    return "a fair lock is an exclusive lock on one resource, without fencing";
-  }
-  if (o.fair && (o.heartbeat_ttl < Millis{100} || o.heartbeat_ttl > max_ttl)) {
-    return "heartbeat_ttl must be at least 100 ms";
-  }
-  if (o.mode != LockMode::exclusive && o.fence) return "fencing is offered on exclusive locks only";
-  return detail::check_declared_ttl(o.ttl, client);
+  if (auto p = detail::find_acquire_problem(resources, o, client)) return std::move(p->reason);
+  return std::nullopt;
 }
 
 }  // namespace redlock

@@ -5,16 +5,18 @@
 namespace redlock::detail {
 
 std::optional<HoldSchedule> hold_schedule(Millis ttl, const HoldOptions& options,
-                                          std::string& why) {
+                                          OptionsProblem& problem) {
   if (options.auto_extend && ttl < min_auto_extended_ttl) {
-    why = "a ttl of " + std::to_string(ttl.count()) + " ms is too short to be extended (at least " +
-          std::to_string(min_auto_extended_ttl.count()) + " ms)";
+    problem = {"ttl", "a ttl of " + std::to_string(ttl.count()) +
+                          " ms is too short to be extended (at least " +
+                          std::to_string(min_auto_extended_ttl.count()) + " ms)"};
     return std::nullopt;
   }
   const Millis every = options.extend_every.value_or(ttl / 3);
   if (every <= Millis{0} || every >= ttl) {
-    why = "extend_every must be positive and below the ttl (" + std::to_string(ttl.count()) +
-          " ms), got " + std::to_string(every.count()) + " ms";
+    problem = {"extend_every", "extend_every must be positive and below the ttl (" +
+                                   std::to_string(ttl.count()) + " ms), got " +
+                                   std::to_string(every.count()) + " ms"};
     return std::nullopt;
   }
   // (At least 1 ms past the first extension, so that a usable extend_every always has a usable
@@ -22,12 +24,19 @@ std::optional<HoldSchedule> hold_schedule(Millis ttl, const HoldOptions& options
   const Millis renew =
       options.renew_deadline.value_or(every + std::max(Millis{1}, (ttl - every) / 2));
   if (renew <= every || renew > ttl) {
-    why = "renew_deadline must be above extend_every (" + std::to_string(every.count()) +
-          " ms) and at most the ttl (" + std::to_string(ttl.count()) + " ms), got " +
-          std::to_string(renew.count()) + " ms";
+    problem = {"renew_deadline", "renew_deadline must be above extend_every (" +
+                                     std::to_string(every.count()) + " ms) and at most the ttl (" +
+                                     std::to_string(ttl.count()) + " ms), got " +
+                                     std::to_string(renew.count()) + " ms"};
     return std::nullopt;
   }
   return HoldSchedule{every, renew};
+}
+
+std::optional<OptionsProblem> find_hold_problem(Millis ttl, const HoldOptions& options) {
+  OptionsProblem problem;
+  if (hold_schedule(ttl, options, problem)) return std::nullopt;
+  return problem;
 }
 
 ReplicaWait replica_wait(const Options& options, const NodeAddress& address) {

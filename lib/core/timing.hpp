@@ -25,9 +25,13 @@ struct HoldSchedule {
 // of client-go's leader election (RenewDeadline 10 s of a 15 s lease). nullopt, with `why` naming
 // the bad value, when extend_every is not in (0, ttl) or renew_deadline not in (extend_every, ttl]
 // (a renew deadline at the ttl gives up only at the validity deadline, as without one).
-// With auto_extend, also when the ttl is below min_auto_extended_ttl.
+// With auto_extend, also when the ttl is below min_auto_extended_ttl. `problem` names the field at
+// fault ("ttl", "extend_every", "renew_deadline"; validate.hpp's convention).
 [[nodiscard]] std::optional<HoldSchedule> hold_schedule(Millis ttl, const HoldOptions& options,
-                                                        std::string& why);
+                                                        OptionsProblem& problem);
+// The hold's check alone (check_hold() is its reason): nullopt when hold_schedule() has one.
+[[nodiscard]] std::optional<OptionsProblem> find_hold_problem(Millis ttl,
+                                                              const HoldOptions& options);
 // The shortest ttl a hold extends automatically: a round to five nodes takes a few ms, and an
 // extension every ttl / 3 must fit several of them before the lock runs out (below this the
 // watchdog would mostly report losses). `redlock-cli run` always extends, so its --ttl has it.

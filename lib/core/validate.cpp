@@ -3,6 +3,7 @@
 #include <set>
 #include <string_view>
 
+#include "core/election.hpp"
 #include "core/quorum.hpp"
 #include "core/token.hpp"
 #include "redlock/keys.hpp"
@@ -79,6 +80,55 @@ std::optional<std::string> check_token_resources(std::string_view token, std::si
   return "the token is of a lock over " + std::to_string(*n) + " resources, " +
          std::to_string(resources) +
          " given: give all of them (a part would be released and the rest stay held)";
+}
+
+std::optional<OptionsProblem> find_acquire_problem(const std::vector<std::string>& resources,
+                                                   const AcquireOptions& o, double drift_factor,
+                                                   std::string_view key_prefix) {
+  using P = OptionsProblem;
+  if (auto why = check_resources(resources, key_prefix)) return P{"resources", *why};
+  if (auto why = check_ttl(o.ttl, drift_factor)) return P{"ttl", *why};
+  if (auto p = check_election(resources.size(), o)) return p;
+  if (o.wait && *o.wait < Millis{0}) return P{"wait", "wait must be >= 0"};
+  if (o.retry_count && *o.retry_count < 0) return P{"retry_count", "retry_count must be >= 0"};
+  if (o.fence && resources.size() > 1) return P{"fence", "fencing takes one resource per lock"};
+  if (o.mode != LockMode::exclusive && resources.size() > 1)
+    return P{"mode", "read and write locks take one resource"};
+  if (o.fair && (o.mode != LockMode::exclusive || o.fence || resources.size() > 1)) {
+    return P{"fair", "a fair lock is an exclusive lock on one resource, without fencing"};
+  }
+  if (o.fair && (o.heartbeat_ttl < Millis{100} || o.heartbeat_ttl > max_ttl)) {
+    return P{"heartbeat_ttl", "heartbeat_ttl must be at least 100 ms"};
+  }
+  if (o.mode != LockMode::exclusive && o.fence)
+    return P{"fence", "fencing is offered on exclusive locks only"};
+  return std::nullopt;
+}
+
+std::optional<OptionsProblem> find_acquire_problem(const std::vector<std::string>& resources,
+                                                   const AcquireOptions& o, const Options& client) {
+  if (auto p = find_acquire_problem(resources, o, client.drift_factor, client.key_prefix)) return p;
+  if (auto why = check_declared_ttl(o.ttl, client)) return OptionsProblem{"ttl", *why};
+  return std::nullopt;
+}
+
+std::optional<OptionsProblem> find_token_problem(const std::vector<std::string>& resources,
+                                                 std::string_view token,
+                                                 std::string_view key_prefix) {
+  using P = OptionsProblem;
+  if (token.empty()) return P{"token", "empty lock (no token)"};
+  if (auto why = check_resources(resources, key_prefix)) return P{"resources", *why};
+  if (auto why = check_token_resources(token, resources.size())) return P{"token", *why};
+  return std::nullopt;
+}
+
+std::optional<OptionsProblem> find_extend_problem(const std::vector<std::string>& resources,
+                                                  std::string_view token, Millis ttl,
+                                                  const Options& client) {
+  if (auto p = find_token_problem(resources, token, client.key_prefix)) return p;
+  if (auto why = check_ttl(ttl, client.drift_factor)) return OptionsProblem{"ttl", *why};
+  if (auto why = check_declared_ttl(ttl, client)) return OptionsProblem{"ttl", *why};
+  return std::nullopt;
 }
 
 }  // namespace redlock::detail

@@ -1,6 +1,8 @@
 #pragma once
 // Checks of options and arguments: pure functions, shared by the Engine, the C API and the CLI
-// (through check_options / check_acquire in options.hpp).
+// (check_options / check_acquire in options.hpp are made of them). Each check is made here once:
+// the Engine refuses what these find, and the CLI asks them before anything is sent, naming the
+// flag a bad value came from.
 
 #include <cstddef>
 #include <optional>
@@ -28,5 +30,29 @@ inline constexpr std::size_t max_resource_bytes = 1 << 20;
 // A token that names its number of resources (token.hpp) must come with exactly that many.
 [[nodiscard]] std::optional<std::string> check_token_resources(std::string_view token,
                                                                std::size_t resources);
+
+// The bad argument of one call, named by what it is, with the reason: "resources", "ttl",
+// "wait", "retry_count", "identity", "mode", "fence", "fair", "heartbeat_ttl", "token". The
+// public checks give the reason alone (check_acquire); the CLI reports it under its flag.
+//
+// An acquisition (start_acquire refuses these): resources, ttl (positive, at most max_ttl, longer
+// than its drift allowance), the election's identity, and how the lock kinds combine.
+[[nodiscard]] std::optional<OptionsProblem> find_acquire_problem(
+    const std::vector<std::string>& resources, const AcquireOptions& options, double drift_factor,
+    std::string_view key_prefix);
+// The same with every setting of the client that bears on it: also a ttl above its declared
+// max_ttl (field "ttl").
+[[nodiscard]] std::optional<OptionsProblem> find_acquire_problem(
+    const std::vector<std::string>& resources, const AcquireOptions& options,
+    const Options& client);
+// A held lock named by its resources and token (release, extend): a token ("token": empty, or
+// one of a lock over another number of resources) and the resources.
+[[nodiscard]] std::optional<OptionsProblem> find_token_problem(
+    const std::vector<std::string>& resources, std::string_view token, std::string_view key_prefix);
+// An extension (start_extend refuses these): the lock's, then its new ttl, checked as an
+// acquisition's ttl is.
+[[nodiscard]] std::optional<OptionsProblem> find_extend_problem(
+    const std::vector<std::string>& resources, std::string_view token, Millis ttl,
+    const Options& client);
 
 }  // namespace redlock::detail

@@ -130,15 +130,8 @@ void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendC
     e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
   };
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
-  if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
-  if (auto why = detail::check_resources(lock.resources(), e.options_.key_prefix))
-    return fail(Errc::invalid_argument, *why);
-  if (auto why = detail::check_token_resources(lock.token(), lock.resources().size()))
-    return fail(Errc::invalid_argument, *why);
-  if (auto why = detail::check_ttl(ttl, e.options_.drift_factor))
-    return fail(Errc::invalid_argument, *why);
-  if (auto why = detail::check_declared_ttl(ttl, e.options_))
-    return fail(Errc::invalid_argument, *why);
+  if (auto p = detail::find_extend_problem(lock.resources(), lock.token(), ttl, e.options_))
+    return fail(Errc::invalid_argument, std::move(p->reason));
   if (lock.deadline() <= BootClock::now()) {
     return fail(Errc::expired,
                 "the lock's local deadline has passed; extending could resurrect a lost lock");

@@ -20,7 +20,7 @@ Engine::HoldId start_hold(Engine::Impl& e, const Lock& lock, const HoldOptions& 
                           Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost,
                           Engine::RenewFailingCallback on_renew_failing) {
   if (e.closing_ || lock.empty() || lock.ttl() <= Millis{0}) return 0;
-  std::string why;
+  OptionsProblem why;
   const auto schedule = detail::hold_schedule(lock.ttl(), options, why);
   if (!schedule) return 0;
   const Engine::HoldId id = e.next_hold_id_++;

@@ -132,11 +132,8 @@ void start_release(Engine::Impl& e, const Lock& lock, Engine::ReleaseCallback cb
     e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
   };
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
-  if (lock.empty()) return fail(Errc::invalid_argument, "empty lock (no token)");
-  if (auto why = detail::check_resources(lock.resources(), e.options_.key_prefix))
-    return fail(Errc::invalid_argument, *why);
-  if (auto why = detail::check_token_resources(lock.token(), lock.resources().size()))
-    return fail(Errc::invalid_argument, *why);
+  if (auto p = detail::find_token_problem(lock.resources(), lock.token(), e.options_.key_prefix))
+    return fail(Errc::invalid_argument, std::move(p->reason));
   (new ReleaseOp(e, std::move(cb)))->start(lock);
 }
 

@@ -30,7 +30,6 @@
 #include <optional>
 #include <set>
 
-#include "core/trust.hpp"
 #include "net/cluster_node.hpp"
 
 namespace redlock::net {
@@ -41,24 +40,8 @@ std::string without_time_left(const std::string& why) {
   return at != std::string::npos && why.ends_with(" ms left)") ? why.substr(0, at) : why;
 }
 
-std::string host_port(const std::string& host, int port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-         std::to_string(port);
-}
-
 // --- Master ---------------------------------------------------------------------------------
 
-void Master::log(LogLevel level, const std::string& message) {
-  owner.host().log(level, owner.display() + ": " + message);
-}
-void Master::on_node_closed(int) {
-  closed = true;
-  owner.finish_if_closed();
-}
-Millis Master::restart_quarantine() const { return owner.host().restart_quarantine(); }
-void Master::on_wake(int index, const std::string& lock_key, const Wake& wake) {
-  if (!retired) owner.host().on_wake(index, lock_key, wake);
-}
 void Master::on_replication(std::optional<bool> promoted_since_start) {
   // A master met only after the first map (through a redirection or a newer map) that was a
   // replica when its process started has been promoted, at the latest now.
@@ -80,7 +63,7 @@ std::optional<std::string> Master::exclusion(BootClock::time_point now) const {
 
 Master* ClusterNode::any_master() const {
   for (const auto& [addr, m] : masters_) {
-    if (!m->retired) return m.get();
+    if (!m->retired) return m;
   }
   return nullptr;
 }
@@ -89,32 +72,18 @@ Master& ClusterNode::master_at(ClusterEndpoint e) {
   if (e.host.empty()) e.host = asking_on_.host;
   const std::string key = host_port(e.host, e.port);
   if (auto it = masters_.find(key); it != masters_.end()) return *it->second;
-  auto m = std::make_unique<Master>(*this, e);
-  m->met_after_first_map = have_map_;
-  m->last_in_map = BootClock::now();
-  Master& ref = *m;
-  masters_.emplace(key, std::move(m));
-  const auto trust = detail::trust_discovered(address_, options_.tls, e.host, e.port);
-  if (!trust.trusted) {
-    ref.untrusted = "master " + trust.why_not;
+  Master& ref = adopt(std::make_unique<Master>(*this, e));
+  ref.met_after_first_map = have_map_;
+  ref.last_in_map = BootClock::now();
+  masters_.emplace(key, &ref);
+  const auto trusted = trust(e.host, e.port);
+  if (!trusted.trusted) {
+    ref.untrusted = "master " + trusted.why_not;
     ref.closed = true;
     host_.log(LogLevel::warning, name_ + ": " + ref.untrusted);
     return ref;
   }
-  NodeAddress a = address_;
-  a.kind = NodeAddress::Kind::server;
-  a.host = e.host;
-  a.port = e.port;
-  a.more_seeds.clear();
-  // TLS: the certificate must carry the name trust_discovered() chose, never one that only the
-  // slot map or a redirection supplied.
-  TransportMaker transport = transport_;
-  if (!trust.verify_name.empty()) {
-    transport = [maker = transport_, name = trust.verify_name](const std::string&) {
-      return maker(name);
-    };
-  }
-  ref.node = make_standalone_node(loop_, ref, index_, transport, a, options_, metrics_, &ref);
+  ref.node = master_node(ref, e.host, e.port, trusted.verify_name);
   if (closing_) {
     ref.node->close();
   } else {
@@ -160,7 +129,7 @@ void ClusterNode::apply(const std::vector<detail::SlotRange>& map, BootClock::ti
   slots_ = std::move(owners);
   replica_ids_ = std::move(replicas);
   map_error_.clear();
-  for (auto& [key, sub] : subscriptions_) resubscribe(key, sub);
+  resubscribe_all();
   if (!first) return;
   have_map_ = true;
   if (const Master* m = slots_[0]; m != nullptr) {
@@ -215,31 +184,11 @@ void ClusterNode::retire_unused() {
       continue;
     }
     host_.log(LogLevel::debug, name_ + ": " + m.address + " serves no slot any more");
-    m.retired = true;
-    for (auto& [key, sub] : subscriptions_) {
-      if (sub.on == &m) sub.on = nullptr;  // (resubscribed below, on the slot's owner)
-    }
-    if (m.node) m.node->close();
-    retired_.push_back(std::move(it->second));
+    retire(m);  // (its subscriptions are made again below, on the slot's owner)
     it = masters_.erase(it);
   }
-  std::erase_if(retired_, [](const std::unique_ptr<Master>& m) { return m->closed; });
-  for (auto& [key, sub] : subscriptions_) resubscribe(key, sub);
-}
-
-void ClusterNode::finish_if_closed() {
-  if (!closing_ || finished_) return;
-  for (const auto& l : topology_) {
-    if (!l.closed) return;
-  }
-  for (const auto& [addr, m] : masters_) {
-    if (!m->closed) return;
-  }
-  for (const auto& m : retired_) {
-    if (!m->closed) return;
-  }
-  finished_ = true;
-  host_.on_node_closed(index_);
+  drop_closed_masters();
+  resubscribe_all();
 }
 
 }  // namespace cluster

@@ -10,12 +10,9 @@
 #include <vector>
 
 #include "core/restart_guard.hpp"
-#include "core/secret.hpp"
 #include "core/server_text.hpp"
 #include "core/slots.hpp"
-#include "net/node.hpp"
-#include "net/pending.hpp"
-#include "net/uv.hpp"
+#include "net/discovering_node.hpp"
 #include "redlock/keys.hpp"
 
 namespace redlock::net::cluster {
@@ -31,40 +28,26 @@ inline constexpr int max_redirects = 5;      // per part of a command
 // map does) before its connections close.
 inline constexpr Millis retire_after{5000};
 
-// "host:port", IPv6 in brackets.
-std::string host_port(const std::string& host, int port);
 // An exclusion's reason without its " (N ms left)": a taint outlives that count.
 std::string without_time_left(const std::string& why);
 
-class ClusterNode;
-
-// One master of the cluster, reached through a standalone node.
-struct Master final : NodeHost, MasterWatcher {
-  ClusterNode& owner;
+// One master of the cluster, reached through a standalone node. Its `node` is null for a master
+// that core/trust.hpp does not trust: it is never contacted (no credentials, no vote), and
+// `untrusted` says why, naming it.
+struct Master final : DiscoveredMaster {
   ClusterEndpoint endpoint;
-  std::string address;  // host:port
-  std::string id;       // its cluster node id, once a map named it
+  std::string id;  // its cluster node id, once a map named it
   bool met_after_first_map = false;
   bool promotion_noted = false;  // from its INFO replication (once)
-  bool closed = false;
-  bool retired = false;
   BootClock::time_point last_in_map{};
   detail::RestartGuard promotion;  // promotions only
-  // Null for a master that core/trust.hpp does not trust: it is never contacted (no credentials,
-  // no vote), and `untrusted` says why, naming it.
-  std::unique_ptr<Node> node;
   std::string untrusted;
 
-  Master(ClusterNode& o, ClusterEndpoint e) : owner(o), endpoint(std::move(e)) {
-    address = host_port(endpoint.host, endpoint.port);
-  }
+  Master(DiscoveringNode& o, ClusterEndpoint e)
+      : DiscoveredMaster(o, host_port(e.host, e.port)), endpoint(std::move(e)) {}
 
   // NodeHost
-  void log(LogLevel level, const std::string& message) override;
-  void on_node_closed(int) override;
   void on_server_identified(int) override {}  // the vote's identity is the cluster's
-  Millis restart_quarantine() const override;
-  void on_wake(int index, const std::string& lock_key, const Wake& wake) override;
   // MasterWatcher
   void on_replication(std::optional<bool> promoted) override;
 
@@ -72,70 +55,28 @@ struct Master final : NodeHost, MasterWatcher {
   [[nodiscard]] std::optional<std::string> exclusion(BootClock::time_point now) const;
 };
 
-class ClusterNode final : public Node, Connection::Listener, Sink {
+class ClusterNode final : public DiscoveringNode, Sink {
  public:
   ClusterNode(uv_loop_t* loop, NodeHost& host, int index, TransportMaker transport,
               const NodeAddress& address, const Options& options, NodeMetrics* metrics)
-      : loop_(loop),
-        host_(host),
-        index_(index),
-        transport_(std::move(transport)),
-        address_(address),
-        name_(address.to_string()),
-        options_(options),
-        metrics_(metrics),
+      : DiscoveringNode(loop, host, index, std::move(transport), address, options, metrics,
+                        map_interval, {auth_request(address), "AUTH failed: "}),
         ask_slots_(Request::make(Command::plain({"CLUSTER", "SLOTS"}))),
-        map_timer_(loop, [this] { on_map_timer(); }),
-        waiting_(loop, index, [this] { return last_error(); }),
         slots_(detail::cluster_slots, nullptr) {
     seeds_.push_back({address.host, address.port});
     for (const auto& s : address.more_seeds) seeds_.push_back({s.host, s.port});
-    auth_ = auth_request(address_);
     map_error_ = "no slot map yet: asking the cluster";
-  }
-
-  ~ClusterNode() override { detail::wipe(address_.password); }
-
-  void start() override {
-    map_timer_.unref();
-    connect_topology();
-    map_timer_.start(static_cast<std::uint64_t>(map_interval.count()));
-  }
-
-  void close() override {
-    if (closing_) return;
-    closing_ = true;
-    map_timer_.close();
-    waiting_.close();
-    for (auto& t : topology_) t.conn->close();
-    for (auto& [addr, m] : masters_) {
-      if (m->node) m->node->close();
-    }
-    finish_if_closed();  // (retired masters are closing already)
   }
 
   bool send(const std::shared_ptr<const Request>& req, BootClock::time_point deadline, Sink& sink,
             std::uint32_t tag, BootClock::time_point sent) override;
 
-  const std::string& name() const override { return name_; }
   std::string last_error() const override { return last_error_.empty() ? map_error_ : last_error_; }
   bool refused() const override { return refused_; }
   const std::string& server_id() const override { return identity_; }
   // Per answer (Result::exclusion): the master that answered decides.
   std::optional<std::string> vote_exclusion(BootClock::time_point) const override {
     return std::nullopt;
-  }
-  void subscribe(const std::string& lock_key) override {
-    auto& s = subscriptions_[lock_key];
-    if (++s.users == 1) resubscribe(lock_key, s);
-  }
-  void unsubscribe(const std::string& lock_key) override {
-    auto it = subscriptions_.find(lock_key);
-    if (it == subscriptions_.end()) return;
-    if (--it->second.users == 0) {
-      if (Master* m = it->second.on) m->node->unsubscribe(lock_key);  // (only trusted ones)
-      subscriptions_.erase(it);
-    }
   }
   std::optional<std::string> fence_durability_problem() const override {
     for (const auto& [addr, m] : masters_) {
@@ -186,12 +127,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     return "slot " + std::to_string(slot) + " on " + (m != nullptr ? m->address : "(no master)");
   }
 
-  // --- for Master and Routed -------------------------------------------------------------------
-  NodeHost& host() { return host_; }
-  const std::string& display() const { return name_; }
-  int index() const { return index_; }
-  bool closing() const { return closing_; }
-  void finish_if_closed();
+  // --- for Routed --------------------------------------------------------------------------------
   // The master at `e` (made and started if new). An empty host is the seed's.
   Master& master_at(ClusterEndpoint e);
   Master* owner_of(unsigned slot) const { return slots_[slot]; }
@@ -240,14 +176,6 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   }
 
  private:
-  struct Subscription {
-    int users = 0;
-    Master* on = nullptr;  // the master it is subscribed on
-  };
-  struct TopologyLink {
-    std::unique_ptr<Connection> conn;
-    bool closed = false;
-  };
   // Slots [first, last] whose keys came from a master that may have lost them.
   struct Taint {
     unsigned first = 0, last = 0;
@@ -267,18 +195,17 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
                                      "): their answers wait out the restart quarantine");
   }
 
-  void resubscribe(const std::string& key, Subscription& s) {
-    Master* owner = slots_[hash_slot(key)];
-    if (owner != nullptr && !owner->node) owner = nullptr;  // never contacted: no wake-ups there
-    if (owner == s.on) return;
-    if (s.on != nullptr) s.on->node->unsubscribe(key);
-    s.on = owner;
-    if (owner != nullptr) owner->node->subscribe(key);
+  // DiscoveringNode
+  void discover() override { connect_topology(); }
+  void on_interval() override { on_map_timer(); }
+  DiscoveredMaster* wake_master(const std::string& key) const override {
+    return slots_[hash_slot(key)];
   }
+  void on_discovery_refused(Connection&) override { refused_ = true; }
 
   // The connection the slot map is asked on: a seed, or a master the last map named, in turn.
   void connect_topology() {
-    std::erase_if(topology_, [](const TopologyLink& l) { return l.closed; });
+    drop_closed_discovery();
     // The user's seeds first, then every master of the last map (so the vote outlives its seeds),
     // but never one that is not trusted: the topology connection sends the credentials.
     std::vector<ClusterEndpoint> candidates = seeds_;
@@ -289,16 +216,8 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
       }
     }
     const auto& e = candidates[next_candidate_++ % candidates.size()];
-    Endpoint ep;
-    ep.host = e.host;
-    ep.port = e.port;
     asking_on_ = e;
-    TopologyLink link;
-    link.conn =
-        std::make_unique<Connection>(loop_, static_cast<Connection::Listener&>(*this), index_, ep,
-                                     transport_(e.host), discovery_settings(options_));
-    question_ = link.conn.get();
-    topology_.push_back(std::move(link));
+    question_ = &open_discovery(e.host, e.port);
     question_->start();
     asked_ = false;
   }
@@ -317,13 +236,13 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   void ask_map_soon() {
     if (closing_ || soon_) return;
     soon_ = true;
-    map_timer_.start(static_cast<std::uint64_t>(map_soon.count()));
+    timer_.start(static_cast<std::uint64_t>(map_soon.count()));
   }
 
   // Every map_interval, and map_soon after a redirection.
   void on_map_timer() {
     if (closing_) return;
-    map_timer_.start(static_cast<std::uint64_t>(map_interval.count()));
+    timer_.start(static_cast<std::uint64_t>(map_interval.count()));
     if (soon_) {
       soon_ = false;
       ask_map();
@@ -344,11 +263,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     asked_ = question_->send(ask_slots_, now + options_.connect_timeout, *this, 0, now);
   }
 
-  // Connection::Listener (the topology connection)
-  void on_connecting(Connection& c) override {
-    const auto now = BootClock::now();
-    if (auth_) (void)c.send(auth_, now + options_.connect_timeout, *this, 1, now);
-  }
+  // Connection::Listener (the topology connection; DiscoveringNode sends its AUTH)
   void on_ready(Connection& c, const std::string&) override {
     if (&c == question_) ask_map();
   }
@@ -357,24 +272,9 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
     asked_ = false;
     next_topology(why);
   }
-  void on_closed(Connection& c) override {
-    for (auto& l : topology_) {
-      if (l.conn.get() == &c) l.closed = true;
-    }
-    finish_if_closed();
-  }
-
-  // Sink: CLUSTER SLOTS (tag 0) and AUTH (tag 1) on the topology connection.
-  void on_result(int, std::uint32_t tag, const Result& r) override {
+  // Sink: CLUSTER SLOTS on the topology connection.
+  void on_result(int, std::uint32_t, const Result& r) override {
     if (closing_) return;
-    if (tag == 1) {
-      if (r.kind == Result::Kind::reply && r.reply->is_error() && question_ != nullptr) {
-        refused_ = true;
-        question_->drop("AUTH failed: " + detail::auth_error_text(r.reply->str, address_.password),
-                        Connection::Failure::refused);
-      }
-      return;
-    }
     asked_ = false;
     if (r.kind != Result::Kind::reply) {
       next_topology(r.kind == Result::Kind::timeout ? "CLUSTER SLOTS timed out"
@@ -399,15 +299,7 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   void taint_moved_slots(const std::vector<Master*>& owners, BootClock::time_point at);
   void retire_unused();
 
-  uv_loop_t* loop_;
-  NodeHost& host_;
-  int index_;
-  TransportMaker transport_;
-  NodeAddress address_;
-  std::string name_;
-  const Options& options_;
-  NodeMetrics* metrics_;
-  std::shared_ptr<const Request> ask_slots_, auth_;
+  std::shared_ptr<const Request> ask_slots_;
   std::vector<ClusterEndpoint> seeds_;
   std::size_t next_candidate_ = 0;
   ClusterEndpoint asking_on_;
@@ -415,21 +307,14 @@ class ClusterNode final : public Node, Connection::Listener, Sink {
   bool asked_ = false;
   bool soon_ = false;
   std::size_t switches_this_interval_ = 0;
-  std::vector<TopologyLink> topology_;
   std::string map_error_, last_error_;
   bool refused_ = false;
   bool have_map_ = false;
   std::string identity_;
-  std::set<std::string> replica_ids_;  // every node id a map named as a replica
-  std::map<std::string, Subscription> subscriptions_;
-  bool closing_ = false;
-  bool finished_ = false;
-  Timer map_timer_;
-  PendingCommands waiting_;                                 // commands sent before the first map
-  std::map<std::string, std::unique_ptr<Master>> masters_;  // by host:port
-  std::vector<std::unique_ptr<Master>> retired_;            // closing; dropped once closed
-  std::vector<Master*> slots_;                              // the owner of each slot, or null
-  std::vector<Taint> taints_;                               // dropped once over
+  std::set<std::string> replica_ids_;       // every node id a map named as a replica
+  std::map<std::string, Master*> masters_;  // the live ones, by host:port (DiscoveringNode owns)
+  std::vector<Master*> slots_;              // the owner of each slot, or null
+  std::vector<Taint> taints_;               // dropped once over
 };
 
 }  // namespace redlock::net::cluster

@@ -109,10 +109,6 @@ using TransportMaker = std::function<std::unique_ptr<TransportFactory>(const std
 [[nodiscard]] TransportMaker transport_for(const NodeAddress& address, const Options& options,
                                            TlsContexts& contexts, std::string& error);
 
-// A connection that asks where the masters are (a sentinel; a cluster node, for its slot map): it
-// answers quickly or is replaced, and nothing on it is worth draining at close.
-[[nodiscard]] ConnectionSettings discovery_settings(const Options& options);
-
 // The node for `address` (the index is its place in Options::nodes; node_factory.cpp): a standalone
 // master, a Sentinel-managed one or a Redis Cluster.
 [[nodiscard]] std::unique_ptr<Node> make_node(uv_loop_t* loop, NodeHost& host, int index,
@@ -141,6 +137,7 @@ class MasterWatcher {
                                                          NodeMetrics* metrics,
                                                          MasterWatcher* watcher = nullptr);
 
+// The nodes that discover their servers (DiscoveringNode, discovering_node.hpp).
 // A Redis Cluster as one vote (cluster.cpp).
 [[nodiscard]] std::unique_ptr<Node> make_cluster_node(uv_loop_t* loop, NodeHost& host, int index,
                                                       TransportMaker transport,

@@ -1,23 +1,12 @@
 // The one place a node is made: which kind of node an address is (a standalone master, a
-// Sentinel-managed master, a Redis Cluster), how its bytes move (plain or TLS), and the settings
-// of the connections that discover servers. A new topology is one new file (its Node) plus one
-// line in make_node().
+// Sentinel-managed master, a Redis Cluster), and how its bytes move (plain or TLS). A new
+// topology is one new file (its Node; one that discovers its servers is a DiscoveringNode,
+// discovering_node.hpp) plus one line in make_node().
 #include <algorithm>
 
-#include "core/timing.hpp"
 #include "net/node.hpp"
 
 namespace redlock::net {
-
-ConnectionSettings discovery_settings(const Options& o) {
-  ConnectionSettings s;
-  s.connect_timeout = o.connect_timeout;
-  s.reconnect_min = o.reconnect_min;
-  s.reconnect_max = o.reconnect_max;
-  s.stall_limit = detail::discovery_stall_limit(o);
-  s.drain_limit = Millis{0};
-  return s;
-}
 
 TransportMaker transport_for(const NodeAddress& a, const Options& o, TlsContexts& contexts,
                              std::string& error) {

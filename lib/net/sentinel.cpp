@@ -33,10 +33,7 @@
 #include "core/info.hpp"
 #include "core/restart_guard.hpp"
 #include "core/server_text.hpp"
-#include "core/trust.hpp"
-#include "net/node.hpp"
-#include "net/pending.hpp"
-#include "net/uv.hpp"
+#include "net/discovering_node.hpp"
 
 namespace redlock::net {
 namespace {
@@ -49,61 +46,31 @@ constexpr Millis poll_interval{1000};  // SENTINEL MASTER, between +switch-maste
 // master: its question every poll interval, and one more if that one failed.
 constexpr Millis follow_window = 2 * poll_interval;
 
-// Tags of the sentinel connections' commands: the sentinel's index times 4, plus the kind.
-enum : std::uint32_t { tag_master, tag_subscribe, tag_auth_question, tag_auth_events, tag_kinds };
+// Tags of the sentinel connections' commands: the sentinel's index times tag_kinds, plus the kind.
+enum : std::uint32_t { tag_master, tag_subscribe, tag_kinds };
 
-std::string host_port(const std::string& host, int port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-         std::to_string(port);
+// AUTH to the sentinels, with the address's sentinel credentials; null without them.
+std::shared_ptr<const Request> sentinel_auth(const NodeAddress& address) {
+  if (address.sentinel_password.empty()) return nullptr;
+  Command auth = Command::plain({"AUTH"});
+  if (!address.sentinel_user.empty()) auth.arg(address.sentinel_user);
+  auth.arg(address.sentinel_password);
+  return Request::make(std::move(auth));
 }
 
-class SentinelNode final : public Node, Connection::Listener, Sink, Connection::PushHandler {
+class SentinelNode final : public DiscoveringNode, Sink, Connection::PushHandler {
  public:
   SentinelNode(uv_loop_t* loop, NodeHost& host, int index, TransportMaker transport,
                const NodeAddress& address, const Options& options, NodeMetrics* metrics)
-      : loop_(loop),
-        host_(host),
-        index_(index),
-        transport_(std::move(transport)),
-        address_(address),
-        name_(address.to_string()),
-        options_(options),
-        metrics_(metrics),
+      : DiscoveringNode(
+            loop, host, index, std::move(transport), address, options, metrics, poll_interval,
+            {sentinel_auth(address), "AUTH to sentinel failed: ", &NodeAddress::sentinel_password}),
         ask_master_(Request::make(Command::plain({"SENTINEL", "MASTER", address.master_name}))),
-        subscribe_(Request::make(Command::plain({"SUBSCRIBE", "+switch-master"}))),
-        poll_(loop, [this] { ask(); }),
-        waiting_(loop, index, [this] { return resolve_error_; }) {
+        subscribe_(Request::make(Command::plain({"SUBSCRIBE", "+switch-master"}))) {
     links_.push_back(std::make_unique<SentinelLink>(NodeAddress::Host{address.host, address.port}));
     for (const auto& s : address.more_sentinels)
       links_.push_back(std::make_unique<SentinelLink>(s));
-    if (!address.sentinel_password.empty()) {
-      Command auth = Command::plain({"AUTH"});
-      if (!address.sentinel_user.empty()) auth.arg(address.sentinel_user);
-      auth.arg(address.sentinel_password);
-      auth_ = Request::make(std::move(auth));
-    }
     resolve_error_ = "no master known yet: asking the sentinels";
-  }
-
-  ~SentinelNode() override = default;
-
-  void start() override {
-    poll_.unref();
-    for (std::size_t i = 0; i < links_.size(); ++i) connect_sentinel(i);
-    poll_.start(static_cast<std::uint64_t>(poll_interval.count()));
-  }
-
-  void close() override {
-    if (closing_) return;
-    closing_ = true;
-    poll_.close();
-    waiting_.close();
-    for (auto& l : links_) {
-      l->question->close();
-      l->events->close();
-    }
-    for (auto& m : masters_) m->node->close();
-    finish_if_closed();
   }
 
   // Before the first master is known (a fresh process: the sentinels are being asked), commands
@@ -118,7 +85,6 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     return true;
   }
 
-  const std::string& name() const override { return name_; }
   std::string last_error() const override {
     const Master* m = current();
     if (m == nullptr) return resolve_error_;
@@ -150,19 +116,6 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     }
     return m->node->vote_exclusion(now);
   }
-  void subscribe(const std::string& lock_key) override {
-    if (++subscriptions_[lock_key] == 1) {
-      if (Master* m = current()) m->node->subscribe(lock_key);
-    }
-  }
-  void unsubscribe(const std::string& lock_key) override {
-    auto it = subscriptions_.find(lock_key);
-    if (it == subscriptions_.end()) return;
-    if (--it->second == 0) {
-      subscriptions_.erase(it);
-      if (Master* m = current()) m->node->unsubscribe(lock_key);
-    }
-  }
   std::string key_owner(const std::string&) const override {
     const Master* m = current();
     return m != nullptr ? "master " + m->address : std::string();
@@ -181,41 +134,24 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   }
 
  private:
-  // One master this node has talked to. The current one is masters_.back() (unless retired);
+  // One master this node has talked to. The current one is the last adopted (unless retired);
   // retired ones close and are dropped once closed.
-  struct Master final : NodeHost, MasterWatcher, Sink {
-    SentinelNode& owner;
-    std::string address;  // "ip:port" as Sentinel named it
+  struct Master final : DiscoveredMaster, Sink {
+    SentinelNode& vote;
     BootClock::time_point resolved_at;
     long long role_reported_ms = 0;  // what Sentinel said when this master was named
     bool switched = false;           // this node saw the switch to it: promoted then (or later)
-    bool retired = false;
-    bool closed = false;
     bool replication_read = false;
     bool not_master = false;
-    std::unique_ptr<Node> node;
 
-    explicit Master(SentinelNode& o) : owner(o) {}
+    // `address`: "ip:port" as Sentinel named it.
+    Master(SentinelNode& o, std::string address)
+        : DiscoveredMaster(o, std::move(address)), vote(o) {}
 
-    // NodeHost: the standalone node's host is this vote's host, except for closing.
-    void log(LogLevel level, const std::string& message) override {
-      owner.host_.log(level, owner.name_ + ": " + message);
-    }
-    void on_node_closed(int) override {
-      closed = true;
-      owner.finish_if_closed();
-    }
-    void on_server_identified(int index) override {
-      if (!retired) owner.host_.on_server_identified(index);
-    }
-    Millis restart_quarantine() const override { return owner.host_.restart_quarantine(); }
-    void on_wake(int index, const std::string& lock_key, const Wake& wake) override {
-      if (!retired) owner.host_.on_wake(index, lock_key, wake);
-    }
     // MasterWatcher
     void on_replication(std::optional<bool> promoted) override {
       if (retired) return;
-      owner.on_replication(*this, promoted);
+      vote.on_replication(*this, promoted);
     }
     // Sink: INFO replication asked again (check_role()).
     void on_result(int, std::uint32_t, const Result& r) override {
@@ -226,14 +162,15 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     void on_done() override {}
   };
 
-  // One sentinel: a question connection (SENTINEL MASTER) and one for +switch-master.
+  // One sentinel: a question connection (SENTINEL MASTER) and one for +switch-master (both owned
+  // by DiscoveringNode).
   struct SentinelLink {
     explicit SentinelLink(NodeAddress::Host h)
         : at(std::move(h)), name(host_port(at.host, at.port)) {}
     NodeAddress::Host at;
     std::string name;  // host:port
-    std::unique_ptr<Connection> question, events;
-    bool question_closed = false, events_closed = false;
+    Connection* question = nullptr;
+    Connection* events = nullptr;
     bool asked = false;  // a SENTINEL MASTER of the current round is out (or waits for the connect)
     // Its first connect has not ended yet: a round waits for it (else the sentinel that connects
     // first would decide alone), and asks it once it is up.
@@ -243,34 +180,37 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     std::string failure;                           // this round's, when it did not
   };
 
-  Master* current() {
-    return masters_.empty() || masters_.back()->retired ? nullptr : masters_.back().get();
-  }
-  const Master* current() const {
-    return masters_.empty() || masters_.back()->retired ? nullptr : masters_.back().get();
+  Master* current() const {
+    const auto& all = masters();
+    return all.empty() || all.back()->retired ? nullptr : static_cast<Master*>(all.back().get());
   }
 
-  void connect_sentinel(std::size_t i) {
-    SentinelLink& l = *links_[i];
-    Endpoint e;
-    e.host = l.at.host;
-    e.port = l.at.port;
-    for (bool events : {false, true}) {
-      auto conn =
-          std::make_unique<Connection>(loop_, static_cast<Connection::Listener&>(*this), index_, e,
-                                       transport_(l.at.host), discovery_settings(options_));
-      if (events) conn->set_push_handler(this);
-      (events ? l.events : l.question) = std::move(conn);
+  // DiscoveringNode
+  void discover() override {
+    for (auto& l : links_) {
+      l->question = &open_discovery(l->at.host, l->at.port);
+      l->events = &open_discovery(l->at.host, l->at.port, this);
+      l->question->start();
+      l->events->start();
     }
-    l.question->start();
-    l.events->start();
   }
+  void on_interval() override { ask(); }
+  DiscoveredMaster* wake_master(const std::string&) const override { return current(); }
+  void on_discovery_connecting(Connection& c) override {
+    bool events = false;
+    SentinelLink* l = link_of(c, events);
+    if (l == nullptr || !events) return;
+    const auto now = BootClock::now();
+    (void)c.send(subscribe_, now + Millis{10'000}, *this, tag_of(*l, tag_subscribe), now);
+  }
+  // A command waits while no master is known: why none is.
+  std::string waiting_reason() const override { return resolve_error_; }
 
   // Which sentinel and which of its connections `c` is; nullptr when none (closing).
   SentinelLink* link_of(const Connection& c, bool& events) {
     for (auto& l : links_) {
-      if (l->question.get() == &c || l->events.get() == &c) {
-        events = l->events.get() == &c;
+      if (l->question == &c || l->events == &c) {
+        events = l->events == &c;
         return l.get();
       }
     }
@@ -293,7 +233,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
       again_ = true;
       return;
     }
-    poll_.start(static_cast<std::uint64_t>(poll_interval.count()));
+    timer_.start(static_cast<std::uint64_t>(poll_interval.count()));
     round_open_ = true;
     again_ = false;
     const auto now = BootClock::now();
@@ -363,20 +303,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     waiting_.release([](const PendingCommands::Command&) { return false; });
   }
 
-  // Connection::Listener (the sentinel connections)
-  void on_connecting(Connection& c) override {
-    bool events = false;
-    SentinelLink* l = link_of(c, events);
-    if (l == nullptr) return;
-    const auto now = BootClock::now();
-    if (auth_) {
-      (void)c.send(auth_, now + options_.connect_timeout, *this,
-                   tag_of(*l, events ? tag_auth_events : tag_auth_question), now);
-    }
-    if (events) {
-      (void)c.send(subscribe_, now + Millis{10'000}, *this, tag_of(*l, tag_subscribe), now);
-    }
-  }
+  // Connection::Listener (the sentinel connections; DiscoveringNode sends their AUTH)
   void on_ready(Connection& c, const std::string&) override {
     bool events = false;
     SentinelLink* l = link_of(c, events);
@@ -411,14 +338,6 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     }
     resolve_error_ = "no master known yet: " + all;
   }
-  void on_closed(Connection& c) override {
-    for (auto& l : links_) {
-      if (l->question.get() == &c) l->question_closed = true;
-      if (l->events.get() == &c) l->events_closed = true;
-    }
-    finish_if_closed();
-  }
-
   // Connection::PushHandler: "+switch-master" messages: "<name> <old ip> <old port> <new ip>
   // <new port>". Ours: ask at once.
   void on_push(const Reply& m) override {
@@ -430,22 +349,11 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     ask();
   }
 
-  // Sink: the answers to SENTINEL MASTER, AUTH (and the subscription's confirmation).
+  // Sink: the answers to SENTINEL MASTER (and the subscription's confirmation).
   void on_result(int, std::uint32_t tag, const Result& r) override {
     const std::size_t i = tag / tag_kinds;
     if (closing_ || i >= links_.size()) return;
     SentinelLink& l = *links_[i];
-    if (tag % tag_kinds == tag_auth_question || tag % tag_kinds == tag_auth_events) {
-      if (r.kind == Result::Kind::reply && r.reply->is_error()) {
-        // What follows AUTH on that connection fails with it (a question: this sentinel did not
-        // answer); it reconnects after backoff.
-        auto& c = tag % tag_kinds == tag_auth_question ? l.question : l.events;
-        c->drop("AUTH to sentinel failed: " +
-                    detail::auth_error_text(r.reply->str, address_.sentinel_password),
-                Connection::Failure::refused);
-      }
-      return;
-    }
     if (tag % tag_kinds != tag_master || !l.asked) return;
     l.asked = false;
     if (r.kind != Result::Kind::reply) {
@@ -473,11 +381,10 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
       return;
     }
     const std::string old = cur != nullptr ? cur->address : std::string();
-    const auto trust =
-        detail::trust_discovered(address_, options_.tls, m.ip, static_cast<std::uint16_t>(m.port));
-    if (!trust.trusted) {
+    const auto trusted = trust(m.ip, m.port);
+    if (!trusted.trusted) {
       if (cur != nullptr) retire(*cur);
-      refuse("master named by the sentinels: " + trust.why_not);
+      refuse("master named by the sentinels: " + trusted.why_not);
       return;
     }
     refusal_.clear();
@@ -499,30 +406,14 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
     } else {
       host_.log(LogLevel::debug, name_ + ": master is " + addr);
     }
-    auto next = std::make_unique<Master>(*this);
-    next->address = addr;
-    next->resolved_at = at;
-    next->role_reported_ms = m.role_reported_ms;
-    next->switched = cur != nullptr;
-    NodeAddress a = address_;
-    a.kind = NodeAddress::Kind::server;
-    a.host = m.ip;
-    a.port = m.port;
-    a.more_sentinels.clear();
-    a.master_name.clear();
-    // TLS: the certificate must carry the name trust_discovered() chose, never one that only
-    // the sentinels supplied.
-    TransportMaker verified = [maker = transport_, name = trust.verify_name](const std::string&) {
-      return maker(name);
-    };
-    next->node = make_standalone_node(loop_, *next, index_,
-                                      trust.verify_name.empty() ? transport_ : verified, a,
-                                      options_, metrics_, next.get());
-    masters_.push_back(std::move(next));
-    Master& nm = *masters_.back();
+    Master& nm = adopt(std::make_unique<Master>(*this, addr));
+    nm.resolved_at = at;
+    nm.role_reported_ms = m.role_reported_ms;
+    nm.switched = cur != nullptr;
+    nm.node = master_node(nm, m.ip, m.port, trusted.verify_name);
     if (nm.switched) promoted(nm, "Sentinel failover to " + addr + " (was " + old + ")");
     nm.node->start();
-    for (const auto& [key, users] : subscriptions_) nm.node->subscribe(key);
+    resubscribe_all();
     waiting_.release([&nm](const PendingCommands::Command& c) {
       return nm.node->send(c.req, c.deadline, *c.sink, c.tag, c.sent);
     });
@@ -562,38 +453,7 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
                     std::move(why));
   }
 
-  void retire(Master& m) {
-    m.retired = true;
-    for (const auto& [key, users] : subscriptions_) m.node->unsubscribe(key);
-    m.node->close();
-  }
-
-  void drop_closed_masters() {
-    std::erase_if(masters_, [](const std::unique_ptr<Master>& m) { return m->closed; });
-  }
-
-  void finish_if_closed() {
-    if (!closing_ || finished_) return;
-    for (const auto& l : links_) {
-      if (!l->question_closed || !l->events_closed) return;
-    }
-    for (const auto& m : masters_) {
-      if (!m->closed) return;
-    }
-    finished_ = true;
-    host_.on_node_closed(index_);
-  }
-
-  uv_loop_t* loop_;
-  NodeHost& host_;
-  int index_;
-  TransportMaker transport_;
-  NodeAddress address_;
-  std::string name_;
-  const Options& options_;
-  NodeMetrics* metrics_;
   std::shared_ptr<const Request> ask_master_, subscribe_;
-  std::shared_ptr<const Request> auth_;  // to the sentinels; null without sentinel credentials
   std::vector<std::unique_ptr<SentinelLink>> links_;  // one per sentinel, in the address's order
   bool round_open_ = false;
   bool again_ = false;           // another round was asked for while one was open
@@ -601,12 +461,6 @@ class SentinelNode final : public Node, Connection::Listener, Sink, Connection::
   long long config_epoch_ = -1;  // as last answered; -1: never
   std::string resolve_error_;
   detail::RestartGuard guard_;  // promotions only
-  std::map<std::string, int> subscriptions_;
-  bool closing_ = false;
-  bool finished_ = false;
-  std::vector<std::unique_ptr<Master>> masters_;  // the current one last
-  Timer poll_;
-  PendingCommands waiting_;  // commands sent before the first master was known
 };
 
 }  // namespace

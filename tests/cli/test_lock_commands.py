@@ -526,6 +526,78 @@ class LockCommands(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.cli("release", "t-zero", r.stdout.decode().strip()).returncode, 0)
 
+    def connections(self):
+        """Each node's count of connections received so far (this question's included)."""
+        counts = []
+        for srv in self.c.servers:
+            info = query(srv.port, "INFO", "stats").decode()
+            counts.append(int(re.search(r"total_connections_received:(\d+)", info).group(1)))
+        return counts
+
+    def test_a_ttl_has_one_check_the_librarys(self):
+        # The CLI parses --ttl and asks the library's own check (core/validate.hpp, the one the
+        # engine makes), which names the field; the CLI names the flag and the text. A ttl the
+        # library refuses for a reason of its own (the drift term, which depends on
+        # --drift-factor; a declared --max-ttl; the 30 ms rule of an automatically extended hold)
+        # is a usage error naming --ttl: exit 2, nothing on stdout, no connection to any node. A
+        # CLI with a ttl check of its own would pass these on to the library (exit 2 after
+        # connecting, "cannot acquire: ...") or let them through.
+        tok = "0" * 40
+        cases = [
+            (["acquire", "x", "--ttl", "0"], b"--ttl: '0': ttl must be positive, got 0 ms"),
+            (["acquire", "x", "--ttl", "400d"], b"--ttl: '400d': ttl of 34560000000 ms exceeds"),
+            (["acquire", "x", "--ttl", "2ms"], b"--ttl: '2ms': ttl of 2 ms is not longer than "
+                                               b"the clock-drift allowance"),
+            # 3 ms outlasts the drift term of the default factor, not that of 0.4.
+            (["--drift-factor", "0.4", "acquire", "x", "--ttl", "3ms"],
+             b"--ttl: '3ms': ttl of 3 ms is not longer than the clock-drift allowance"),
+            (["--max-ttl", "10s", "acquire", "x", "--ttl", "11s"],
+             b"--ttl: '11s': ttl of 11000 ms is above the declared max_ttl of 10000 ms"),
+            (["--max-ttl", "2ms", "acquire", "x"], b"--max-ttl: '2ms': ttl of 2 ms is not longer"),
+            (["extend", "x", tok, "--ttl", "0"], b"--ttl: '0': ttl must be positive"),
+            (["extend", "x", tok, "--ttl", "2ms"], b"--ttl: '2ms': ttl of 2 ms is not longer"),
+            (["--max-ttl", "10s", "extend", "x", tok, "--ttl", "11s"],
+             b"--ttl: '11s': ttl of 11000 ms is above the declared max_ttl"),
+            (["extend", "", tok], b"cannot extend: empty resource name"),
+            (["release", "x", ""], b"cannot release: empty lock (no token)"),
+            (["run", "x", "--ttl", "2ms", "--", "true"], b"--ttl: '2ms': ttl of 2 ms is not"),
+            (["run", "x", "--ttl", "20ms", "--", "true"],
+             b"--ttl: '20ms': a ttl of 20 ms is too short to be extended (at least 30 ms)"),
+            (["run", "x", "--ttl", "3s", "--renew-deadline", "4s", "--", "true"],
+             b"--renew-deadline: '4s': renew_deadline must be above extend_every (1000 ms) and "
+             b"at most the ttl (3000 ms), got 4000 ms"),
+            (["--max-ttl", "10s", "run", "x", "--", "true"],
+             b"--ttl: '30s': ttl of 30000 ms is above the declared max_ttl"),
+            (["elect", "svc", "--id", "a", "--ttl", "0", "--", "true"], b"--ttl: '0': ttl must"),
+            (["elect", "svc", "--id", "a", "--ttl", "20ms", "--", "true"],
+             b"--ttl: '20ms': a ttl of 20 ms is too short to be extended (at least 30 ms)"),
+            (["elect", "svc", "--id", "a", "--ttl", "3s", "--renew-deadline", "4s", "--", "true"],
+             b"--renew-deadline: '4s': renew_deadline must be above"),
+            (["elect", "svc", "--id", "", "--", "true"], b"--id: identity is empty"),
+            (["bench", "--ttl", "0"], b"--ttl: '0': ttl must be positive"),
+            (["bench", "--ttl", "2ms"], b"--ttl: '2ms': ttl of 2 ms is not longer"),
+            (["bench", "--hold", "2", "--ttl", "20ms"], b"--ttl: '20ms': a ttl of 20 ms is too short"),
+        ]
+        before = self.connections()
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = self.cli(*args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(b"redlock-cli: " + message, r.stderr)
+                self.assertEqual(r.stdout, b"")
+        # Only our own questions reached the nodes: each one more connection than before.
+        self.assertEqual(self.connections(), [n + 1 for n in before])
+        # What the library accepts, the CLI does: the shortest ttls of each kind.
+        r = self.cli("acquire", "t-one-check", "--ttl", "3ms")
+        self.assertIn(r.returncode, (0, 3), r.stderr)  # a 3 ms lock may expire while taken
+        r = self.cli("run", "t-one-check-run", "--ttl", "30ms", "--", "true")
+        self.assertIn(r.returncode, (0, 3, 4), r.stderr)
+        self.assertNotIn(b"too short", r.stderr)
+        # Reading who leads takes no lock: a declared --max-ttl below the default ttl is no reason
+        # to refuse it.
+        r = self.cli("--max-ttl", "10s", "leader", "svc")
+        self.assertEqual((r.returncode, r.stdout), (1, b"nobody leads 'svc'\n"), r.stderr)
+
     def test_nodes_given_twice_says_what_to_do(self):
         r = run("-n", self.c.servers[0].address, "--nodes", self.c.servers[1].address, "acquire", "x")
         self.assertEqual(r.returncode, 2, r.stderr)

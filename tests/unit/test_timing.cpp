@@ -13,10 +13,10 @@ std::optional<HoldSchedule> schedule(Millis ttl, std::optional<Millis> every = {
   HoldOptions o;
   o.extend_every = every;
   o.renew_deadline = renew;
-  std::string why;
+  OptionsProblem why;
   auto s = hold_schedule(ttl, o, why);
-  if (!s) INFO(why);
-  CHECK(s.has_value() == why.empty());
+  if (!s) INFO(why.reason);
+  CHECK(s.has_value() == why.reason.empty());
   return s;
 }
 }  // namespace
@@ -39,23 +39,34 @@ TEST_CASE("hold schedule: extend at ttl/3, give up at 2/3 of the ttl by default"
   CHECK(schedule(9s, {}, 9s));  // at the ttl: give up only at the validity deadline
 }
 
-TEST_CASE("hold schedule: unusable values are refused with the value named") {
+TEST_CASE("hold schedule: unusable values are refused with the value and its field named") {
   HoldOptions o;
-  std::string why;
+  OptionsProblem why;
   o.extend_every = 3s;
   CHECK_FALSE(hold_schedule(3s, o, why));
-  CHECK(why.find("extend_every must be positive and below the ttl (3000 ms), got 3000 ms") !=
+  CHECK(why.field == "extend_every");
+  CHECK(why.reason.find("extend_every must be positive and below the ttl (3000 ms), got 3000 ms") !=
         std::string::npos);
   o.extend_every = 1s;
   o.renew_deadline = 1s;
   CHECK_FALSE(hold_schedule(3s, o, why));
-  CHECK(why.find("renew_deadline must be above extend_every (1000 ms) and at most the ttl "
-                 "(3000 ms), got 1000 ms") != std::string::npos);
+  CHECK(why.field == "renew_deadline");
+  CHECK(why.reason.find("renew_deadline must be above extend_every (1000 ms) and at most the ttl "
+                        "(3000 ms), got 1000 ms") != std::string::npos);
   o.renew_deadline = 3001ms;
   CHECK_FALSE(hold_schedule(3s, o, why));
   o.extend_every.reset();
   o.renew_deadline.reset();
   CHECK_FALSE(hold_schedule(2ms, o, why));  // ttl/3 is 0
+  CHECK(why.field == "extend_every");
+  // The run rule (redlock-cli run, elect, any auto-extended hold) is core's: the ttl is named.
+  o.auto_extend = true;
+  CHECK_FALSE(hold_schedule(29ms, o, why));
+  CHECK(why.field == "ttl");
+  CHECK(why.reason == "a ttl of 29 ms is too short to be extended (at least 30 ms)");
+  CHECK(hold_schedule(30ms, o, why));
+  CHECK(find_hold_problem(29ms, o)->reason == why.reason);
+  CHECK_FALSE(find_hold_problem(30ms, o));
 }
 
 TEST_CASE("replicated votes: per vote, and a deadline that covers WAIT and the server's tick") {

@@ -20,19 +20,16 @@ struct AcquireArgs {
 
 int run_acquire(const AcquireArgs& a, const Globals& g) {
   AcquireOptions opts;
-  opts.ttl = ttl_arg(a.ttl);
+  opts.ttl = duration_arg("--ttl", a.ttl);
   if (!a.wait.empty()) {
     auto w = duration_arg("--wait", a.wait);
     if (w.count() > 0) opts.wait = w;
-  }
-  for (const auto& r : a.resources) {
-    if (r.empty()) throw UsageError("empty resource name");
   }
   opts.fence = a.fence;
   opts.mode = lock_mode(a.read, a.write);
   opts.fair = a.fair;
   Options options = make_options(g);
-  check_acquisition(a.resources, opts, options);
+  check_acquisition(a.resources, opts, options, {{"ttl", {"--ttl", a.ttl}}});
   StopOnSignal interrupt;  // before the client's I/O thread exists
   opts.stop = interrupt.token();
   AcquireRetry retry(options, opts, interrupt.token(), g.verbose);

@@ -110,13 +110,25 @@ void print_table(std::ostream& out, const std::vector<PhaseResult>& phases) {
   }
 }
 
+// --ttl, checked by the library as the locks the benchmark takes are (auto-extended with --hold).
+Millis checked_ttl(const BenchArgs& a, const Options& options, bool held) {
+  AcquireOptions o;
+  o.ttl = duration_arg("--ttl", a.ttl);
+  const GivenFlags given{{"ttl", {"--ttl", a.ttl}}};
+  check_acquisition({"bench"}, o, options, given);
+  HoldOptions hold;
+  hold.auto_extend = true;
+  if (held) check_holding(o.ttl, hold, given);
+  return o.ttl;
+}
+
 int run_cycles(const BenchArgs& a, const Globals& g) {
   if (!(a.seconds > 0 && a.seconds <= 3600)) throw UsageError("--seconds: must be in (0, 3600]");
   if (a.concurrency && (*a.concurrency < 1 || *a.concurrency > 100000)) {
     throw UsageError("--concurrency: must be in 1..100000, got " + std::to_string(*a.concurrency));
   }
-  const Millis ttl = ttl_arg(a.ttl);
   Options options = make_options(g);
+  const Millis ttl = checked_ttl(a, options, false);
   const auto nodes = options.nodes;
   const TlsOptions tls = options.tls;
   const std::string prefix = random_prefix();
@@ -235,8 +247,8 @@ int run_hold(const BenchArgs& a, const Globals& g) {
   if (count < 1 || count > 1000000)
     throw UsageError("--hold: must be in 1..1000000, got " + std::to_string(count));
   if (!(a.soak >= 0 && a.soak <= 86400)) throw UsageError("--soak: must be in [0, 86400] seconds");
-  const Millis ttl = ttl_arg(a.ttl);
   Options options = make_options(g);
+  const Millis ttl = checked_ttl(a, options, true);
   const auto nodes = options.nodes;
   const TlsOptions tls = options.tls;
   const std::string prefix = random_prefix();

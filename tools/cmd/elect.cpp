@@ -38,16 +38,24 @@ struct ElectArgs {
   bool again = false;
 };
 
-// The checks every election command makes before anything is sent: the name (a resource name, so
-// none of the library's own key forms) and, to campaign, the identity.
-void check_election(const std::string& name, const std::string* id, const Options& opts) {
+// The checks every election command makes before anything is sent, the library's own: the name (a
+// resource name, so none of the library's own key forms) and, to campaign, the identity and the
+// leader's lock (`campaign`: its ttl and hold; the election extends it automatically).
+void check_election(const std::string& name, const std::string* id, const Options& opts,
+                    const CampaignOptions* campaign = nullptr, const GivenFlags& given = {}) {
   AcquireOptions o;
   o.mode = LockMode::leader;
   o.identity = id != nullptr ? *id : "reader";
-  if (id != nullptr) {
-    if (auto why = check_identity(*id)) throw UsageError("--id: " + *why);
-  }
-  check_acquisition({name}, o, opts);
+  // Reading who leads takes no lock: any ttl the client accepts (a declared --max-ttl below the
+  // default 30 s refused `leader` and `observe` once).
+  o.ttl = campaign != nullptr ? campaign->ttl : opts.max_ttl.value_or(o.ttl);
+  GivenFlags named = given;
+  named["identity"] = {"--id", ""};  // (the library's reason quotes it)
+  check_acquisition({name}, o, opts, named);
+  if (campaign == nullptr) return;
+  HoldOptions hold = campaign->hold;
+  hold.auto_extend = true;  // as Election::try_campaign holds it
+  check_holding(campaign->ttl, hold, named);
 }
 
 std::string seconds(Millis ms) {
@@ -74,21 +82,16 @@ int run_elect(const ElectArgs& a, const Globals& g) {
     throw UsageError("no command given (elect NAME --id ID -- COMMAND [ARGS...])");
   const auto& command = *a.command;
   CampaignOptions co;
-  co.ttl = ttl_arg(a.ttl);
-  if (co.ttl < Millis{30}) {
-    throw UsageError("--ttl: '" + a.ttl + "' is too short to be extended (at least 30ms)");
-  }
+  GivenFlags given{{"ttl", {"--ttl", a.ttl}}};
+  co.ttl = duration_arg("--ttl", a.ttl);
   if (!a.wait.empty()) co.wait = duration_arg("--wait", a.wait);
   const Millis grace = duration_arg("--grace", a.grace);
   if (!a.renew_deadline.empty()) {
+    given["renew_deadline"] = {"--renew-deadline", a.renew_deadline};
     co.hold.renew_deadline = duration_arg("--renew-deadline", a.renew_deadline);
-    if (auto why = check_hold(co.ttl, co.hold)) {
-      throw UsageError("--renew-deadline: '" + a.renew_deadline + "' with --ttl '" + a.ttl +
-                       "': " + *why);
-    }
   }
   Options opts = make_options(g);
-  check_election(a.name, &a.id, opts);
+  check_election(a.name, &a.id, opts, &co, given);
 
   run_job::Supervisor supervisor;  // before the client: its thread inherits the signal mask
   supervisor.watch_hold(co.hold);

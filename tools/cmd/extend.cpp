@@ -18,12 +18,10 @@ int run_extend(ExtendArgs a, const Globals& g) {
   if (a.args.size() < 2) throw UsageError("extend needs RESOURCE and TOKEN");
   std::string token = a.args.back();
   a.args.pop_back();
-  if (token.empty()) throw UsageError("empty token");
-  for (const auto& r : a.args) {
-    if (r.empty()) throw UsageError("empty resource name");
-  }
-  const Millis ttl = ttl_arg(a.ttl);
-  Client client(make_options(g));
+  const Millis ttl = duration_arg("--ttl", a.ttl);
+  Options options = make_options(g);
+  check_held_lock(a.args, token, ttl, options, {{"ttl", {"--ttl", a.ttl}}}, "cannot extend");
+  Client client(std::move(options));
   auto res = client.try_extend(
       Lock::from_token(a.args, token, a.read ? LockMode::read : LockMode::exclusive), ttl);
   if (g.json) print_extend_json(a.args, token, ttl, res, client.options().nodes.size());

@@ -12,11 +12,9 @@ int run_release(std::vector<std::string> args, bool read, const Globals& g) {
   if (args.size() < 2) throw UsageError("release needs RESOURCE and TOKEN");
   std::string token = args.back();
   args.pop_back();
-  if (token.empty()) throw UsageError("empty token");
-  for (const auto& r : args) {
-    if (r.empty()) throw UsageError("empty resource name");
-  }
-  Client client(make_options(g));
+  Options options = make_options(g);
+  check_held_lock(args, token, std::nullopt, options, {}, "cannot release");
+  Client client(std::move(options));
   auto res = client.try_release(
       Lock::from_token(args, token, read ? LockMode::read : LockMode::exclusive));
   if (g.json) print_release_json(args, token, res, client.options().nodes.size());

@@ -68,34 +68,31 @@ int run_run(const RunArgs& a, const Globals& g) {
     resources.resize(1);
   }
   if (command.empty()) throw UsageError("no command given (run RESOURCE... -- COMMAND [ARGS...])");
-  for (const auto& r : resources) {
-    if (r.empty()) throw UsageError("empty resource name");
-  }
   if (a.conflict_exit_code && (*a.conflict_exit_code < 0 || *a.conflict_exit_code > 255)) {
     throw UsageError("--conflict-exit-code: " + std::to_string(*a.conflict_exit_code) +
                      " is outside 0..255");
   }
   LockOptions lo;
-  lo.acquire.ttl = ttl_arg(a.ttl);
+  GivenFlags given{{"ttl", {"--ttl", a.ttl}}};
+  lo.acquire.ttl = duration_arg("--ttl", a.ttl);
   if (!a.wait.empty()) {
     auto w = duration_arg("--wait", a.wait);
     if (w.count() > 0) lo.acquire.wait = w;
   }
   const Millis grace = duration_arg("--grace", a.grace);
   lo.hold.auto_extend = true;
-  if (!a.renew_deadline.empty())
+  if (!a.renew_deadline.empty()) {
+    given["renew_deadline"] = {"--renew-deadline", a.renew_deadline};
     lo.hold.renew_deadline = duration_arg("--renew-deadline", a.renew_deadline);
-  // The library's check of a hold, once; its complaint named by the flags it is about.
-  if (auto why = check_hold(lo.acquire.ttl, lo.hold)) {
-    if (a.renew_deadline.empty()) throw UsageError("--ttl: '" + a.ttl + "': " + *why);
-    throw UsageError("--renew-deadline: '" + a.renew_deadline + "' with --ttl '" + a.ttl +
-                     "': " + *why);
   }
   lo.acquire.fence = a.fence;
   lo.acquire.mode = lock_mode(a.read, a.write);
   lo.acquire.fair = a.fair;
   Options opts = make_options(g);
-  check_acquisition(resources, lo.acquire, opts);
+  // The library's checks, once each: the acquisition's, and the hold's (the 30 ms rule of an
+  // automatically extended lock is core's, core/timing.hpp).
+  check_acquisition(resources, lo.acquire, opts, given);
+  check_holding(lo.acquire.ttl, lo.hold, given);
 
   run_job::Supervisor supervisor;  // before the client: its thread inherits the signal mask
 
