@@ -238,7 +238,9 @@ return 1)",
     // Returns {counter, 1 if the lock is held or a live waiter is ahead here, else 0}: a waiter
     // behind on a quorum need not try before its turn (waiters whose heartbeat expired are
     // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
-    // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head,
+    // here on (as mark_waiting puts it, for at least the mark ttl; when less is left the mark is
+    // given twice that, as the queue's keys are, so most rounds do not renew it), so a release
+    // that comes before it sleeps names the head,
     // and (KEYS[6] handoff; ARGV lock ttl, token) registers the token that a release may hand
     // it the key with. The place is this node's own count: where that is not the waiter's
     // agreed ticket (the node counted concurrent takers in another order, or its counter lagged:
@@ -296,7 +298,8 @@ if KEYS[5] then
     redis.call("del", KEYS[5])
     redis.call("zadd", KEYS[5], 0, "*")
   end
-  if redis.call("pttl", KEYS[5]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[5], ARGV[3]) end
+  local mt = tonumber(ARGV[3])
+  if redis.call("pttl", KEYS[5]) < mt then redis.call("pexpire", KEYS[5], 2 * mt) end
 end
 local behind = 0
 if (not mine and redis.call("exists", KEYS[4]) == 1) or
