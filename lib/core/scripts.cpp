@@ -60,8 +60,8 @@ constexpr std::string_view bodies[] = {
     // or its attempt takes the key: acquire_fair and fair_leave recognise the key as the
     // waiter's by them. ARGV[3] (a fair lock handed over and won with the registered token, being
     // released): the waiter it was handed to, whose heartbeat and registration go with the key.
-    // A key handed over is overwritten by the SET, not deleted first.
     R"(if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
+local n = redis.call("del",KEYS[1])
 )" REDLOCK_LUA_WAKE_WAITER R"(if ARGV[3] and KEYS[5] then
   redis.call("zrem",KEYS[4],ARGV[3])
   redis.call("hdel",KEYS[5],ARGV[3])
@@ -81,14 +81,12 @@ if ARGV[2] and redis.call("exists",KEYS[2]) == 1 then
       redis.call("set",KEYS[1],token,"PX",ttl)
       redis.call("zrem",KEYS[3],head)
       redis.pcall("publish",channel,head .. "/" .. redis.sha1hex(ARGV[1]))
-      return 1
+      return n
     end
   end
-  redis.call("del",KEYS[1])
   wake_waiter(KEYS[2], ARGV[2], ARGV[1], head)
-  return 1
 end
-return redis.call("del",KEYS[1]))",
+return n)",
     // extend
     R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end)",
     // acquire_multi: all-or-nothing on this node

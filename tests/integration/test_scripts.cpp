@@ -181,16 +181,6 @@ TEST_CASE("handoff: a release hands the lock to the first waiter that registered
     // A name as any other (a release's message is never a grant: anyone may PUBLISH one).
     CHECK(w.next() == waiter + "/" + sha1(s, holder));
   }
-  SUBCASE("the key handed over is overwritten, never deleted first (one write less)") {
-    waiting_with_registration(s, later);
-    Listener w(s, "chan-w");
-    (void)s.command({"CONFIG", "SET", "notify-keyspace-events", "Kg$"});
-    Listener events(s, "__keyspace@0__:" + lock);
-    CHECK(release(s, holder) == 1);
-    CHECK(events.next() == "set");  // no "del" before it
-    CHECK(s.get(lock) == registered);
-    (void)s.command({"CONFIG", "SET", "notify-keyspace-events", ""});
-  }
   SUBCASE("nobody listens on its channel (its client is gone): named only, the key stays free") {
     waiting_with_registration(s, later);
     CHECK(release(s, holder) == 1);
