@@ -212,6 +212,17 @@ inline drop_lapsed(n) {
   }
 }
 
+/* tb := nobody but w is queued on node n below ticket t */
+inline nobody_below(n, w, t) {
+  tb = 1;
+  for (tj : 0 .. C - 1) {
+    if
+    :: tj != w && qs[n].v[tj] != 0 && qs[n].v[tj] < t -> tb = 0
+    :: else
+    fi
+  }
+}
+
 /* acquire_fair's won() */
 inline won(n, w) {
   qs[n].v[w] = 0;
@@ -292,24 +303,21 @@ inline node_run(w, n, listening) {
       won(n, w);
       tv = 2
     :: else ->
-      tb = MINE(n, w);
-      drop_lapsed(n);
       if
-      :: tb ->
+      :: MINE(n, w) ->
         /* handed over before: taken as this attempt's grant, unless someone with a lower
-         * ticket is queued here */
-        tb = 1;
-        for (tj : 0 .. C - 1) {
-          if
-          :: tj != w && qs[n].v[tj] != 0 && qs[n].v[tj] < tk -> tb = 0
-          :: else
-          fi
-        }
+         * ticket is queued here; waiters whose heartbeat lapsed are dropped first only when
+         * someone is (nobody below: nothing to drop that could change the answer) */
+        nobody_below(n, w, tk);
+        if
+        :: !tb -> drop_lapsed(n); nobody_below(n, w, tk)
+        :: else
+        fi;
         if
         :: tb -> key[n] = ATOK(w, ti); krem[n] = LIFE(n); won(n, w); tv = 2
         :: else -> key[n] = 0
         fi
-      :: else
+      :: else -> drop_lapsed(n)
       fi;
       if
       :: tv == 0 ->

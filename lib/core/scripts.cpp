@@ -236,7 +236,9 @@ return 1)",
     // Returns {counter, 1 if the lock is held or a live waiter is ahead here, else 0}: a waiter
     // behind on a quorum need not try before its turn (waiters whose heartbeat expired are
     // dropped first, as acquire_fair does). With wake-ups, the waiter is on the waiting mark from
-    // here on (as mark_waiting puts it), so a release that comes before it sleeps names the head,
+    // here on (as mark_waiting puts it, for at least the mark ttl; when less is left the mark is
+    // given twice that, as the queue's keys are, so most rounds do not renew it), so a release
+    // that comes before it sleeps names the head,
     // and (KEYS[6] handoff; ARGV lock ttl, token) registers the token that a release may hand
     // it the key with. The place is this node's own count: where that is not the waiter's
     // agreed ticket (the node counted concurrent takers in another order, or its counter lagged:
@@ -262,14 +264,16 @@ return 1)",
     // every ticket given out before, so a waiter still queued with an old ticket stays ahead of
     // those that come after a majority of the nodes lost their counters one after another.
     // Seconds, so that nodes starting a queue together mostly agree and need no write-back.
+    // (INCR answers 1 only where the counter did not exist: a counter never holds 0.)
     R"(local t = redis.call("time")
 local reg = KEYS[6] and redis.call("hget", KEYS[6], ARGV[1])
 local mine = reg and string.match(reg, "^%d+ (%S+)$")
 if mine and redis.call("get", KEYS[4]) ~= mine then mine = nil end
-if redis.call("exists", KEYS[1]) == 0 then
-  redis.call("set", KEYS[1], string.format("%.0f", tonumber(t[1]) * 1000000))
-end
 local n = redis.call("incr", KEYS[1])
+if n == 1 then
+  n = tonumber(t[1]) * 1000000 + 1
+  redis.call("set", KEYS[1], string.format("%.0f", n))
+end
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
   redis.call("zrem", KEYS[2], d)
@@ -288,9 +292,12 @@ for _, k in ipairs(kept) do
   if redis.call("pttl", k) < keep / 2 then redis.call("pexpire", k, keep) end
 end
 if KEYS[5] then
-  if redis.call("type", KEYS[5]).ok ~= "zset" then redis.call("del", KEYS[5]) end
-  redis.call("zadd", KEYS[5], 0, "*")
-  if redis.call("pttl", KEYS[5]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[5], ARGV[3]) end
+  if type(redis.pcall("zadd", KEYS[5], 0, "*")) == "table" then
+    redis.call("del", KEYS[5])
+    redis.call("zadd", KEYS[5], 0, "*")
+  end
+  local mt = tonumber(ARGV[3])
+  if redis.call("pttl", KEYS[5]) < mt then redis.call("pexpire", KEYS[5], 2 * mt) end
 end
 local behind = 0
 if (not mine and redis.call("exists", KEYS[4]) == 1) or
@@ -318,21 +325,35 @@ return {n, behind})",
     // granted: set to this attempt's token for this ttl, as a grant now would be, and the
     // reply is 2 (a handoff confirmed: this reply, not the release's message, is the vote);
     // unless a live waiter is queued here below our ticket (handed over at a place that was
-    // this node's count, not our ticket: ticket_take), when it is given back.
+    // this node's count, not our ticket: ticket_take), when it is given back. (Waiters whose
+    // heartbeat expired are dropped only when someone is queued below us: nobody below, nobody
+    // to drop who could change that answer; the usual confirmed handoff costs no more. A key
+    // handed over is not free, and a free key is not handed over: which of the two is looked
+    // at first does not change the answer, and the handoff, the usual case, goes first.)
     R"(local function won()
   redis.call("zrem", KEYS[2], ARGV[5])
   redis.call("zrem", KEYS[3], ARGV[5])
   if KEYS[5] then redis.call("hdel", KEYS[5], ARGV[5]) end
   return 1
 end
+local reg = KEYS[5] and redis.call("hget", KEYS[5], ARGV[5])
+local mine = reg and string.match(reg, "^%d+ (%S+)$")
+if mine and redis.call("get", KEYS[1]) ~= mine then mine = nil end
+local function nobody_below()
+  local ahead = redis.call("zrangebyscore", KEYS[2], "-inf", "(" .. ARGV[3], "limit", 0, 2)
+  return #ahead == 0 or (#ahead == 1 and ahead[1] == ARGV[5])
+end
+local function take_handed()
+  redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
+  won()
+  return 2
+end
+if mine and nobody_below() then return take_handed() end
 local first = redis.call("zrange", KEYS[2], 0, 0, "WITHSCORES")
 if first[1] == ARGV[5] and tonumber(first[2]) == tonumber(ARGV[3]) and
     redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   return won()
 end
-local reg = KEYS[5] and redis.call("hget", KEYS[5], ARGV[5])
-local mine = reg and string.match(reg, "^%d+ (%S+)$")
-if mine and redis.call("get", KEYS[1]) ~= mine then mine = nil end
 local t = redis.call("time")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
@@ -341,12 +362,7 @@ for _, d in ipairs(redis.call("zrangebyscore", KEYS[3], "-inf", now)) do
   if KEYS[5] then redis.call("hdel", KEYS[5], d) end
 end
 if mine then
-  local ahead = redis.call("zrangebyscore", KEYS[2], "-inf", "(" .. ARGV[3], "limit", 0, 2)
-  if #ahead == 0 or (#ahead == 1 and ahead[1] == ARGV[5]) then
-    redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2])
-    won()
-    return 2
-  end
+  if nobody_below() then return take_handed() end
   redis.call("del", KEYS[1])
 end
 redis.call("zadd", KEYS[2], ARGV[3], ARGV[5])

@@ -248,6 +248,13 @@ TEST_CASE("handoff: the waiter's next attempt takes a key handed over to it as g
     CHECK(s.get(lock) == token);
     CHECK(score(s, queue, "dead@chan-d") == "nil");
   }
+  SUBCASE("nobody below: granted at once, a lapsed waiter above left to the next ticket round") {
+    // (Dropping it could not change the answer; the usual handoff pays for no drop.)
+    queue_up(s, "dead@chan-d", 5, 1);
+    CHECK(attempt(waiter) == 2);
+    CHECK(s.get(lock) == token);
+    CHECK(score(s, queue, "dead@chan-d") == "5");
+  }
   SUBCASE("another waiter: not granted, and it registers its own token") {
     queue_up(s, "x@chan-x", 4, later);
     CHECK(attempt("x@chan-x") == 0);
