@@ -9,6 +9,7 @@
 
 #include "cluster_dir.hpp"
 #include "manager.hpp"
+#include "manager_internal.hpp"
 #include "redis_cluster.hpp"
 
 namespace fs = std::filesystem;
@@ -17,6 +18,7 @@ namespace redlock::nodes {
 
 using namespace std::chrono_literals;
 using namespace dir;
+using internal::node_name;
 
 namespace {
 
@@ -25,10 +27,6 @@ constexpr auto query_timeout = 1000ms;
 constexpr auto form_deadline = 30s;      // each wait of forming a cluster
 constexpr auto whole_deadline = 30s;     // `up`: until every cluster is whole
 constexpr auto failover_deadline = 30s;  // a killed master's replica promoted, the cluster whole
-
-std::string node_name(int index, int port) {
-  return "node " + std::to_string(index) + " (127.0.0.1:" + std::to_string(port) + ")";
-}
 
 // The node lines of a nodes.conf (the `vars` line left out), as CLUSTER NODES would give them.
 std::vector<ClusterNodeView> read_nodes_conf(const fs::path& file) {

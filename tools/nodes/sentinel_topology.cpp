@@ -9,6 +9,7 @@
 
 #include "cluster_dir.hpp"
 #include "manager.hpp"
+#include "manager_internal.hpp"
 
 namespace fs = std::filesystem;
 
@@ -16,6 +17,7 @@ namespace redlock::nodes {
 
 using namespace std::chrono_literals;
 using namespace dir;
+using internal::node_name;
 
 namespace {
 
@@ -31,10 +33,6 @@ std::string field(const Reply& entry, std::string_view key) {
     if (entry.elements[i].str == key) return entry.elements[i + 1].str;
   }
   return {};
-}
-
-std::string node_name(int index, int port) {
-  return "node " + std::to_string(index) + " (127.0.0.1:" + std::to_string(port) + ")";
 }
 
 // Does this redis.conf start the node as a replica (ours, or Sentinel's CONFIG REWRITE of it)?
