@@ -243,16 +243,18 @@ TEST_CASE("fair lock: the ticket's write-back round runs only where the counters
     for (std::size_t i = 0; i < 3; ++i) CHECK(c[i].get(ticket) == "41");
   }
   SUBCASE("one node ahead: the others are raised to the ticket before the attempt") {
+    // (A low counter is 1, not 0: a counter never holds 0, and ticket_take takes INCR's answer
+    // 1 for a counter that did not exist and starts it from the clock.)
     c[0].set(ticket, "100");
-    c[1].set(ticket, "0");
-    c[2].set(ticket, "0");
+    c[1].set(ticket, "1");
+    c[2].set(ticket, "1");
     auto r = client.try_acquire({"wb-fair"}, fair_opts(5s, 2s));
     REQUIRE_MESSAGE(r, r.message);
     CHECK(*r.lock.ticket() == 101);
     // The ticket round found the key free everywhere, but nodes 1 and 2 granted it at their own
-    // count, 1, not the ticket: not counted (take_ticket_grant); the attempt took those keys.
+    // count, 2, not the ticket: not counted (take_ticket_grant); the attempt took those keys.
     CHECK(r.attempts == 1);
-    CHECK(c[1].get(ticket) == "101");  // raised from 1 by the write-back, a quorum of 3 of 5
+    CHECK(c[1].get(ticket) == "101");  // raised from 2 by the write-back, a quorum of 3 of 5
     CHECK(c[2].get(ticket) == "101");
   }
 }
@@ -293,7 +295,7 @@ TEST_CASE("fair lock: a waiter's place in every node's queue is its agreed ticke
   SUBCASE("two of three ahead: all at their count, with or without a round") {
     // Decided on nodes 1 and 2 (11 on a quorum: node 0 is told without a round), or on node 0
     // and one of them (a round): either way the ticket is 11.
-    c[0].set(ticket, "0");
+    c[0].set(ticket, "1");  // (a counter never holds 0: see the write-back test)
     c[1].set(ticket, "10");
     c[2].set(ticket, "10");
     auto w = std::async(std::launch::async, [&] { return waiter.try_acquire({"place"}, fair); });
@@ -302,13 +304,13 @@ TEST_CASE("fair lock: a waiter's place in every node's queue is its agreed ticke
     CHECK(w.get().error == Errc::contended);
   }
   SUBCASE("one node ahead: the same place everywhere, whichever replies decided") {
-    // Decided with node 0's reply: ticket 101 (a round raises the others); without it: 1 on a
-    // quorum, and node 0 is told 1. Without the placing, node 0 keeps 101 and the others 1.
+    // Decided with node 0's reply: ticket 101 (a round raises the others); without it: 2 on a
+    // quorum, and node 0 is told 2. Without the placing, node 0 keeps 101 and the others 2.
     c[0].set(ticket, "100");
-    c[1].set(ticket, "0");
-    c[2].set(ticket, "0");
+    c[1].set(ticket, "1");
+    c[2].set(ticket, "1");
     auto w = std::async(std::launch::async, [&] { return waiter.try_acquire({"place"}, fair); });
-    CHECK(eventually([&] { return place() == "101" || place() == "1"; }, 2000ms));
+    CHECK(eventually([&] { return place() == "101" || place() == "2"; }, 2000ms));
     CHECK(w.get().error == Errc::contended);
   }
   (void)holder.try_release(held.lock);
