@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need (Debian packages only), then configures and builds.
-# Idempotent and quiet when there is nothing to do.
+# Idempotent: a second run only reports what is cached and that the build has nothing to do.
 #   scripts/setup.sh [BUILD_DIR] [extra meson setup args...]
 #   REDLOCK_SERVERS=later|0 scripts/setup.sh ...   see "Valkey 9.1 and Redis 8.0" below
 set -euo pipefail
