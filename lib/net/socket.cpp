@@ -52,8 +52,12 @@ bool Resolver::start(uv_loop_t* loop, const Endpoint& e, Done done) {
   r->req.data = r;
   // The request may finish after this Resolver is gone: its callback only looks at its own
   // Request, and `done` is emptied by cancel().
-  r->done = [this, done = std::move(done)](std::vector<SocketAddress> a, std::string err) mutable {
+  // A failure names the host (not a secret): "2 down: cannot resolve host" alone leaves the user
+  // to guess which of the addresses is wrong.
+  r->done = [this, host = e.host, done = std::move(done)](std::vector<SocketAddress> a,
+                                                          std::string err) mutable {
     pending_ = nullptr;
+    if (!err.empty()) err = "cannot resolve host '" + host + "': " + err;
     done(std::move(a), std::move(err));
   };
   pending_ = r;
@@ -79,9 +83,9 @@ bool Resolver::start(uv_loop_t* loop, const Endpoint& e, Done done) {
         if (!self->done) return;  // cancelled
         auto done = std::move(self->done);
         if (status != 0) {
-          done({}, std::string("cannot resolve host: ") + uv_strerror(status));
+          done({}, uv_strerror(status));
         } else if (found.empty()) {
-          done({}, "cannot resolve host: no address");
+          done({}, "no address");
         } else {
           done(std::move(found), {});
         }
@@ -90,7 +94,7 @@ bool Resolver::start(uv_loop_t* loop, const Endpoint& e, Done done) {
   if (rc != 0) {
     auto d = std::move(r->done);
     delete r;
-    d({}, std::string("cannot resolve host: ") + uv_strerror(rc));
+    d({}, uv_strerror(rc));
     return true;
   }
   return false;

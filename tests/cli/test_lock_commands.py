@@ -673,6 +673,20 @@ class LockCommands(unittest.TestCase):
         r = self.cli("--retry-count", "0", "acquire", "t-vconn", nodes=dead)
         self.assertNotIn(b"connect failed", r.stderr)
 
+    def test_a_host_that_does_not_resolve_is_named(self):
+        # RFC 6761: names under .invalid never resolve. Two of three: no quorum, and the two
+        # failures decide it (a third node refusing connections would decide it first).
+        bad = "redlock-no-such-host.invalid"
+        nodes = "%s:7001,%s:7002,%s" % (bad, bad, self.c.servers[0].address)
+        r = self.cli("--retry-count", "0", "acquire", "t-noresolve", nodes=nodes)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        err = r.stderr.decode()
+        # Where the resolver answers (a machine without any DNS may time out instead), the cause
+        # names the host, not only "cannot resolve host".
+        if "cannot resolve" in err:
+            self.assertIn("cannot resolve host '%s'" % bad, err)
+        self.assertEqual(self.c.settled_count(0, "t-noresolve"), 0)
+
     def test_fencing_warning_is_one_line_per_call(self):
         # Non-AOF nodes: the library warns once per node; the CLI says it once, naming them all.
         for extra in ([], ["-v"]):
