@@ -94,9 +94,19 @@ LeaderResult decide_leader(const std::vector<LeaderRow>& rows) {
     return res;
   }
   if (static_cast<int>(most) + (res.nodes - res.answered) >= quorum) {
-    res.error = make_error_code(Errc::no_quorum);
-    res.message = "no quorum to tell: " + std::to_string(res.answered) + " of " +
-                  std::to_string(res.nodes) + " nodes answered";
+    std::vector<NodeOutcome> failed;
+    int refused = 0;
+    for (const auto& row : rows) {
+      if (row.answered) continue;
+      failed.push_back(row.failure);
+      if (refused_by_configuration(row.failure)) ++refused;
+    }
+    // As failure_reason() decides for an acquisition: refusals alone rule out a quorum.
+    const bool by_configuration = refused > res.nodes - quorum;
+    res.error = make_error_code(by_configuration ? Errc::refused : Errc::no_quorum);
+    res.message = std::string(by_configuration ? "refused: " : "no quorum to tell: ") +
+                  std::to_string(res.answered) + " of " + std::to_string(res.nodes) +
+                  " nodes answered (" + summarize(failed) + ")";
   }
   return res;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/reply.hpp"
+#include "redlock/error.hpp"
 #include "redlock/leader.hpp"
 #include "redlock/options.hpp"
 
@@ -29,6 +30,10 @@ struct LeaderRow {
   std::uint64_t term = 0;            // 0: not settled (or no record)
   std::optional<Millis> since;       // how long ago the record was written, by that node's clock
   std::string id;
+  // Not answered: the node's record of why ("timeout", "AUTH failed: ...", an error reply), so
+  // that a read without a quorum says what the user has to fix, and a read refused by this
+  // client's configuration on too many nodes is Errc::refused (no retry helps), as acquire's is.
+  NodeOutcome failure;
 };
 
 // What a node's reply to read_leader() says (answered false for any other shape).

@@ -7,6 +7,7 @@
 
 #include "core/keys.hpp"
 #include "core/kinds.hpp"
+#include "core/server_text.hpp"
 #include "core/validate.hpp"
 #include "engine/operation.hpp"
 
@@ -23,7 +24,9 @@ class LeaderReadOp final : public Operation {
     const auto cmd = net::Request::make(detail::read_leader(key));
     stamp();
     for (int i = 0; i < e_.n(); ++i) {
-      if (!send(i, cmd, 0)) ++answered_;  // stays unanswered: no vote either way
+      if (send(i, cmd, 0)) continue;
+      ++answered_;  // stays unanswered: no vote either way
+      rows_[static_cast<std::size_t>(i)].failure = not_sent(i);
     }
     maybe_finish();
   }
@@ -31,8 +34,9 @@ class LeaderReadOp final : public Operation {
   void on_result(int node, std::uint32_t, const net::Result& r) override {
     if (done_) return;
     ++answered_;
-    if (r.kind == net::Result::Kind::reply && r.reply)
-      rows_[static_cast<std::size_t>(node)] = detail::classify_leader(*r.reply);
+    auto& row = rows_[static_cast<std::size_t>(node)];
+    if (r.kind == net::Result::Kind::reply && r.reply) row = detail::classify_leader(*r.reply);
+    if (!row.answered) row.failure = failure_of(node, r);
     maybe_finish();
   }
 
@@ -47,6 +51,16 @@ class LeaderReadOp final : public Operation {
   }
 
  private:
+  // Why node `node`'s answer is no answer: a timeout, a lost or refused connection, or a reply of
+  // another shape (an error such as NOPERM: the server's words, made safe to print).
+  NodeOutcome failure_of(int node, const net::Result& r) const {
+    if (auto f = failure(node, r)) return std::move(*f);
+    NodeOutcome o{e_.names()[static_cast<std::size_t>(node)], NodeState::error, {}, r.latency};
+    o.detail = r.reply && r.reply->type == detail::Reply::Type::error
+                   ? detail::server_text(r.reply->str)
+                   : "unexpected reply to the leader read";
+    return o;
+  }
   void maybe_finish() {
     if (done_ || answered_ < e_.n()) return;
     done_ = true;

@@ -95,7 +95,7 @@ class AclLines(unittest.TestCase):
 
     def refused(self, who, *args, message=None, code=5):
         """The command fails as refused by the nodes' configuration (exit 5: an ACL refusal is not
-        retried; `status`, which has no such verdict, says "no quorum to tell" with exit 3),
+        retried; `status` says its verdict "no quorum to tell" and exits 5 too),
         naming the refusal (or saying `message`)."""
         got, out, err = self.cli(who, *args)
         self.assertEqual(got, code, "%s as %s should be refused: %s %s" % (args, who[0], out, err))
@@ -166,7 +166,7 @@ class AclLines(unittest.TestCase):
         # The release script also looks at the derived keys (is a waiter listening?).
         self.refused(self.user("lock-plain", ["~{*}:redlock:*:lock:*"]), "release", "p3", token)
         self.assertEqual(self.keys_left(PREFIX + "p3"), [PREFIX + "p3"])
-        self.refused(self.user("lock-plain", ["+pttl"]), "status", "p3", code=3,
+        self.refused(self.user("lock-plain", ["+pttl"]), "status", "p3",
                      message="no quorum to tell")
         self.ok(full, "release", "p3", token)
         self.assert_gone("p1", "p2", "p3")
@@ -322,8 +322,10 @@ class AclLines(unittest.TestCase):
         self.refused(who, "acquire", "watched2")
         for perm in ["+type", "+get", "+pttl", "+time", "+pubsub|numsub", "+evalsha"]:
             with self.subTest(without=perm):
-                self.refused(self.user("lock-status", [perm]), "status", "watched", code=3,
-                             message="no quorum to tell")
+                # Without PUBSUB NUMSUB the script's pcall leaves a hole in its reply, which no
+                # longer names the refusal ("unexpected reply"): no quorum to tell, exit 3.
+                self.refused(self.user("lock-status", [perm]), "status", "watched",
+                             message="no quorum to tell", code=3 if perm == "+pubsub|numsub" else 5)
         self.ok(locker, "release", "watched", token)
         # A read lock's readers are counted and listed.
         reader = self.ok(locker, "acquire", "watched", "--read")
@@ -331,7 +333,7 @@ class AclLines(unittest.TestCase):
         self.assertEqual(code, 0, err)
         for perm in ["+zcount", "+zrangebyscore"]:
             with self.subTest(without=perm):
-                self.refused(self.user("lock-status", [perm]), "status", "watched", code=3,
+                self.refused(self.user("lock-status", [perm]), "status", "watched",
                              message="no quorum to tell")
         self.ok(locker, "release", "watched", "--read", reader)
         self.assert_gone("watched", "watched2", roles=("readers",))

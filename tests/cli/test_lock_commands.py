@@ -436,6 +436,14 @@ class LockCommands(unittest.TestCase):
                      nodes=live + ",127.0.0.1:1,127.0.0.1:2,127.0.0.1:3")
         self.assertEqual(r.returncode, 3)
         self.assertIn(b"no quorum", r.stderr)
+        # status: the exit status alone for held and free; no quorum to tell on stderr.
+        r = self.cli("status", "t-quiet", "-q")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""))
+        r = self.cli("status", "t-quiet-free", "-q")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (1, b"", b""))
+        r = self.cli("status", "t-quiet", "-q", nodes=live + ",127.0.0.1:1,127.0.0.1:2,127.0.0.1:3")
+        self.assertEqual((r.returncode, r.stdout), (3, b""))
+        self.assertIn(b"no quorum to tell", r.stderr)
 
     def test_multi_resource_is_all_or_nothing(self):
         self.assertEqual(self.cli("acquire", "m-b").returncode, 0)
@@ -902,6 +910,29 @@ class RefusedByConfiguration(unittest.TestCase):
 
     def test_noperm_is_exit_5_after_one_attempt(self):
         self.assert_refused_once(self.nodes("reader:pw"), "NOPERM")
+
+    def test_status_and_leader_say_refused_too(self):
+        # cli.md: exit 5 for every command. status keeps its verdict line; both name the cause.
+        nodes = self.nodes("reader:wrong-pw")
+        r = run("status", "t-refused", nodes=nodes)
+        self.assertEqual(r.returncode, 5, r.stdout + r.stderr)
+        self.assertTrue(r.stdout.startswith(b"no quorum to tell"), r.stdout)
+        self.assertIn(b"refused", r.stderr)
+        self.assertIn(b"WRONGPASS", r.stderr)
+        r = run("leader", "svc-refused", nodes=nodes)
+        self.assertEqual(r.returncode, 5, r.stderr)
+        self.assertIn(b"refused", r.stderr)
+        self.assertIn(b"WRONGPASS", r.stderr)
+        r = run("--json", "leader", "svc-refused", nodes=nodes)
+        self.assertEqual((r.returncode, json.loads(r.stdout)["error"]), (5, "refused"), r.stdout)
+        self.assertNotIn(b"wrong-pw", r.stdout + r.stderr)
+        # An outage is not a refusal: 3, and the reason named.
+        down = ",".join("127.0.0.1:%d" % free_port() for _ in range(3))
+        r = run("leader", "svc-refused", nodes=down)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn(b"Connection refused", r.stderr)
+        r = run("status", "t-refused", nodes=down)
+        self.assertEqual(r.returncode, 3, r.stderr)
 
     def test_an_outage_is_still_exit_3(self):
         down = ",".join("127.0.0.1:%d" % free_port() for _ in range(3))

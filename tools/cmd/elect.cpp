@@ -65,13 +65,12 @@ std::string seconds(Millis ms) {
 }
 
 // One line for a read: "node-a leads 'svc' (term 42, for 12.3 s, valid 9.8 s more)", "nobody
-// leads 'svc'", "no quorum to tell who leads 'svc' (2 of 5 nodes answered)".
+// leads 'svc'", "who leads 'svc': no quorum to tell: 2 of 5 nodes answered (3 timeout)".
 std::string leader_line(const std::string& name, const LeaderResult& r) {
   const std::string quoted = "'" + printable(name) + "'";
-  if (r.error) {
-    return "no quorum to tell who leads " + quoted + " (" + std::to_string(r.answered) + " of " +
-           std::to_string(r.nodes) + " nodes answered)";
-  }
+  // The library's message says why (each silent node's reason in a few words), and a refusal of
+  // this client's configuration says "refused:" (exit 5).
+  if (r.error) return "who leads " + quoted + ": " + r.message;
   if (!r.leader) return "nobody leads " + quoted;
   return printable(r.leader->id) + " leads " + quoted + " (term " + std::to_string(r.leader->term) +
          ", for " + seconds(r.leader->since) + ", valid " + seconds(r.leader->validity) + " more)";

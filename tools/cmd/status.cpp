@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "core/quorum.hpp"
 #include "output.hpp"
 #include "redlock/client.hpp"
 
@@ -102,15 +103,48 @@ std::string verdict_line(const StatusVerdict& v) {
   return "no quorum to tell: " + answered + ", " + std::to_string(v.nodes / 2 + 1) + " needed";
 }
 
+// The nodes whose answer refused this client's configuration (a password, an ACL permission, TLS:
+// core/quorum.hpp), as a per-node record: when they alone leave too few nodes to tell, status
+// exits 5 like every command (cli.md), since no retry can change the answer.
+std::vector<NodeOutcome> refusals(const StatusResult& res) {
+  std::vector<NodeOutcome> out;
+  for (const auto& n : res.nodes) {
+    if (n.detail.empty()) continue;
+    // The connection's refusal of our credentials reads "AUTH failed: ..." (net/standalone.cpp).
+    const NodeState state = n.detail.starts_with("AUTH failed")
+                                ? NodeState::auth_failed
+                                : (n.up ? NodeState::error : NodeState::down);
+    NodeOutcome o{n.node, state, n.detail, {}};
+    if (detail::refused_by_configuration(o)) out.push_back(std::move(o));
+  }
+  return out;
+}
+
 int run_status(const std::string& resource, const Globals& g) {
   if (resource.empty()) throw UsageError("empty resource name");
   Client client(make_options(g));
   auto res = client.status(resource);
   const auto verdict = status_verdict(res);
   const auto& info = info_of(verdict.kind);
+  int exit_code = info.exit_code;
+  if (verdict.kind == StatusVerdict::Kind::unknown) {
+    const auto refused = refusals(res);
+    const int n = static_cast<int>(res.nodes.size());
+    if (static_cast<int>(refused.size()) > n - detail::quorum_of(n)) {
+      exit_code = exit_refused;
+      Stderr() << "redlock-cli: status: refused: " << summarize(refused) << "\n";
+    }
+  }
   if (g.json) {
     print_status_json(resource, res, client.options().nodes.size(), verdict, info.name);
-    return info.exit_code;
+    return exit_code;
+  }
+  // -q (man page): nothing for held (0) or free (1), the exit status says it; no quorum to tell
+  // still needs someone to look, so its verdict goes to stderr (a refusal was said above).
+  if (g.quiet) {
+    if (exit_code == exit_no_quorum)
+      Stderr() << "redlock-cli: status: " << verdict_line(verdict) << "\n";
+    return exit_code;
   }
   std::cout << verdict_line(verdict) << "\n";
   std::size_t w = 4;
@@ -135,7 +169,7 @@ int run_status(const std::string& resource, const Globals& g) {
     std::cout << "\n";
     print_lock_details(n, g.verbose);
   }
-  return info.exit_code;
+  return exit_code;
 }
 
 }  // namespace
