@@ -394,7 +394,14 @@ bool Connection::retry_keeps_order(const InFlight& f) const {
   const auto mine = keys_of(call);
   for (const InFlight& later : inflight_) {
     if (!later.script) continue;
-    for (const auto& key : keys_of(later.script->command)) {
+    // A native form (DELIFEQ, DELEX IFEQ, SET IFEQ) is a plain command line without a key list:
+    // its keys are those of the script call it stands for. Missed, a native release sent behind
+    // an acquire whose script the server had lost ran first, found nothing, and the acquire's
+    // EVAL retry then set a key nobody released before its ttl (Valkey 9.1; the fencing test
+    // under stress, tests/integration/test_native.cpp).
+    const Request& touches =
+        later.script->script_form != nullptr ? *later.script->script_form : *later.script;
+    for (const auto& key : keys_of(touches.command)) {
       if (std::find(mine.begin(), mine.end(), key) != mine.end()) return false;
     }
   }

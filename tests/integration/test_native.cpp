@@ -330,3 +330,46 @@ TEST_CASE("native commands: a node that claims a command and refuses it gets the
     said += line.find("claims SET IFEQ but refused it") != std::string::npos;
   CHECK(said == 1);
 }
+
+// A native release queued behind its own acquire on a node that lost the acquire's script (SCRIPT
+// FLUSH here; a restart whose handshake could not load the scripts while the node was still
+// loading its AOF is the other way): the node runs the acquire (NOSCRIPT), then the release,
+// which finds nothing. The acquire's EVAL retry must then not be made, or it sets a key that
+// nobody releases before its ttl. A native form carries no key list, so the check that keeps that
+// order has to take the keys of the script it stands for. Needs DELIFEQ (Valkey 9).
+TEST_CASE("native commands: a native release never runs before its acquire's NOSCRIPT retry") {
+  RedisCluster c(3);
+  if (!has_command(c[0], "DELIFEQ")) {
+    MESSAGE("no DELIFEQ on this server: nothing to check");
+    return;
+  }
+  Options o = options_for(c);
+  o.commands = Options::Commands::native;  // every release of a plain lock goes out as DELIFEQ
+  Client client(o);
+  wait_probed(client);
+  redlock::AcquireOptions fenced = ttl_opts(30s);
+  fenced.fence = true;  // a script call for the acquire, where a plain SET NX has no NOSCRIPT
+  {
+    auto warm = client.try_acquire({"order-warm"}, fenced);
+    REQUIRE_MESSAGE(warm, warm.message);
+    REQUIRE(client.try_release(warm.lock));
+  }
+  c[0].script_flush();
+  (void)c[0].command({"CONFIG", "RESETSTAT"});
+  c[0].stop();
+  auto r = client.try_acquire({"order-native"}, fenced);  // decided by nodes 1 and 2
+  REQUIRE_MESSAGE(r, r.message);
+  auto rel = client.try_release(r.lock);  // node 0's DELIFEQ goes out behind its acquire
+  CHECK_MESSAGE(rel, rel.message);
+  c[0].cont();
+  // (The fence's write-back may follow and answer NOSCRIPT too: its retry is harmless, it only
+  // raises a counter, and it is made.)
+  REQUIRE(eventually([&] {
+    return c[0].command({"INFO", "errorstats"}).str.find("errorstat_NOSCRIPT:count=") !=
+               std::string::npos &&
+           calls_of(c[0], "delifeq") == 1;
+  }));
+  std::this_thread::sleep_for(500ms);  // time for a retry, were one made
+  CHECK_FALSE(c[0].exists("order-native"));
+  CHECK(c.count_with_key("order-native") == 0);
+}
