@@ -249,7 +249,9 @@ Command leader_command(const Globals& g) {
   return {
       .name = "leader",
       .description = "Who leads NAME, read from a quorum of the nodes:\n  leader NAME",
-      .footer = "Exit status: 0 a leader, 1 nobody leads, 2 usage, 3 no quorum to tell.",
+      .footer =
+          "Exit status: 0 a leader, 1 nobody leads, 2 usage, 3 no quorum to tell, 5 refused "
+          "(the nodes refused our password, ACL permissions or TLS).",
       .options =
           {{.names = "name", .target = name.get(), .help = "Election name", .required = true}},
       .run = [name, &g] { return run_leader(*name, g); },

@@ -182,7 +182,8 @@ Command status_command(const Globals& g) {
       .footer =
           "The first line is the verdict: held on a quorum (by which token, for how long), free,\n"
           "partly held (keys, but no token on a quorum: no one holds it), or no quorum to tell.\n"
-          "Exit status: 0 held, 1 free or partly held, 2 usage, 3 no quorum to tell.",
+          "Exit status: 0 held, 1 free or partly held, 2 usage, 3 no quorum to tell, 5 refused "
+          "(the nodes refused our password, ACL permissions or TLS).",
       .options = {{.names = "resource",
                    .target = resource.get(),
                    .help = "Resource name",
