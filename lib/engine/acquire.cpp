@@ -348,12 +348,12 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
     // before its turn, a lost subscription), and refreshes the heartbeat well within its ttl.
     sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
   }
-  bool again;
+  const bool again = more_tries(now);
   if (wait_until_) {
-    again = now < *wait_until_;
-    if (again) sleep = std::min(sleep, std::chrono::ceil<Millis>(*wait_until_ - now));
+    const Millis left = std::chrono::ceil<Millis>(*wait_until_ - now);
+    sleep_ends_wait_ = again && sleep >= left;
+    if (sleep_ends_wait_) sleep = left;
   } else {
-    again = retries_left_ > 0;
     --retries_left_;
   }
   if (!again || e_.closing_) {
@@ -407,14 +407,25 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
   retry_timer_->start(static_cast<std::uint64_t>(sleep.count()));
 }
 
+// Whether a failed attempt may be followed by another. With a wait, not once its end has passed,
+// nor after the attempt that a sleep cut to its end led to: the loop's timers count whole
+// milliseconds and can fire a fraction of one early, which would add a 1 ms sleep and one more
+// attempt to every wait that ends failing.
+bool AcquireOp::more_tries(BootClock::time_point now) const {
+  if (!wait_until_) return retries_left_ > 0;
+  return now < *wait_until_ && !sleep_ends_wait_;
+}
+
 void AcquireOp::wake(int node, const net::Wake& w) {
   switch (watch_.heard(node, w, waiter_, phase_ == Phase::sleeping, detail::quorum_of(e_.n()))) {
     case WakeWatch::Go::not_yet:
       return;
     case WakeWatch::Go::now:
-      retry_timer_->start(0);  // named: it goes at once (wake_spread)
+      sleep_ends_wait_ = false;  // the attempt comes before the end of the wait
+      retry_timer_->start(0);    // named: it goes at once (wake_spread)
       return;
     case WakeWatch::Go::after_spread:
+      sleep_ends_wait_ = false;
       retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
       return;
   }

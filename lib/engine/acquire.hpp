@@ -73,6 +73,7 @@ class AcquireOp final : public Operation {
   [[nodiscard]] detail::Command settle_command() const;  // our agreed ticket, for one node
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
+  [[nodiscard]] bool more_tries(BootClock::time_point now) const;  // after a failed attempt
   void sleep_then_retry(Millis sleep);
   // Fair, with wake-ups: direct handoff (a release sets the key to the token the first waiter
   // registered and names it; the waiter's attempt takes such a key as granted).
@@ -110,6 +111,7 @@ class AcquireOp final : public Operation {
   int attempts_made_ = 0;
   int retries_left_ = 0;
   std::optional<BootClock::time_point> wait_until_;
+  bool sleep_ends_wait_ = false;  // the sleep now (or the last one) was cut to the wait's end
   BootClock::time_point started_{};
   std::unique_ptr<net::Timer> retry_timer_;
   // Wake-ups: what the nodes told us while we waited, and whether it may end a sleep now.

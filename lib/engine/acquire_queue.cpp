@@ -111,8 +111,7 @@ detail::Command AcquireOp::settle_command() const {
 // for our turn (the release names us; polling is the fallback) instead of an attempt that would
 // lose, unless this is our last try (it then reports each node, as any attempt does).
 bool AcquireOp::waits_in_line() const {
-  const bool more_tries = wait_until_ ? BootClock::now() < *wait_until_ : retries_left_ > 0;
-  return fair_.behind_on_too_many(e_.n()) && more_tries;
+  return fair_.behind_on_too_many(e_.n()) && more_tries(BootClock::now());
 }
 
 void AcquireOp::ticket_agreed() {

@@ -292,6 +292,33 @@ TEST_CASE("retries: a fresh token per attempt, and a wait deadline that bounds t
   CHECK(took < 1500);
 }
 
+TEST_CASE("a wait shorter than the retry delay: one attempt at once, one at its end, no more") {
+  // The sleep after the first attempt is cut to the end of the wait; the attempt that follows it
+  // is the last. The loop's timers count whole milliseconds and may fire a fraction of one early:
+  // that attempt then fails just before the end, and must not be followed by a 1 ms sleep and a
+  // third attempt (seen in CI: 5 attempts in a wait of four). Without wake-ups: a waiter's first
+  // subscription is a reason of its own for one more attempt (test_wake.cpp).
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.wake_ups = false;
+  o.retry_delay = 1s;
+  o.retry_jitter = Millis{0};
+  Client client(o);
+  auto holder = client.try_acquire({"short-wait"}, ttl_opts(30s));
+  REQUIRE(holder);
+  std::vector<int> attempts;
+  for (int i = 0; i < 40; ++i) {
+    auto r = client.try_acquire({"short-wait"}, ttl_opts(5s, Millis{5 + i % 7}));
+    CHECK(r.error == Errc::contended);
+    attempts.push_back(r.attempts);
+  }
+  std::string seen;
+  for (int a : attempts) seen += std::to_string(a) + " ";
+  CAPTURE(seen);
+  CHECK(std::count(attempts.begin(), attempts.end(), 2) == 40);
+  CHECK(client.try_release(holder.lock));
+}
+
 TEST_CASE("unix socket and IPv6 addresses reach real servers") {
   redlock::test::ServerConfig cfg;
   cfg.unix_socket = true;
