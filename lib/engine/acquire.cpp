@@ -49,15 +49,16 @@ AcquireOp::AcquireOp(Engine::Impl& e, std::vector<std::string> resources, Acquir
       cb_(std::move(cb)) {
   keys_.reserve(resources_.size());
   for (const auto& r : resources_) keys_.push_back(e_.options_.key_prefix + r);
-  retries_left_ = opts_.retry_count.value_or(e_.options_.retry_count);
+  const int retries = opts_.retry_count.value_or(e_.options_.retry_count);
   started_ = BootClock::now();
-  if (opts_.wait) wait_until_ = started_ + *opts_.wait;
+  std::optional<BootClock::time_point> wait_until;
+  if (opts_.wait) wait_until = started_ + *opts_.wait;
+  // Without a wait, a fair waiter waits as long as the retries would have taken.
+  if (kind_.queued() && !opts_.wait) wait_until = started_ + retries * e_.options_.retry_delay;
+  budget_ = AttemptBudget(retries, wait_until);
   // A fair waiter's place in the queue and a writer's waiting mark must stay ours across
   // attempts, while every attempt's lock token is fresh.
   if (kind_.has_waiter_id()) waiter_ = new_waiter_id();
-  // Without a wait, a fair waiter waits as long as the retries would have taken.
-  if (kind_.queued() && !opts_.wait)
-    wait_until_ = started_ + retries_left_ * e_.options_.retry_delay;
   e_.note_ttl(opts_.ttl);
 }
 
@@ -348,19 +349,11 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
     // before its turn, a lost subscription), and refreshes the heartbeat well within its ttl.
     sleep = std::min(sleep, opts_.heartbeat_ttl / 4);
   }
-  const bool again = more_tries(now);
-  if (wait_until_) {
-    const Millis left = std::chrono::ceil<Millis>(*wait_until_ - now);
-    sleep_ends_wait_ = again && sleep >= left;
-    if (sleep_ends_wait_) sleep = left;
-  } else {
-    --retries_left_;
-  }
-  if (!again || e_.closing_) {
+  if (!budget_.more_tries(now) || e_.closing_) {
     finish(last_error_, last_message_);
     return;
   }
-  sleep_then_retry(sleep);
+  sleep_then_retry(budget_.sleep_before_next(now, sleep));
 }
 
 void AcquireOp::sleep_then_retry(Millis sleep) {
@@ -407,25 +400,16 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
   retry_timer_->start(static_cast<std::uint64_t>(sleep.count()));
 }
 
-// Whether a failed attempt may be followed by another. With a wait, not once its end has passed,
-// nor after the attempt that a sleep cut to its end led to: the loop's timers count whole
-// milliseconds and can fire a fraction of one early, which would add a 1 ms sleep and one more
-// attempt to every wait that ends failing.
-bool AcquireOp::more_tries(BootClock::time_point now) const {
-  if (!wait_until_) return retries_left_ > 0;
-  return now < *wait_until_ && !sleep_ends_wait_;
-}
-
 void AcquireOp::wake(int node, const net::Wake& w) {
   switch (watch_.heard(node, w, waiter_, phase_ == Phase::sleeping, detail::quorum_of(e_.n()))) {
     case WakeWatch::Go::not_yet:
       return;
     case WakeWatch::Go::now:
-      sleep_ends_wait_ = false;  // the attempt comes before the end of the wait
-      retry_timer_->start(0);    // named: it goes at once (wake_spread)
+      budget_.woken_early();
+      retry_timer_->start(0);  // named: it goes at once (wake_spread)
       return;
     case WakeWatch::Go::after_spread:
-      sleep_ends_wait_ = false;
+      budget_.woken_early();
       retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
       return;
   }

@@ -10,6 +10,7 @@
 #include "core/kinds.hpp"
 #include "core/name_tally.hpp"
 #include "core/round.hpp"
+#include "engine/attempt_budget.hpp"
 #include "engine/fair_place.hpp"
 #include "engine/operation.hpp"
 #include "engine/wake_watch.hpp"
@@ -73,7 +74,6 @@ class AcquireOp final : public Operation {
   [[nodiscard]] detail::Command settle_command() const;  // our agreed ticket, for one node
   void fail_ticket(std::string message);
   void fail_attempt(Errc why, std::string message);
-  [[nodiscard]] bool more_tries(BootClock::time_point now) const;  // after a failed attempt
   void sleep_then_retry(Millis sleep);
   // Fair, with wake-ups: direct handoff (a release sets the key to the token the first waiter
   // registered and names it; the waiter's attempt takes such a key as granted).
@@ -109,9 +109,7 @@ class AcquireOp final : public Operation {
   Phase phase_ = Phase::sleeping;
   std::uint32_t round_id_ = 0;
   int attempts_made_ = 0;
-  int retries_left_ = 0;
-  std::optional<BootClock::time_point> wait_until_;
-  bool sleep_ends_wait_ = false;  // the sleep now (or the last one) was cut to the wait's end
+  AttemptBudget budget_;  // how many more attempts: retries, or a wait's end
   BootClock::time_point started_{};
   std::unique_ptr<net::Timer> retry_timer_;
   // Wake-ups: what the nodes told us while we waited, and whether it may end a sleep now.

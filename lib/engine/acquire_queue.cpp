@@ -111,7 +111,7 @@ detail::Command AcquireOp::settle_command() const {
 // for our turn (the release names us; polling is the fallback) instead of an attempt that would
 // lose, unless this is our last try (it then reports each node, as any attempt does).
 bool AcquireOp::waits_in_line() const {
-  return fair_.behind_on_too_many(e_.n()) && more_tries(BootClock::now());
+  return fair_.behind_on_too_many(e_.n()) && budget_.more_tries(BootClock::now());
 }
 
 void AcquireOp::ticket_agreed() {
