@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "common.hpp"
@@ -316,6 +317,22 @@ TEST_CASE("a user without +script|load: the refusal is logged once per node, scr
   }
 }
 
+namespace {
+
+// Whether a server has no answer left unwritten to any client (CLIENT LIST: obl, the reply
+// buffer, and oll, the reply list, are 0 on every line but the asker's own, which is being built).
+bool all_answers_written(const RedisServer& node) {
+  std::istringstream lines(node.command({"CLIENT", "LIST"}).str);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("cmd=client|list") != std::string::npos) continue;
+    if (line.find(" obl=0 ") == std::string::npos || line.find(" oll=0 ") == std::string::npos)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 // libuv runs timers before it polls for I/O. A loop held up longer than node_timeout (a burst
 // of work on it, a descheduled thread on a busy machine) must not turn answers that reached the
 // socket in time into timeouts: with 5 healthy nodes that failed acquisitions with no_quorum.
@@ -356,10 +373,12 @@ TEST_CASE("a loop held up past node_timeout: answers already received still coun
       uv_run(&loop, UV_RUN_NOWAIT);  // the SETs go out; the answers are not read yet
       std::this_thread::sleep_for(3 * o.node_timeout);  // the loop is held up; the nodes answer
       // On a busy machine a server may not have run yet: hold the loop until every node has the
-      // key (the answer follows its SET within the server's loop turn), then a little longer.
+      // key and has written every answer out (no client with output left in its buffers: a
+      // server writes its answers at the end of its loop turn, and the fixture's EXISTS may be
+      // answered in the same turn before our SET's answer), then a little longer.
       REQUIRE(eventually([&] {
         for (std::size_t i = 0; i < c.size(); ++i) {
-          if (!c[i].exists("held-up")) return false;
+          if (!c[i].exists("held-up") || !all_answers_written(c[i])) return false;
         }
         return true;
       }));
