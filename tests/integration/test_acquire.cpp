@@ -307,15 +307,19 @@ TEST_CASE("a wait shorter than the retry delay: one attempt at once, one at its 
   auto holder = client.try_acquire({"short-wait"}, ttl_opts(30s));
   REQUIRE(holder);
   std::vector<int> attempts;
-  for (int i = 0; i < 40; ++i) {
-    auto r = client.try_acquire({"short-wait"}, ttl_opts(5s, Millis{5 + i % 7}));
+  for (int i = 0; i < 80; ++i) {
+    auto r = client.try_acquire({"short-wait"}, ttl_opts(5s, Millis{20 + i % 7}));
     CHECK(r.error == Errc::contended);
     attempts.push_back(r.attempts);
   }
   std::string seen;
   for (int a : attempts) seen += std::to_string(a) + " ";
   CAPTURE(seen);
-  CHECK(std::count(attempts.begin(), attempts.end(), 2) == 40);
+  // Never a third. (One alone is right when the first attempt's round outlasted the wait: a
+  // wait bounds when an attempt may start: seen once in 40 with TLS beside stress-ng.) Without
+  // the fix, 4, 8, 9 and 8 of 80 had a third in four runs.
+  CHECK(*std::max_element(attempts.begin(), attempts.end()) == 2);
+  CHECK(std::count(attempts.begin(), attempts.end(), 2) >= 40);
   CHECK(client.try_release(holder.lock));
 }
 
