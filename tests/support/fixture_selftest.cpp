@@ -829,13 +829,24 @@ TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restar
 
   // Kill the key's master: its replica takes over, with the data.
   const std::size_t replica = c.replicas_of(owner).at(0);
+  {  // The replica has the key before its master dies (READONLY: it serves reads of its slots).
+    Ctx conn = connect(c.node(replica).port(), 2000ms);
+    REQUIRE(cmd(conn.get(), {"READONLY"}));
+    RawReply got = cmd(conn.get(), {"GET", key});
+    REQUIRE(got);
+    CHECK_MESSAGE(
+        std::string(got->str ? got->str : "", got->len) == "v",
+        "the replica before the kill: " << c.node(replica).command({"INFO", "replication"}).str);
+  }
   t0 = Clock::now();
   const std::size_t promoted = c.kill_master_and_wait_failover(owner);
   MESSAGE("kill_master_and_wait_failover in " << ms_since(t0) << " ms");
   CHECK(promoted == replica);
   CHECK_FALSE(c.node(owner).running());
   CHECK(c.owner_of_key(key) == promoted);
-  CHECK(c.node(promoted).get(key) == "v");
+  CHECK_MESSAGE(c.node(promoted).get(key) == "v",
+                "the promoted replica: " << c.node(promoted).command({"INFO", "replication"}).str
+                                         << c.node(promoted).command({"INFO", "keyspace"}).str);
   CHECK(c.node(wrong).command({"GET", key}).str ==
         "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(promoted));
 
