@@ -487,7 +487,7 @@ TEST_CASE("cluster votes: a master killed and its replica promoted") {
     CHECK(cl->try_release(warm.lock));
   }
   const auto old_master = c.owner_of_key("promo");
-  REQUIRE(c.node(old_master).command({"WAIT", "1", "2000"}).integer == 1);
+  REQUIRE(c.node(old_master).wait_replicated(1, 5000ms));
   const auto promoted = c.kill_master_and_wait_failover(old_master);
   REQUIRE(c.node(promoted).command({"DEL", "promo"}).integer == 1);  // the write that was lost
   // Both clients have seen the new slot map (at most a second: they ask for it every second).
@@ -588,7 +588,7 @@ TEST_CASE("cluster votes: a slot that leaves a promoted master keeps its quarant
   const auto once = ttl_opts(30s, std::nullopt, 0);
   const int slot = c.key_slot(key);
   const auto old_master = c.owner_of_slot(slot);
-  REQUIRE(c.node(old_master).command({"WAIT", "1", "2000"}).integer == 1);
+  REQUIRE(c.node(old_master).wait_replicated(1, 5000ms));
   const auto replicas = c.replicas_of(old_master);
   REQUIRE(!replicas.empty());
   const auto promoted = replicas.front();

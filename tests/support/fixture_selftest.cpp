@@ -227,6 +227,23 @@ TEST_CASE("replica_of makes writes answer READONLY; make_master undoes it") {
   CHECK(replica.command({"SET", "lock", "x", "NX", "PX", "1000"}).is_status("OK"));
 }
 
+TEST_CASE("wait_replicated: true once the replica has the writes, false while it is paused") {
+  REQUIRE_REDIS();
+  RedisServer master;
+  RedisServer replica;
+  CHECK_FALSE(master.wait_replicated(1, 50ms));  // no replica at all
+  replica.replica_of(master);
+  master.set("k", "v1");
+  REQUIRE(master.wait_replicated(1, 10s));
+  CHECK(replica.get("k") == "v1");
+  replica.stop();  // it acknowledges nothing while paused
+  master.set("k", "v2");
+  CHECK_FALSE(master.wait_replicated(1, 1500ms));
+  replica.cont();
+  CHECK(master.wait_replicated(1, 10s));
+  CHECK(replica.get("k") == "v2");
+}
+
 TEST_CASE("make_oom makes writes answer OOM; clear_oom undoes it") {
   REQUIRE_REDIS();
   RedisServer s;
@@ -790,7 +807,7 @@ TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restar
   const std::string key = "lock:{a}";
   const std::size_t owner = c.owner_of_key(key);
   REQUIRE(c.node(owner).command({"SET", key, "v"}).is_status("OK"));
-  CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);  // the replica has it
+  CHECK(c.node(owner).wait_replicated(1, 5000ms));  // the replica has it
   const std::size_t wrong = c.other_master(owner);
   Reply r = c.node(wrong).command({"GET", key});
   CHECK_MESSAGE(r.is_error("MOVED"), nodes::reply_text(r));
@@ -844,9 +861,11 @@ TEST_CASE("ClusterFixture: MOVED, ASK on a half-migrated slot, failovers, restar
   CHECK(promoted == replica);
   CHECK_FALSE(c.node(owner).running());
   CHECK(c.owner_of_key(key) == promoted);
-  CHECK_MESSAGE(c.node(promoted).get(key) == "v",
-                "the promoted replica: " << c.node(promoted).command({"INFO", "replication"}).str
-                                         << c.node(promoted).command({"INFO", "keyspace"}).str);
+  const std::optional<std::string> after = c.node(promoted).get(key);
+  CHECK_MESSAGE(after == "v", "the promoted replica has "
+                                  << after.value_or("(nil)") << "; "
+                                  << c.node(promoted).command({"INFO", "replication"}).str
+                                  << c.node(promoted).command({"INFO", "keyspace"}).str);
   CHECK(c.node(wrong).command({"GET", key}).str ==
         "MOVED " + std::to_string(c.key_slot(key)) + " " + c.address(promoted));
 
@@ -915,7 +934,7 @@ TEST_CASE("SentinelFixture: sentinels follow SENTINEL FAILOVER and a killed mast
   CHECK(f.why_unstable().empty());
 
   f.node(name, 0).set("k", "v");
-  CHECK(f.node(name, 0).command({"WAIT", "1", "2000"}).integer == 1);
+  CHECK(f.node(name, 0).wait_replicated(1, 5000ms));
 
   // A forced failover: all sentinels switch, the replica is master, the old master follows it.
   t0 = Clock::now();
@@ -1026,7 +1045,7 @@ TEST_CASE("ClusterFixture over TLS (--tls-cluster, --tls-replication): MOVED nam
   CHECK(command_at(c.node(owner).tls_port(), {"SET", key, "v"}, 2000ms, tls.client_options())
             .is_status("OK"));
   // Replication runs over TLS too.
-  CHECK(c.node(owner).command({"WAIT", "1", "2000"}).integer == 1);
+  CHECK(c.node(owner).wait_replicated(1, 5000ms));
   const int slot = c.key_slot(key);
   c.migrate_slot(slot, wrong);  // MIGRATE over TLS
   CHECK(c.node(wrong).get(key) == "v");

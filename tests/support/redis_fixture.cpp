@@ -479,6 +479,34 @@ void RedisServer::make_master() const {
   expect_ok(command({"REPLICAOF", "NO", "ONE"}), "REPLICAOF NO ONE on " + address());
 }
 
+bool RedisServer::wait_replicated(int replicas, milliseconds timeout) const {
+  const auto offset_of = [this] {
+    const Reply r = command({"INFO", "replication"});
+    const auto offset = nodes::info_field(r.str, "master_repl_offset");
+    if (!offset) throw std::runtime_error("INFO replication on " + address() + ": no offset");
+    return std::make_pair(r.str, std::stoll(*offset));
+  };
+  const long long target = offset_of().second;
+  const auto deadline = steady_clock::now() + timeout;
+  for (;;) {
+    // One line per replica: "slave0:ip=...,port=...,state=online,offset=N,lag=..."
+    const std::string info = offset_of().first;
+    int caught_up = 0;
+    for (int i = 0;; ++i) {
+      const auto line = nodes::info_field(info, "slave" + std::to_string(i));
+      if (!line) break;
+      const auto at = line->find("offset=");
+      if (line->find("state=online") != std::string::npos && at != std::string::npos &&
+          std::stoll(line->substr(at + 7)) >= target) {
+        ++caught_up;
+      }
+    }
+    if (caught_up >= replicas) return true;
+    if (steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+}
+
 void RedisServer::make_oom() const {
   config_set("maxmemory-policy", "noeviction");
   config_set("maxmemory", "1");

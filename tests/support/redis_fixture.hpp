@@ -186,6 +186,12 @@ class RedisServer {
   // (The replica also drops its data and syncs from the master.)
   void replica_of(const RedisServer& master) const;
   void make_master() const;  // REPLICAOF NO ONE
+  // Waits until `replicas` online replicas have received every write this master had when called
+  // (its master_repl_offset then); false after `timeout`. WAIT does this only for the writes of
+  // the connection it is sent on, and command() opens a new connection each time: a WAIT sent
+  // with it waits for nothing. (A master learns a replica's offset from its acknowledgement,
+  // sent about once a second: this takes up to a second even when the replica is up to date.)
+  [[nodiscard]] bool wait_replicated(int replicas, std::chrono::milliseconds timeout) const;
   // CONFIG SET maxmemory-policy noeviction + maxmemory 1: writes answer "-OOM ...".
   void make_oom() const;
   void clear_oom() const;  // CONFIG SET maxmemory 0
