@@ -222,7 +222,7 @@ std::pair<Guard, AcquireResult> Client::try_lock(std::vector<std::string> resour
     std::lock_guard<std::mutex> g(impl_->holds_mu_);
     impl_->reentrant_[key] = st;
   }
-  if (options.hold.auto_extend) st->start_watchdog(st);
+  if (options.hold.auto_extend) st->start_watchdog(st, options.hold);
   return {Guard(st), std::move(r)};
 }
 

@@ -15,11 +15,15 @@ namespace redlock {
 
 class Guard::State {
  public:
-  State(std::weak_ptr<Client::Impl> client, Lock lock, HoldOptions options, std::string key)
+  // Keeps of `options` only what the holder's side reads; the watchdog gets its own copy
+  // (start_watchdog).
+  State(std::weak_ptr<Client::Impl> client, Lock lock, const HoldOptions& options, std::string key)
       : client_(std::move(client)),
         lock_(std::move(lock)),
-        options_(std::move(options)),
-        key_(std::move(key)) {}
+        on_lost_(options.on_lost),
+        on_renew_failing_(options.on_renew_failing),
+        key_(std::move(key)),
+        auto_extend_(options.auto_extend) {}
 
   bool owns() const {
     std::lock_guard<std::mutex> g(mu_);
@@ -35,7 +39,8 @@ class Guard::State {
   }
   std::optional<LossInfo> lost() const {
     std::lock_guard<std::mutex> g(mu_);
-    return loss_;
+    if (!loss_) return std::nullopt;
+    return *loss_;
   }
   int extensions() const {
     std::lock_guard<std::mutex> g(mu_);
@@ -68,7 +73,7 @@ class Guard::State {
     if (o.acquire.fence && !lock_.fence()) {
       return "held by this owner without a fence; a reentrant fenced request cannot share it";
     }
-    if (o.hold.auto_extend && !options_.auto_extend) {
+    if (o.hold.auto_extend && !auto_extend_) {
       return "held by this owner without auto-extension; a reentrant request for it cannot share "
              "it";
     }
@@ -83,16 +88,17 @@ class Guard::State {
     return true;
   }
 
-  // Starts the watchdog on the I/O thread (the hold id lives there only).
-  void start_watchdog(const std::shared_ptr<State>& self) {
+  // Starts the watchdog on the I/O thread (the hold id lives there only), with `options` (those
+  // the State was made with).
+  void start_watchdog(const std::shared_ptr<State>& self, const HoldOptions& options) {
     auto client = client_.lock();
     if (!client) return;
     std::weak_ptr<State> weak = self;
-    client->post([client_raw = client.get(), weak] {
+    client->post([client_raw = client.get(), weak, options] {
       auto st = weak.lock();
       if (!st) return;
       st->hold_id_ = client_raw->engine().hold(
-          st->lock(), st->options_,
+          st->lock(), options,
           [weak](const Lock& l) {
             if (auto s = weak.lock()) {
               std::lock_guard<std::mutex> g(s->mu_);
@@ -108,8 +114,8 @@ class Guard::State {
             {
               std::lock_guard<std::mutex> g(s->mu_);
               if (s->released_) return;
-              s->loss_ = info;
-              cb = s->options_.on_lost;
+              s->loss_ = std::make_unique<LossInfo>(info);
+              cb = s->on_lost_;
             }
             if (cb) cb(info);
           },
@@ -121,7 +127,7 @@ class Guard::State {
               std::lock_guard<std::mutex> g(s->mu_);
               if (s->released_) return;
               s->renew_failing_ = true;
-              cb = s->options_.on_renew_failing;
+              cb = s->on_renew_failing_;
             }
             if (cb) cb(failure);
           });
@@ -182,9 +188,11 @@ class Guard::State {
   std::weak_ptr<Client::Impl> client_;
   mutable std::mutex mu_;
   Lock lock_;
-  HoldOptions options_;
-  std::string key_;  // reentrancy key, empty when not reentrant
-  std::optional<LossInfo> loss_;
+  std::function<void(const LossInfo&)> on_lost_;
+  std::function<void(const RenewFailure&)> on_renew_failing_;
+  std::string key_;                 // reentrancy key, empty when not reentrant
+  std::unique_ptr<LossInfo> loss_;  // once lost (on the heap: a held lock rarely has one)
+  bool auto_extend_;
   int extensions_ = 0;
   bool renew_failing_ = false;  // the last extension failed (HoldState::renew_failing)
   int holders_ = 1;

@@ -4,6 +4,7 @@
 
 #include "core/quorum.hpp"
 #include "core/timing.hpp"
+#include "engine/lock_builder.hpp"
 #include "engine/operation.hpp"
 
 namespace redlock {
@@ -37,12 +38,11 @@ HoldOp::HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions&
     : e_(e),
       id_(id),
       lock_(std::move(lock)),
-      options_(o),
+      limits_{o.max_extensions, o.max_hold},
       schedule_(schedule),
       callbacks_(std::move(callbacks)) {
   // The hold keeps its own callbacks (the parameters); those of the options are the Guard's.
-  options_.on_lost = nullptr;
-  options_.on_renew_failing = nullptr;
+  LockBuilder::drop_nodes(lock_);
   started_ = BootClock::now();
   // The first extension is due one period after the lock was taken or last extended (its
   // deadline is that moment + ttl - drift), not one period after hold() was called: a lock
@@ -66,8 +66,8 @@ void HoldOp::stop() {
 }
 
 bool HoldOp::limit_reached() const {
-  if (options_.max_extensions && extensions_ >= *options_.max_extensions) return true;
-  if (options_.max_hold && BootClock::now() - started_ >= *options_.max_hold) return true;
+  if (limits_.max_extensions && extensions_ >= *limits_.max_extensions) return true;
+  if (limits_.max_hold && BootClock::now() - started_ >= *limits_.max_hold) return true;
   return false;
 }
 
@@ -124,6 +124,7 @@ void HoldOp::on_extend(ExtendResult r) {
     const auto period = schedule_.extend_every;
     next_extend_ = BootClock::now() + period - period / 10 + e_.jitter(period / 5);
     if (callbacks_.on_extended) callbacks_.on_extended(lock_);
+    LockBuilder::drop_nodes(lock_);  // the holder has them now
   } else if (r.error == Errc::not_held) {
     // The nodes no longer have our token: extending again would never succeed, and re-acquiring
     // silently would hide the gap from the holder.
@@ -143,7 +144,7 @@ void HoldOp::on_extend(ExtendResult r) {
     e_.log(LogLevel::warning,
            "extending '" + lock_.resources().front() + "' failed: " + r.message + "; retrying");
     const bool first = !last_failure_;
-    last_failure_ = std::move(r);
+    last_failure_ = std::make_unique<ExtendResult>(std::move(r));
     if (first && callbacks_.on_renew_failing) {
       const auto left = give_up_at() - BootClock::now();
       callbacks_.on_renew_failing(

@@ -22,6 +22,13 @@ struct HoldCallbacks {
                                         Engine::LostCallback on_lost,
                                         Engine::RenewFailingCallback on_renew_failing);
 
+// What stops the extending (HoldOptions::max_extensions, max_hold): all a hold keeps of its
+// options.
+struct HoldLimits {
+  std::optional<int> max_extensions;
+  std::optional<Millis> max_hold;
+};
+
 class HoldOp final : public std::enable_shared_from_this<HoldOp> {
  public:
   HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions& o,
@@ -43,14 +50,15 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
 
   Engine::Impl& e_;
   Engine::HoldId id_;
-  Lock lock_;
-  HoldOptions options_;
+  Lock lock_;  // without its per-node record (the holder's copy has it): never read here
+  HoldLimits limits_;
   detail::HoldSchedule schedule_;
   HoldCallbacks callbacks_;
   std::unique_ptr<net::Timer> timer_;
   BootClock::time_point started_{};
   BootClock::time_point next_extend_{};
-  std::optional<ExtendResult> last_failure_;  // since the last success; cleared by one
+  // Since the last success; cleared by one. On the heap: a held lock rarely has one.
+  std::unique_ptr<ExtendResult> last_failure_;
   int extensions_ = 0;
   bool extending_ = false;
   bool tried_ = false;  // an extension was started (the renew deadline waits for one)

@@ -31,6 +31,8 @@ class LockBuilder {
     // of a long job, auto-extended), and one release that publishes costs little beside it.
     l.wakes_waiters_ = true;
   }
+  // Frees the per-node record: a copy kept only to extend or release needs none (the watchdog's).
+  static void drop_nodes(Lock& l) { std::vector<NodeOutcome>().swap(l.nodes_); }
   static void set_fence(Lock& l, std::uint64_t f) { l.fence_ = f; }
   static void set_mode(Lock& l, LockMode m) { l.mode_ = m; }
   static void set_ticket(Lock& l, std::uint64_t t) { l.ticket_ = t; }
