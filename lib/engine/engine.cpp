@@ -278,6 +278,8 @@ void Engine::Impl::close(std::function<void()> on_closed) {
   on_closed_ = std::move(on_closed);
   for (auto& [id, h] : holds_) h->stop();
   holds_.clear();
+  hold_timer_.reset();
+  hold_dues_ = {};
   stop_observers();
   std::vector<Operation*> live;
   for (Operation* op = ops_; op != nullptr; op = op->next_) live.push_back(op);

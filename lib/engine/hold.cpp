@@ -54,15 +54,18 @@ HoldOp::HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions&
                taken + std::chrono::duration_cast<BootClock::duration>(schedule_.extend_every));
 }
 
-void HoldOp::start() {
-  timer_ = std::make_unique<net::Timer>(e_.loop_, [this] { on_timer(); });
-  arm();
-}
+void HoldOp::start() { arm(); }
 
 void HoldOp::stop() {
   if (stopped_) return;
   stopped_ = true;
-  timer_.reset();
+  due_ = BootClock::time_point::max();
+  e_.hold_stopped();
+}
+
+void HoldOp::fire() {
+  due_ = BootClock::time_point::max();
+  on_timer();
 }
 
 bool HoldOp::limit_reached() const {
@@ -83,9 +86,9 @@ void HoldOp::arm() {
   auto due = lock_.deadline();
   // While an extension is in flight its answer decides (on_extend arms again).
   if (!limit_reached() && !extending_) due = std::min({due, give_up_at(), next_extend_});
-  const auto now = BootClock::now();
-  const auto wait = due > now ? std::chrono::ceil<Millis>(due - now) : Millis{0};
-  timer_->start(static_cast<std::uint64_t>(wait.count()));
+  if (due == due_) return;  // already in the shared timer's heap for that time
+  due_ = due;
+  e_.arm_hold(id_, due);
 }
 
 void HoldOp::on_timer() {
@@ -179,6 +182,68 @@ void HoldOp::lose(Errc why, std::string message, std::vector<NodeOutcome> nodes)
   e_.holds_.erase(id_);
   stop();
   if (cb) cb(LossInfo{make_error_code(why), std::move(message), std::move(nodes)});
+}
+
+// The shared timer: set for the earliest due time of any hold (or earlier); on firing, each hold
+// due by then fires once, and it is set again for the next.
+
+bool Engine::Impl::hold_due_current(const DueHeap::Entry& entry) const {
+  auto it = holds_.find(entry.id);
+  return it != holds_.end() && it->second->due_at(entry.due);
+}
+
+void Engine::Impl::arm_hold(Engine::HoldId id, BootClock::time_point due) {
+  if (closing_) return;
+  hold_dues_.push(due, id);
+  // Each re-arm leaves the old entry behind until its time (an extension in flight arms the
+  // deadline, its answer an earlier time): past a few per hold, drop them all at once.
+  if (hold_dues_.size() > 4 * holds_.size() + 64)
+    hold_dues_.prune([this](const DueHeap::Entry& en) { return hold_due_current(en); });
+  if (due < hold_timer_due_) set_hold_timer(due);
+}
+
+void Engine::Impl::hold_stopped() {
+  if (closing_) return;
+  const auto next =
+      hold_dues_.earliest([this](const DueHeap::Entry& en) { return hold_due_current(en); });
+  if (!next) {
+    // No hold left to wait for: the loop is not kept running for nothing.
+    if (hold_timer_) hold_timer_->stop();
+    hold_timer_due_ = BootClock::time_point::max();
+  } else if (*next > hold_timer_due_) {
+    set_hold_timer(*next);
+  }
+}
+
+void Engine::Impl::set_hold_timer(BootClock::time_point due) {
+  if (!hold_timer_) hold_timer_ = std::make_unique<net::Timer>(loop_, [this] { on_hold_timer(); });
+  const auto now = BootClock::now();
+  const auto wait = due > now ? std::chrono::ceil<Millis>(due - now) : Millis{0};
+  hold_timer_due_ = due;
+  hold_timer_->start(static_cast<std::uint64_t>(wait.count()));
+}
+
+void Engine::Impl::on_hold_timer() {
+  hold_timer_due_ = BootClock::time_point::max();
+  const DueHeap::IsCurrent current = [this](const DueHeap::Entry& en) {
+    return hold_due_current(en);
+  };
+  std::vector<DueHeap::Entry> due;
+  due.swap(holds_due_);
+  hold_dues_.take_due(BootClock::now(), current, due);
+  for (const auto& en : due) {
+    // An earlier one's callback may have stopped this one (or the engine).
+    auto it = holds_.find(en.id);
+    if (it == holds_.end() || !it->second->due_at(en.due)) continue;
+    auto h = it->second;  // a loss drops the engine's reference
+    h->fire();
+  }
+  due.clear();
+  holds_due_.swap(due);
+  if (closing_) return;
+  // (The timer may fire a little early by the loop's cached time: then nothing was due yet.)
+  if (const auto next = hold_dues_.earliest(current); next && *next < hold_timer_due_)
+    set_hold_timer(*next);
 }
 
 }  // namespace redlock

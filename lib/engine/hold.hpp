@@ -1,6 +1,6 @@
 #pragma once
-// The watchdog of one held lock (Engine::hold): one timer on the loop, due at the next extension,
-// at the renew deadline or at the local deadline, whichever comes first.
+// The watchdog of one held lock (Engine::hold): due at the next extension, at the renew deadline
+// or at the local deadline, whichever comes first, on the timer all the holds share.
 
 #include <memory>
 #include <optional>
@@ -36,6 +36,10 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
   void start();
   // No callback runs after this.
   void stop();
+  // Whether the hold is armed for `due` (the shared timer's entry for it is not outdated).
+  [[nodiscard]] bool due_at(BootClock::time_point due) const { return !stopped_ && due_ == due; }
+  // The shared timer reached the time it was armed for.
+  void fire();
 
  private:
   [[nodiscard]] bool limit_reached() const;
@@ -54,7 +58,7 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
   HoldLimits limits_;
   detail::HoldSchedule schedule_;
   HoldCallbacks callbacks_;
-  std::unique_ptr<net::Timer> timer_;
+  BootClock::time_point due_ = BootClock::time_point::max();  // armed for; max: not armed
   BootClock::time_point started_{};
   BootClock::time_point next_extend_{};
   // Since the last success; cleared by one. On the heap: a held lock rarely has one.

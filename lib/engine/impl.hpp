@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/due_heap.hpp"
 #include "net/node.hpp"
 #include "net/uv.hpp"
 #include "redlock/engine.hpp"
@@ -119,6 +120,10 @@ class Engine::Impl final : public net::NodeHost {
   std::uint64_t next_acquire_id_ = 1;
   std::unordered_map<Engine::HoldId, std::shared_ptr<HoldOp>> holds_;  // running watchdogs
   Engine::HoldId next_hold_id_ = 1;
+  // The watchdogs share one loop timer (engine/hold.cpp): hold `id` is due at `due` (it re-arms
+  // by calling this again); a stopped hold calls hold_stopped().
+  void arm_hold(Engine::HoldId id, BootClock::time_point due);
+  void hold_stopped();
   // Election observers (engine/election.cpp), and by leader record key those that hear its
   // channels' messages (on_wake: a hint to read again).
   std::unordered_map<Engine::ObserveId, std::shared_ptr<ObserveOp>> observers_;
@@ -133,6 +138,9 @@ class Engine::Impl final : public net::NodeHost {
  private:
   void handle_closed();
   void run_deferred();
+  [[nodiscard]] bool hold_due_current(const DueHeap::Entry& entry) const;
+  void set_hold_timer(BootClock::time_point due);
+  void on_hold_timer();
   void on_cancel_requests();
 
   net::Check check_;  // runs the deferred callbacks
@@ -150,6 +158,10 @@ class Engine::Impl final : public net::NodeHost {
   std::function<void()> on_closed_;
   Millis max_ttl_used_{0};
   std::mt19937_64 rng_;
+  DueHeap hold_dues_;
+  std::unique_ptr<net::Timer> hold_timer_;                               // made by the first hold
+  BootClock::time_point hold_timer_due_ = BootClock::time_point::max();  // max: not set
+  std::vector<DueHeap::Entry> holds_due_;  // on_hold_timer's list, kept for its capacity
 };
 
 }  // namespace redlock
