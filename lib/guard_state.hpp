@@ -1,6 +1,7 @@
 #pragma once
 // What a Guard shares with the Client that made it: the held lock, its watchdog, its loss, and
-// its reentrant holders. Thread-safe (one mutex).
+// its reentrant holders. Thread-safe (one mutex). The lock is one object shared with the
+// watchdog (on the I/O thread) and never changed: an extension swaps in a new one under the mutex.
 
 #include <future>
 #include <memory>
@@ -9,17 +10,18 @@
 #include <string>
 
 #include "client_impl.hpp"
+#include "engine/hold.hpp"
 #include "redlock/guard.hpp"
 
 namespace redlock {
 
-class Guard::State {
+class Guard::State final : public HoldListener {
  public:
   // Keeps of `options` only what the holder's side reads; the watchdog gets its own copy
   // (start_watchdog).
   State(std::weak_ptr<Client::Impl> client, Lock lock, const HoldOptions& options, std::string key)
       : client_(std::move(client)),
-        lock_(std::move(lock)),
+        lock_(std::make_shared<const Lock>(std::move(lock))),
         on_lost_(options.on_lost),
         on_renew_failing_(options.on_renew_failing),
         key_(std::move(key)),
@@ -27,13 +29,14 @@ class Guard::State {
 
   bool owns() const {
     std::lock_guard<std::mutex> g(mu_);
-    return !released_ && !loss_ && !lock_.empty() && lock_.remaining() > Millis{0};
+    return !released_ && !loss_ && !lock_->empty() && lock_->remaining() > Millis{0};
   }
   Millis remaining() const {
     std::lock_guard<std::mutex> g(mu_);
-    return released_ || loss_ ? Millis{0} : lock_.remaining();
+    return released_ || loss_ ? Millis{0} : lock_->remaining();
   }
-  Lock lock() const {
+  Lock lock() const { return *lock_ptr(); }  // copied outside the mutex: it never changes
+  std::shared_ptr<const Lock> lock_ptr() const {
     std::lock_guard<std::mutex> g(mu_);
     return lock_;
   }
@@ -49,7 +52,7 @@ class Guard::State {
   HoldState state() const {
     std::lock_guard<std::mutex> g(mu_);
     if (released_) return HoldState::none;
-    if (loss_ || lock_.empty() || lock_.remaining() <= Millis{0}) return HoldState::lost;
+    if (loss_ || lock_->empty() || lock_->remaining() <= Millis{0}) return HoldState::lost;
     return renew_failing_ ? HoldState::renew_failing : HoldState::held;
   }
   int holders() const {
@@ -62,15 +65,15 @@ class Guard::State {
   // auto-extension. (Upgrades are not offered: refusing beats waiting on our own reader.)
   std::optional<std::string> mismatch(const LockOptions& o) const {
     std::lock_guard<std::mutex> g(mu_);
-    if (released_ || loss_ || lock_.remaining() <= Millis{0})
+    if (released_ || loss_ || lock_->remaining() <= Millis{0})
       return std::nullopt;  // not shared: taken anew
     static constexpr const char* mode_names[] = {"an exclusive", "a read", "a write"};
-    if (o.acquire.mode != lock_.mode()) {
-      return std::string("held by this owner as ") + mode_names[static_cast<int>(lock_.mode())] +
+    if (o.acquire.mode != lock_->mode()) {
+      return std::string("held by this owner as ") + mode_names[static_cast<int>(lock_->mode())] +
              " lock; a reentrant request for " + mode_names[static_cast<int>(o.acquire.mode)] +
              " lock cannot share it";
     }
-    if (o.acquire.fence && !lock_.fence()) {
+    if (o.acquire.fence && !lock_->fence()) {
       return "held by this owner without a fence; a reentrant fenced request cannot share it";
     }
     if (o.hold.auto_extend && !auto_extend_) {
@@ -83,13 +86,14 @@ class Guard::State {
   // Reentrancy: one more holder, if still held.
   bool add_holder() {
     std::lock_guard<std::mutex> g(mu_);
-    if (released_ || loss_ || lock_.remaining() <= Millis{0}) return false;
+    if (released_ || loss_ || lock_->remaining() <= Millis{0}) return false;
     ++holders_;
     return true;
   }
 
   // Starts the watchdog on the I/O thread (the hold id lives there only), with `options` (those
-  // the State was made with).
+  // the State was made with). It shares this State's lock and tells this State (HoldListener),
+  // as long as the State lives.
   void start_watchdog(const std::shared_ptr<State>& self, const HoldOptions& options) {
     auto client = client_.lock();
     if (!client) return;
@@ -97,41 +101,37 @@ class Guard::State {
     client->post([client_raw = client.get(), weak, options] {
       auto st = weak.lock();
       if (!st) return;
-      st->hold_id_ = client_raw->engine().hold(
-          st->lock(), options,
-          [weak](const Lock& l) {
-            if (auto s = weak.lock()) {
-              std::lock_guard<std::mutex> g(s->mu_);
-              s->lock_ = l;
-              ++s->extensions_;
-              s->renew_failing_ = false;
-            }
-          },
-          [weak](const LossInfo& info) {
-            auto s = weak.lock();
-            if (!s) return;
-            std::function<void(const LossInfo&)> cb;
-            {
-              std::lock_guard<std::mutex> g(s->mu_);
-              if (s->released_) return;
-              s->loss_ = std::make_unique<LossInfo>(info);
-              cb = s->on_lost_;
-            }
-            if (cb) cb(info);
-          },
-          [weak](const RenewFailure& failure) {
-            auto s = weak.lock();
-            if (!s) return;
-            std::function<void(const RenewFailure&)> cb;
-            {
-              std::lock_guard<std::mutex> g(s->mu_);
-              if (s->released_) return;
-              s->renew_failing_ = true;
-              cb = s->on_renew_failing_;
-            }
-            if (cb) cb(failure);
-          });
+      st->hold_id_ = start_hold(EngineAccess::impl(client_raw->engine()), st->lock_ptr(), options,
+                                std::weak_ptr<HoldListener>(weak));
     });
+  }
+
+  // HoldListener: on the I/O thread, from the watchdog.
+  void on_extended(const std::shared_ptr<const Lock>& lock) override {
+    std::lock_guard<std::mutex> g(mu_);
+    lock_ = lock;
+    ++extensions_;
+    renew_failing_ = false;
+  }
+  void on_lost(const LossInfo& info) override {
+    std::function<void(const LossInfo&)> cb;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (released_) return;
+      loss_ = std::make_unique<LossInfo>(info);
+      cb = on_lost_;
+    }
+    if (cb) cb(info);
+  }
+  void on_renew_failing(const RenewFailure& failure) override {
+    std::function<void(const RenewFailure&)> cb;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (released_) return;
+      renew_failing_ = true;
+      cb = on_renew_failing_;
+    }
+    if (cb) cb(failure);
   }
 
   // One holder lets go; the last one stops the watchdog and releases on the nodes.
@@ -187,7 +187,7 @@ class Guard::State {
  private:
   std::weak_ptr<Client::Impl> client_;
   mutable std::mutex mu_;
-  Lock lock_;
+  std::shared_ptr<const Lock> lock_;  // never null; the watchdog shares it
   std::function<void(const LossInfo&)> on_lost_;
   std::function<void(const RenewFailure&)> on_renew_failing_;
   std::string key_;                 // reentrancy key, empty when not reentrant

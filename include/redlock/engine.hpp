@@ -95,7 +95,8 @@ class REDLOCK_API Engine {
   class REDLOCK_HIDDEN Impl;
 
  private:
-  Impl* impl_;  // owned; frees itself once its handles are closed
+  friend class EngineAccess;  // the library's own way in (lib/engine/hold.hpp)
+  Impl* impl_;                // owned; frees itself once its handles are closed
 };
 
 }  // namespace redlock

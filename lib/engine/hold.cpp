@@ -15,40 +15,81 @@ std::string ms_text(BootClock::duration d) {
   return std::to_string(std::chrono::duration_cast<Millis>(d).count()) + " ms";
 }
 
-}  // namespace
+// The public Engine::hold's three callbacks as a listener the hold owns.
+class CallbackListener final : public HoldListener {
+ public:
+  CallbackListener(Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost,
+                   Engine::RenewFailingCallback on_renew_failing)
+      : on_extended_(std::move(on_extended)),
+        on_lost_(std::move(on_lost)),
+        on_renew_failing_(std::move(on_renew_failing)) {}
+  void on_extended(const std::shared_ptr<const Lock>& lock) override {
+    if (on_extended_) on_extended_(*lock);
+  }
+  void on_lost(const LossInfo& info) override {
+    if (on_lost_) on_lost_(info);
+  }
+  void on_renew_failing(const RenewFailure& failure) override {
+    if (on_renew_failing_) on_renew_failing_(failure);
+  }
 
-Engine::HoldId start_hold(Engine::Impl& e, const Lock& lock, const HoldOptions& options,
-                          Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost,
-                          Engine::RenewFailingCallback on_renew_failing) {
-  if (e.closing_ || lock.empty() || lock.ttl() <= Millis{0}) return 0;
+ private:
+  Engine::ExtendedCallback on_extended_;
+  Engine::LostCallback on_lost_;
+  Engine::RenewFailingCallback on_renew_failing_;
+};
+
+Engine::HoldId start_hold_with(Engine::Impl& e, std::shared_ptr<const Lock> lock,
+                               const HoldOptions& options, std::weak_ptr<HoldListener> listener,
+                               std::shared_ptr<HoldListener> owned) {
+  if (e.closing_ || !lock || lock->empty() || lock->ttl() <= Millis{0}) return 0;
   OptionsProblem why;
-  const auto schedule = detail::hold_schedule(lock.ttl(), options, why);
+  const auto schedule = detail::hold_schedule(lock->ttl(), options, why);
   if (!schedule) return 0;
   const Engine::HoldId id = e.next_hold_id_++;
-  auto h = std::make_shared<HoldOp>(
-      e, id, lock, options, *schedule,
-      HoldCallbacks{std::move(on_extended), std::move(on_lost), std::move(on_renew_failing)});
+  auto h = std::make_shared<HoldOp>(e, id, std::move(lock), options, *schedule, std::move(listener),
+                                    std::move(owned));
   e.holds_.emplace(id, h);
   h->start();
   return id;
 }
 
-HoldOp::HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions& o,
-               detail::HoldSchedule schedule, HoldCallbacks callbacks)
+}  // namespace
+
+Engine::HoldId start_hold(Engine::Impl& e, const Lock& lock, const HoldOptions& options,
+                          Engine::ExtendedCallback on_extended, Engine::LostCallback on_lost,
+                          Engine::RenewFailingCallback on_renew_failing) {
+  // The caller keeps its lock; the hold keeps a copy without the per-node record.
+  auto own = std::make_shared<Lock>(lock);
+  LockBuilder::drop_nodes(*own);
+  auto listener = std::make_shared<CallbackListener>(std::move(on_extended), std::move(on_lost),
+                                                     std::move(on_renew_failing));
+  std::weak_ptr<HoldListener> weak = listener;
+  return start_hold_with(e, std::move(own), options, std::move(weak), std::move(listener));
+}
+
+Engine::HoldId start_hold(Engine::Impl& e, std::shared_ptr<const Lock> lock,
+                          const HoldOptions& options, std::weak_ptr<HoldListener> listener) {
+  return start_hold_with(e, std::move(lock), options, std::move(listener), nullptr);
+}
+
+HoldOp::HoldOp(Engine::Impl& e, Engine::HoldId id, std::shared_ptr<const Lock> lock,
+               const HoldOptions& o, detail::HoldSchedule schedule,
+               std::weak_ptr<HoldListener> listener, std::shared_ptr<HoldListener> owned_listener)
     : e_(e),
       id_(id),
       lock_(std::move(lock)),
       limits_{o.max_extensions, o.max_hold},
       schedule_(schedule),
-      callbacks_(std::move(callbacks)) {
-  // The hold keeps its own callbacks (the parameters); those of the options are the Guard's.
-  LockBuilder::drop_nodes(lock_);
+      listener_(std::move(listener)),
+      owned_listener_(std::move(owned_listener)) {
+  // The hold tells its listener; the callbacks of the options are the Guard's.
   started_ = BootClock::now();
   // The first extension is due one period after the lock was taken or last extended (its
   // deadline is that moment + ttl - drift), not one period after hold() was called: a lock
   // handed to hold() late would otherwise reach its deadline before any extension was tried.
   const auto taken =
-      lock_.deadline() - std::chrono::duration_cast<BootClock::duration>(lock_.ttl());
+      lock_->deadline() - std::chrono::duration_cast<BootClock::duration>(lock_->ttl());
   next_extend_ =
       std::min(started_ + schedule_.extend_every,
                taken + std::chrono::duration_cast<BootClock::duration>(schedule_.extend_every));
@@ -77,13 +118,13 @@ bool HoldOp::limit_reached() const {
 BootClock::time_point HoldOp::give_up_at() const {
   // deadline = t1 + ttl - drift, so this is t1 + renew_deadline - drift: the drift makes it a
   // little earlier, the side of caution, as it does for the deadline itself.
-  return lock_.deadline() -
-         std::chrono::duration_cast<BootClock::duration>(lock_.ttl() - schedule_.renew_deadline);
+  return lock_->deadline() -
+         std::chrono::duration_cast<BootClock::duration>(lock_->ttl() - schedule_.renew_deadline);
 }
 
 void HoldOp::arm() {
   if (stopped_) return;
-  auto due = lock_.deadline();
+  auto due = lock_->deadline();
   // While an extension is in flight its answer decides (on_extend arms again).
   if (!limit_reached() && !extending_) due = std::min({due, give_up_at(), next_extend_});
   if (due == due_) return;  // already in the shared timer's heap for that time
@@ -94,7 +135,7 @@ void HoldOp::arm() {
 void HoldOp::on_timer() {
   if (stopped_) return;
   const auto now = BootClock::now();
-  if (now >= lock_.deadline()) {
+  if (now >= lock_->deadline()) {
     lose(Errc::expired,
          limit_reached() ? "the hold limit stopped the extensions and the lock expired"
                          : "the local deadline passed before an extension succeeded",
@@ -111,7 +152,8 @@ void HoldOp::on_timer() {
     extending_ = true;
     tried_ = true;
     auto self = shared_from_this();
-    start_extend(e_, lock_, lock_.ttl(), [self](ExtendResult r) { self->on_extend(std::move(r)); });
+    start_extend(e_, *lock_, lock_->ttl(),
+                 [self](ExtendResult r) { self->on_extend(std::move(r)); });
   }
   arm();
 }
@@ -120,14 +162,18 @@ void HoldOp::on_extend(ExtendResult r) {
   extending_ = false;
   if (stopped_) return;
   if (r) {
-    lock_ = std::move(r.lock);
+    // A new lock: the old one may still be read by the holder's threads.
+    auto fresh = std::make_shared<Lock>(std::move(r.lock));
     ++extensions_;
     last_failure_.reset();
     // About +-10 % so locks taken together do not all extend in the same loop iteration.
     const auto period = schedule_.extend_every;
     next_extend_ = BootClock::now() + period - period / 10 + e_.jitter(period / 5);
-    if (callbacks_.on_extended) callbacks_.on_extended(lock_);
-    LockBuilder::drop_nodes(lock_);  // the holder has them now
+    std::shared_ptr<const Lock> shared = fresh;
+    if (auto l = listener_.lock()) l->on_extended(shared);
+    // An owned listener saw it during the call only: no one else has the per-node record.
+    if (owned_listener_) LockBuilder::drop_nodes(*fresh);
+    lock_ = std::move(shared);
   } else if (r.error == Errc::not_held) {
     // The nodes no longer have our token: extending again would never succeed, and re-acquiring
     // silently would hide the gap from the holder.
@@ -145,14 +191,15 @@ void HoldOp::on_extend(ExtendResult r) {
     const auto retry = detail::extend_retry_after(e_.options_.node_timeout, schedule_.extend_every);
     next_extend_ = BootClock::now() + retry;
     e_.log(LogLevel::warning,
-           "extending '" + lock_.resources().front() + "' failed: " + r.message + "; retrying");
+           "extending '" + lock_->resources().front() + "' failed: " + r.message + "; retrying");
     const bool first = !last_failure_;
     last_failure_ = std::make_unique<ExtendResult>(std::move(r));
-    if (first && callbacks_.on_renew_failing) {
+    auto l = listener_.lock();
+    if (first && l) {
       const auto left = give_up_at() - BootClock::now();
-      callbacks_.on_renew_failing(
-          RenewFailure{last_failure_->error, last_failure_->message, last_failure_->nodes,
-                       std::max(Millis{0}, std::chrono::floor<Millis>(left))});
+      l->on_renew_failing(RenewFailure{last_failure_->error, last_failure_->message,
+                                       last_failure_->nodes,
+                                       std::max(Millis{0}, std::chrono::floor<Millis>(left))});
     }
   }
   arm();
@@ -160,8 +207,8 @@ void HoldOp::on_extend(ExtendResult r) {
 
 void HoldOp::give_up() {
   std::string message = "no extension succeeded within the renew deadline (" +
-                        ms_text(schedule_.renew_deadline) + " of the " + ms_text(lock_.ttl()) +
-                        " ttl); " + ms_text(lock_.deadline() - BootClock::now()) +
+                        ms_text(schedule_.renew_deadline) + " of the " + ms_text(lock_->ttl()) +
+                        " ttl); " + ms_text(lock_->deadline() - BootClock::now()) +
                         " of the validity left to stop";
   if (last_failure_) {
     message += "; the last extension: " + last_failure_->message;
@@ -171,17 +218,18 @@ void HoldOp::give_up() {
     message += "; no extension was due since the last one succeeded";
   }
   auto nodes = last_failure_ ? std::move(last_failure_->nodes) : std::vector<NodeOutcome>{};
-  e_.log(LogLevel::warning, "giving up '" + lock_.resources().front() + "': " + message);
+  e_.log(LogLevel::warning, "giving up '" + lock_->resources().front() + "': " + message);
   lose(Errc::no_quorum, std::move(message), std::move(nodes));
 }
 
 void HoldOp::lose(Errc why, std::string message, std::vector<NodeOutcome> nodes) {
   ++e_.metrics_.lost;
-  auto cb = std::move(callbacks_.on_lost);
-  auto self = shared_from_this();  // stop() may drop the engine's reference
+  auto l = listener_.lock();
+  auto owned = std::move(owned_listener_);  // l may be it
+  auto self = shared_from_this();           // stop() may drop the engine's reference
   e_.holds_.erase(id_);
   stop();
-  if (cb) cb(LossInfo{make_error_code(why), std::move(message), std::move(nodes)});
+  if (l) l->on_lost(LossInfo{make_error_code(why), std::move(message), std::move(nodes)});
 }
 
 // The shared timer: set for the earliest due time of any hold (or earlier); on firing, each hold

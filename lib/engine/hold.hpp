@@ -10,10 +10,24 @@
 
 namespace redlock {
 
-struct HoldCallbacks {
-  Engine::ExtendedCallback on_extended;
-  Engine::LostCallback on_lost;
-  Engine::RenewFailingCallback on_renew_failing;
+// Who hears of a hold: one object rather than three callbacks (each a std::function with its own
+// heap block), called on the loop's thread. A listener the hold only points to (Guard::State)
+// keeps the lock it is handed, shared with the hold and never changed; one the hold owns (the
+// public Engine::hold's callbacks) sees it only during the call.
+class HoldListener {
+ public:
+  virtual void on_extended(const std::shared_ptr<const Lock>& lock) = 0;
+  virtual void on_lost(const LossInfo& info) = 0;
+  virtual void on_renew_failing(const RenewFailure& failure) = 0;
+
+ protected:
+  ~HoldListener() = default;
+};
+
+// The library's own way into an Engine (Client, Guard): what the public header does not offer.
+class EngineAccess {
+ public:
+  static Engine::Impl& impl(Engine& e) { return *e.impl_; }
 };
 
 [[nodiscard]] Engine::HoldId start_hold(Engine::Impl& e, const Lock& lock,
@@ -21,6 +35,11 @@ struct HoldCallbacks {
                                         Engine::ExtendedCallback on_extended,
                                         Engine::LostCallback on_lost,
                                         Engine::RenewFailingCallback on_renew_failing);
+// The holder's lock is shared, not copied: `lock` is never changed by anyone after this call (an
+// extension makes a new one, handed to the listener). No listener call after it expires.
+[[nodiscard]] Engine::HoldId start_hold(Engine::Impl& e, std::shared_ptr<const Lock> lock,
+                                        const HoldOptions& options,
+                                        std::weak_ptr<HoldListener> listener);
 
 // What stops the extending (HoldOptions::max_extensions, max_hold): all a hold keeps of its
 // options.
@@ -31,8 +50,9 @@ struct HoldLimits {
 
 class HoldOp final : public std::enable_shared_from_this<HoldOp> {
  public:
-  HoldOp(Engine::Impl& e, Engine::HoldId id, Lock lock, const HoldOptions& o,
-         detail::HoldSchedule schedule, HoldCallbacks callbacks);
+  HoldOp(Engine::Impl& e, Engine::HoldId id, std::shared_ptr<const Lock> lock, const HoldOptions& o,
+         detail::HoldSchedule schedule, std::weak_ptr<HoldListener> listener,
+         std::shared_ptr<HoldListener> owned_listener);
   void start();
   // No callback runs after this.
   void stop();
@@ -54,10 +74,13 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
 
   Engine::Impl& e_;
   Engine::HoldId id_;
-  Lock lock_;  // without its per-node record (the holder's copy has it): never read here
+  // The current lock, the holder's own (a listener the hold points to), or without its per-node
+  // record (an owned listener's: never read here).
+  std::shared_ptr<const Lock> lock_;
   HoldLimits limits_;
   detail::HoldSchedule schedule_;
-  HoldCallbacks callbacks_;
+  std::weak_ptr<HoldListener> listener_;
+  std::shared_ptr<HoldListener> owned_listener_;              // the public Engine::hold's callbacks
   BootClock::time_point due_ = BootClock::time_point::max();  // armed for; max: not armed
   BootClock::time_point started_{};
   BootClock::time_point next_extend_{};
