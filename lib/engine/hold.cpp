@@ -244,8 +244,10 @@ void Engine::Impl::arm_hold(Engine::HoldId id, BootClock::time_point due) {
   if (closing_) return;
   hold_dues_.push(due, id);
   // Each re-arm leaves the old entry behind until its time (an extension in flight arms the
-  // deadline, its answer an earlier time): past a few per hold, drop them all at once.
-  if (hold_dues_.size() > 4 * holds_.size() + 64)
+  // deadline, its answer an earlier time; about three a hold within a ttl): past one per hold,
+  // drop them all at once (amortized: at least holds_.size() pushes between two prunes), so the
+  // heap stays under two entries a hold (32 bytes) instead of growing to four.
+  if (hold_dues_.size() > 2 * holds_.size() + 64)
     hold_dues_.prune([this](const DueHeap::Entry& en) { return hold_due_current(en); });
   if (due < hold_timer_due_) set_hold_timer(due);
 }
