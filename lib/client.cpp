@@ -209,8 +209,7 @@ std::pair<Guard, AcquireResult> Client::try_lock(std::vector<std::string> resour
       if (st && st->add_holder()) {
         AcquireResult r;
         r.lock = st->lock();
-        r.nodes = r.lock.nodes();
-        return {Guard(st), std::move(r)};  // no network I/O
+        return {Guard(st), std::move(r)};  // no network I/O: no per-node record
       }
       impl_->reentrant_.erase(it);
     }

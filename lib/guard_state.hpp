@@ -1,7 +1,8 @@
 #pragma once
 // What a Guard shares with the Client that made it: the held lock, its watchdog, its loss, and
 // its reentrant holders. Thread-safe (one mutex). The lock is one object shared with the
-// watchdog (on the I/O thread) and never changed: an extension swaps in a new one under the mutex.
+// watchdog (on the I/O thread) and never changed: an extension changes the lease beside it
+// (LockBuilder::Lease) under the mutex, and allocates nothing that outlives it.
 
 #include <future>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "client_impl.hpp"
 #include "engine/hold.hpp"
+#include "engine/lock_builder.hpp"
 #include "redlock/guard.hpp"
 
 namespace redlock {
@@ -18,10 +20,12 @@ namespace redlock {
 class Guard::State final : public HoldListener {
  public:
   // Keeps of `options` only what the holder's side reads; the watchdog gets its own copy
-  // (start_watchdog).
+  // (start_watchdog). Keeps no per-node record: the acquisition's is on its AcquireResult, an
+  // extension's on the RenewFailure or LossInfo that reports it (Guard::lock()).
   State(std::weak_ptr<Client::Impl> client, Lock lock, const HoldOptions& options, std::string key)
       : client_(std::move(client)),
-        lock_(std::make_shared<const Lock>(std::move(lock))),
+        lock_(without_nodes(std::move(lock))),
+        lease_(LockBuilder::lease(*lock_)),
         on_lost_(options.on_lost),
         on_renew_failing_(options.on_renew_failing),
         key_(std::move(key)),
@@ -29,16 +33,21 @@ class Guard::State final : public HoldListener {
 
   bool owns() const {
     std::lock_guard<std::mutex> g(mu_);
-    return !released_ && !loss_ && !lock_->empty() && lock_->remaining() > Millis{0};
+    return !released_ && !loss_ && !lock_->empty() && lease_.remaining() > Millis{0};
   }
   Millis remaining() const {
     std::lock_guard<std::mutex> g(mu_);
-    return released_ || loss_ ? Millis{0} : lock_->remaining();
+    return released_ || loss_ ? Millis{0} : lease_.remaining();
   }
-  Lock lock() const { return *lock_ptr(); }  // copied outside the mutex: it never changes
-  std::shared_ptr<const Lock> lock_ptr() const {
-    std::lock_guard<std::mutex> g(mu_);
-    return lock_;
+  Lock lock() const {
+    LockBuilder::Lease lease;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      lease = lease_;
+    }
+    Lock l = *lock_;  // copied outside the mutex: it never changes
+    LockBuilder::renew(l, lease);
+    return l;
   }
   std::optional<LossInfo> lost() const {
     std::lock_guard<std::mutex> g(mu_);
@@ -52,7 +61,7 @@ class Guard::State final : public HoldListener {
   HoldState state() const {
     std::lock_guard<std::mutex> g(mu_);
     if (released_) return HoldState::none;
-    if (loss_ || lock_->empty() || lock_->remaining() <= Millis{0}) return HoldState::lost;
+    if (loss_ || lock_->empty() || lease_.remaining() <= Millis{0}) return HoldState::lost;
     return renew_failing_ ? HoldState::renew_failing : HoldState::held;
   }
   int holders() const {
@@ -65,7 +74,7 @@ class Guard::State final : public HoldListener {
   // auto-extension. (Upgrades are not offered: refusing beats waiting on our own reader.)
   std::optional<std::string> mismatch(const LockOptions& o) const {
     std::lock_guard<std::mutex> g(mu_);
-    if (released_ || loss_ || lock_->remaining() <= Millis{0})
+    if (released_ || loss_ || lease_.remaining() <= Millis{0})
       return std::nullopt;  // not shared: taken anew
     static constexpr const char* mode_names[] = {"an exclusive", "a read", "a write"};
     if (o.acquire.mode != lock_->mode()) {
@@ -86,7 +95,7 @@ class Guard::State final : public HoldListener {
   // Reentrancy: one more holder, if still held.
   bool add_holder() {
     std::lock_guard<std::mutex> g(mu_);
-    if (released_ || loss_ || lock_->remaining() <= Millis{0}) return false;
+    if (released_ || loss_ || lease_.remaining() <= Millis{0}) return false;
     ++holders_;
     return true;
   }
@@ -101,15 +110,16 @@ class Guard::State final : public HoldListener {
     client->post([client_raw = client.get(), weak, options] {
       auto st = weak.lock();
       if (!st) return;
-      st->hold_id_ = start_hold(EngineAccess::impl(client_raw->engine()), st->lock_ptr(), options,
+      st->hold_id_ = start_hold(EngineAccess::impl(client_raw->engine()), st->lock_, options,
                                 std::weak_ptr<HoldListener>(weak));
     });
   }
 
   // HoldListener: on the I/O thread, from the watchdog.
-  void on_extended(const std::shared_ptr<const Lock>& lock) override {
+  void on_extended(const Lock& extended) override {
     std::lock_guard<std::mutex> g(mu_);
-    lock_ = lock;
+    lease_ = LockBuilder::lease(extended);
+    lease_.extended = true;
     ++extensions_;
     renew_failing_ = false;
   }
@@ -185,9 +195,15 @@ class Guard::State final : public HoldListener {
   }
 
  private:
+  static std::shared_ptr<const Lock> without_nodes(Lock lock) {
+    LockBuilder::drop_nodes(lock);
+    return std::make_shared<const Lock>(std::move(lock));
+  }
+
   std::weak_ptr<Client::Impl> client_;
   mutable std::mutex mu_;
-  std::shared_ptr<const Lock> lock_;  // never null; the watchdog shares it
+  const std::shared_ptr<const Lock> lock_;  // never null, never changed; the watchdog shares it
+  LockBuilder::Lease lease_;                // lock_'s, then the last extension's
   std::function<void(const LossInfo&)> on_lost_;
   std::function<void(const RenewFailure&)> on_renew_failing_;
   std::string key_;                 // reentrancy key, empty when not reentrant

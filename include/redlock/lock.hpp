@@ -49,6 +49,8 @@ class REDLOCK_API Lock {
   [[nodiscard]] LockMode mode() const noexcept { return mode_; }
   // Fair locks: the ticket that fixed this holder's place in the queue.
   [[nodiscard]] std::optional<std::uint64_t> ticket() const noexcept { return ticket_; }
+  // The per-node record of the acquire or extend that made this value (empty for a Guard's
+  // snapshot, and for a lock rebuilt from a token).
   [[nodiscard]] const std::vector<NodeOutcome>& nodes() const noexcept { return nodes_; }
   // Whether releasing it wakes waiters (Options::wake_ups) however soon it is released: true for
   // a fair lock, for one whose acquisition found it held elsewhere first (so others likely wait

@@ -23,8 +23,8 @@ class CallbackListener final : public HoldListener {
       : on_extended_(std::move(on_extended)),
         on_lost_(std::move(on_lost)),
         on_renew_failing_(std::move(on_renew_failing)) {}
-  void on_extended(const std::shared_ptr<const Lock>& lock) override {
-    if (on_extended_) on_extended_(*lock);
+  void on_extended(const Lock& extended) override {
+    if (on_extended_) on_extended_(extended);
   }
   void on_lost(const LossInfo& info) override {
     if (on_lost_) on_lost_(info);
@@ -79,6 +79,7 @@ HoldOp::HoldOp(Engine::Impl& e, Engine::HoldId id, std::shared_ptr<const Lock> l
     : e_(e),
       id_(id),
       lock_(std::move(lock)),
+      deadline_(lock_->deadline()),
       limits_{o.max_extensions, o.max_hold},
       schedule_(schedule),
       listener_(std::move(listener)),
@@ -88,8 +89,7 @@ HoldOp::HoldOp(Engine::Impl& e, Engine::HoldId id, std::shared_ptr<const Lock> l
   // The first extension is due one period after the lock was taken or last extended (its
   // deadline is that moment + ttl - drift), not one period after hold() was called: a lock
   // handed to hold() late would otherwise reach its deadline before any extension was tried.
-  const auto taken =
-      lock_->deadline() - std::chrono::duration_cast<BootClock::duration>(lock_->ttl());
+  const auto taken = deadline_ - std::chrono::duration_cast<BootClock::duration>(lock_->ttl());
   next_extend_ =
       std::min(started_ + schedule_.extend_every,
                taken + std::chrono::duration_cast<BootClock::duration>(schedule_.extend_every));
@@ -118,13 +118,13 @@ bool HoldOp::limit_reached() const {
 BootClock::time_point HoldOp::give_up_at() const {
   // deadline = t1 + ttl - drift, so this is t1 + renew_deadline - drift: the drift makes it a
   // little earlier, the side of caution, as it does for the deadline itself.
-  return lock_->deadline() -
+  return deadline_ -
          std::chrono::duration_cast<BootClock::duration>(lock_->ttl() - schedule_.renew_deadline);
 }
 
 void HoldOp::arm() {
   if (stopped_) return;
-  auto due = lock_->deadline();
+  auto due = deadline_;
   // While an extension is in flight its answer decides (on_extend arms again).
   if (!limit_reached() && !extending_) due = std::min({due, give_up_at(), next_extend_});
   if (due == due_) return;  // already in the shared timer's heap for that time
@@ -135,7 +135,7 @@ void HoldOp::arm() {
 void HoldOp::on_timer() {
   if (stopped_) return;
   const auto now = BootClock::now();
-  if (now >= lock_->deadline()) {
+  if (now >= deadline_) {
     lose(Errc::expired,
          limit_reached() ? "the hold limit stopped the extensions and the lock expired"
                          : "the local deadline passed before an extension succeeded",
@@ -152,7 +152,9 @@ void HoldOp::on_timer() {
     extending_ = true;
     tried_ = true;
     auto self = shared_from_this();
-    start_extend(e_, *lock_, lock_->ttl(),
+    Lock current = *lock_;  // for the extension only: its deadline is ours
+    LockBuilder::set_deadline(current, deadline_);
+    start_extend(e_, current, lock_->ttl(),
                  [self](ExtendResult r) { self->on_extend(std::move(r)); });
   }
   arm();
@@ -162,18 +164,14 @@ void HoldOp::on_extend(ExtendResult r) {
   extending_ = false;
   if (stopped_) return;
   if (r) {
-    // A new lock: the old one may still be read by the holder's threads.
-    auto fresh = std::make_shared<Lock>(std::move(r.lock));
+    // Only the deadline changes: the lock the holder's threads may be reading stays as it is.
+    deadline_ = r.lock.deadline();
     ++extensions_;
     last_failure_.reset();
     // About +-10 % so locks taken together do not all extend in the same loop iteration.
     const auto period = schedule_.extend_every;
     next_extend_ = BootClock::now() + period - period / 10 + e_.jitter(period / 5);
-    std::shared_ptr<const Lock> shared = fresh;
-    if (auto l = listener_.lock()) l->on_extended(shared);
-    // An owned listener saw it during the call only: no one else has the per-node record.
-    if (owned_listener_) LockBuilder::drop_nodes(*fresh);
-    lock_ = std::move(shared);
+    if (auto l = listener_.lock()) l->on_extended(r.lock);
   } else if (r.error == Errc::not_held) {
     // The nodes no longer have our token: extending again would never succeed, and re-acquiring
     // silently would hide the gap from the holder.
@@ -208,7 +206,7 @@ void HoldOp::on_extend(ExtendResult r) {
 void HoldOp::give_up() {
   std::string message = "no extension succeeded within the renew deadline (" +
                         ms_text(schedule_.renew_deadline) + " of the " + ms_text(lock_->ttl()) +
-                        " ttl); " + ms_text(lock_->deadline() - BootClock::now()) +
+                        " ttl); " + ms_text(deadline_ - BootClock::now()) +
                         " of the validity left to stop";
   if (last_failure_) {
     message += "; the last extension: " + last_failure_->message;

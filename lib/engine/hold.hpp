@@ -7,16 +7,18 @@
 
 #include "core/timing.hpp"
 #include "engine/impl.hpp"
+#include "engine/lock_builder.hpp"
 
 namespace redlock {
 
 // Who hears of a hold: one object rather than three callbacks (each a std::function with its own
-// heap block), called on the loop's thread. A listener the hold only points to (Guard::State)
-// keeps the lock it is handed, shared with the hold and never changed; one the hold owns (the
-// public Engine::hold's callbacks) sees it only during the call.
+// heap block), called on the loop's thread. `on_extended` gets the extended lock for the call
+// only: a listener the hold only points to (Guard::State) keeps its lease (LockBuilder::Lease)
+// beside the lock it shares with the hold, which never changes; one the hold owns (the public
+// Engine::hold's callbacks) hands the whole lock on.
 class HoldListener {
  public:
-  virtual void on_extended(const std::shared_ptr<const Lock>& lock) = 0;
+  virtual void on_extended(const Lock& extended) = 0;
   virtual void on_lost(const LossInfo& info) = 0;
   virtual void on_renew_failing(const RenewFailure& failure) = 0;
 
@@ -36,7 +38,8 @@ class EngineAccess {
                                         Engine::LostCallback on_lost,
                                         Engine::RenewFailingCallback on_renew_failing);
 // The holder's lock is shared, not copied: `lock` is never changed by anyone after this call (an
-// extension makes a new one, handed to the listener). No listener call after it expires.
+// extension changes the hold's deadline, and the listener's lease). No listener call after it
+// expires.
 [[nodiscard]] Engine::HoldId start_hold(Engine::Impl& e, std::shared_ptr<const Lock> lock,
                                         const HoldOptions& options,
                                         std::weak_ptr<HoldListener> listener);
@@ -77,6 +80,7 @@ class HoldOp final : public std::enable_shared_from_this<HoldOp> {
   // The current lock, the holder's own (a listener the hold points to), or without its per-node
   // record (an owned listener's: never read here).
   std::shared_ptr<const Lock> lock_;
+  BootClock::time_point deadline_;  // lock_'s, then the last extension's (its ttl stays)
   HoldLimits limits_;
   detail::HoldSchedule schedule_;
   std::weak_ptr<HoldListener> listener_;

@@ -187,6 +187,30 @@ TEST_CASE("a Guard moved around keeps one ownership") {
   CHECK(c.count_with_key("mv") == 0);
 }
 
+// A held lock keeps no per-node record (it was most of the memory one costs, issue 46): the
+// acquisition's record is on its result, and the Guard's snapshot has none, before or after the
+// watchdog extends it; a reentrant hold asks no node, so its result has no record either.
+TEST_CASE("a held lock keeps no per-node record: the result has it, the guard's snapshot not") {
+  RedisCluster c(3);
+  Client client(options_for(c));
+  auto o = held(300ms);
+  o.hold.reentrant = true;
+  auto [g, r] = client.try_lock({"rec"}, o);
+  REQUIRE(r);
+  CHECK(r.nodes.size() == 3);
+  CHECK(count_state(r.nodes, NodeState::ok) >= 2);
+  CHECK(r.lock.nodes().size() == 3);  // the result's lock is the acquisition's value
+  CHECK(g.lock().nodes().empty());
+  CHECK(g.lock().token() == r.lock.token());
+  REQUIRE(eventually([&] { return g.extensions() >= 2; }));
+  CHECK(g.lock().nodes().empty());
+  CHECK(g.lock().token() == r.lock.token());
+  auto again = client.try_lock({"rec"}, o);
+  REQUIRE(again.second);
+  CHECK(again.second.nodes.empty());
+  CHECK(again.first.hold_count() == 2);
+}
+
 TEST_CASE("reentrancy: counted, no network I/O, only the last release reaches the nodes") {
   RedisCluster c(3);
   Client client(options_for(c));
