@@ -111,8 +111,8 @@ class REDLOCK_API Guard {
   // A snapshot of the lock (token, deadline, fence ...). Empty for a default-constructed Guard.
   // Its nodes() is empty: a held lock keeps no per-node record (it would be most of the memory
   // a held lock costs). The acquisition's is on the AcquireResult (Client::try_lock; the Error
-  // that a failed Client::lock throws carries a failure's), a failing or lost extension's on its RenewFailure or
-  // LossInfo.
+  // that a failed Client::lock throws carries a failure's), a failing or lost extension's on its
+  // RenewFailure or LossInfo.
   [[nodiscard]] Lock lock() const;
   // The loss, once the lock was lost; nullopt while held or after a release.
   [[nodiscard]] std::optional<LossInfo> lost() const;
