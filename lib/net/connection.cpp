@@ -204,6 +204,9 @@ void Connection::become_ready() {
   listener_.on_ready(*this, transport_->established());
   if (gen != generation_) return;
   flush();  // what was queued while connecting (the listener's handshake first)
+  if (gen != generation_) return;
+  // TLS reads ahead: bytes that came with the handshake's last flight are not signalled again.
+  if (state_ == State::ready && transport_ && transport_->has_buffered()) on_readable();
 }
 
 // Writability is watched only while something waits for it: a write that met a full socket

@@ -169,7 +169,8 @@ class TlsTransport final : public Transport {
   }
 
   bool wants_write() const override { return wants_write_; }
-  bool has_buffered() const override { return SSL_pending(ssl_) > 0; }
+  // Decrypted bytes not yet read, or (read ahead) received bytes not yet decrypted.
+  bool has_buffered() const override { return SSL_has_pending(ssl_) == 1; }
   std::string error() const override { return error_; }
   bool refused() const override { return refused_; }
   std::string established() const override {
@@ -277,6 +278,11 @@ class TlsFactory final : public TransportFactory {
     SSL_set_connect_state(ssl);
     // Our write buffer may grow (and move) between a write that would block and its retry.
     SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    // One recv for whatever has arrived, not two for every record (its 5-byte header, then its
+    // body): a reply of a few dozen bytes is a record of its own, so without this every reply
+    // cost a second system call (issue 46, TLS). The connection reads on while the SSL holds
+    // bytes the socket will not signal again (has_buffered).
+    SSL_set_read_ahead(ssl, 1);
     // SNI is for names, not addresses.
     if (!is_ip(name) && SSL_set_tlsext_host_name(ssl, name.c_str()) != 1) {
       return failed("TLS: cannot send the server name '" + name + "' (SNI): " + openssl_errors());

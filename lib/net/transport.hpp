@@ -31,8 +31,9 @@ class Transport {
   // buffer; TLS may need to write to read, or to finish a handshake), false when it waits for
   // readability (a read; TLS may need to read to write).
   [[nodiscard]] virtual bool wants_write() const { return false; }
-  // Bytes already read from the socket and decrypted, not yet returned by read(): the socket will
-  // not signal them again, so the connection reads on while this says so.
+  // Bytes already read from the socket, not yet returned by read() (TLS: decrypted, or read
+  // ahead and not yet decrypted): the socket will not signal them again, so the connection reads
+  // on while this says so.
   [[nodiscard]] virtual bool has_buffered() const { return false; }
   // After the handshake: what was established, for logs ("TLSv1.3, session resumed"); empty for
   // plain sockets.
