@@ -7,14 +7,17 @@
 #include <string>
 
 #include "core/quorum.hpp"
+#include "engine/lock_builder.hpp"
 
 namespace redlock {
 
-Millis Lock::remaining() const noexcept {
-  auto left = deadline_ - BootClock::now();
+Millis LockBuilder::time_left(BootClock::time_point deadline) noexcept {
+  const auto left = deadline - BootClock::now();
   if (left <= BootClock::duration::zero()) return Millis{0};
   return std::chrono::duration_cast<Millis>(left);
 }
+
+Millis Lock::remaining() const noexcept { return LockBuilder::time_left(deadline_); }
 
 Lock Lock::from_token(std::vector<std::string> resources, std::string token, LockMode mode) {
   Lock l;

@@ -121,12 +121,12 @@ class ExtendOp final : public Operation {
 
 }  // namespace
 
-void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendCallback cb) {
+void start_extend(Engine::Impl& e, Lock lock, Millis ttl, Engine::ExtendCallback cb) {
   auto fail = [&](Errc why, std::string msg) {
     ExtendResult r;
     r.error = make_error_code(why);
     r.message = std::move(msg);
-    r.lock = lock;
+    r.lock = std::move(lock);  // nothing reads it after a failure
     e.defer([cb = std::move(cb), r = std::move(r)]() mutable { cb(std::move(r)); });
   };
   if (e.closing_) return fail(Errc::shutdown, "engine is closed");
@@ -136,7 +136,7 @@ void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendC
     return fail(Errc::expired,
                 "the lock's local deadline has passed; extending could resurrect a lost lock");
   }
-  (new ExtendOp(e, lock, ttl, std::move(cb)))->start();
+  (new ExtendOp(e, std::move(lock), ttl, std::move(cb)))->start();
 }
 
 }  // namespace redlock

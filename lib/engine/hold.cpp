@@ -154,7 +154,7 @@ void HoldOp::on_timer() {
     auto self = shared_from_this();
     Lock current = *lock_;  // for the extension only: its deadline is ours
     LockBuilder::set_deadline(current, deadline_);
-    start_extend(e_, current, lock_->ttl(),
+    start_extend(e_, std::move(current), lock_->ttl(),
                  [self](ExtendResult r) { self->on_extend(std::move(r)); });
   }
   arm();

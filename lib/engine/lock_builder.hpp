@@ -6,6 +6,8 @@ namespace redlock {
 
 class LockBuilder {
  public:
+  // Time left before `deadline`, zero once passed: Lock::remaining()'s rule (lib/lock.cpp).
+  [[nodiscard]] static Millis time_left(BootClock::time_point deadline) noexcept;
   static Lock make(std::vector<std::string> resources, std::string token, Millis ttl,
                    Millis validity, BootClock::time_point deadline, int votes, int nodes,
                    std::vector<NodeOutcome> outcomes) {
@@ -52,11 +54,7 @@ class LockBuilder {
     int votes = 0;
     bool extended = false;  // by an extension: its release wakes waiters (extended())
 
-    [[nodiscard]] Millis remaining() const noexcept {
-      const auto left = deadline - BootClock::now();
-      return left <= BootClock::duration::zero() ? Millis{0}
-                                                 : std::chrono::duration_cast<Millis>(left);
-    }
+    [[nodiscard]] Millis remaining() const noexcept { return time_left(deadline); }
   };
   [[nodiscard]] static Lease lease(const Lock& l) {
     return {l.validity_, l.deadline_, l.votes_, false};

@@ -90,7 +90,7 @@ void broadcast(Engine::Impl& e, detail::Command cmd, const std::vector<bool>& sk
 // The operations' entry points (Engine's public functions call these; the watchdog extends
 // through start_extend). Each callback runs exactly once, deferred; bad arguments fail it with
 // Errc::invalid_argument before anything is sent.
-void start_extend(Engine::Impl& e, const Lock& lock, Millis ttl, Engine::ExtendCallback cb);
+void start_extend(Engine::Impl& e, Lock lock, Millis ttl, Engine::ExtendCallback cb);
 void start_release(Engine::Impl& e, const Lock& lock, Engine::ReleaseCallback cb);
 void start_status(Engine::Impl& e, std::string resource, Engine::StatusCallback cb);
 
