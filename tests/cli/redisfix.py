@@ -8,10 +8,12 @@ valkey-server, and REDLOCK_TEST_SERVER_NAME=valkey: every server the launcher st
 node a test checks with check_server(), must then report that server_name, so a run meant for
 Valkey cannot quietly test Redis.
 """
+import fcntl
 import os
 import random
 import socket
 import subprocess
+import tempfile
 import time
 
 
@@ -60,30 +62,77 @@ def _bindable(port):
             return False
 
 
-def free_cluster_base(count):
-    """A base port B with B..B+count-1 free and their cluster bus twins (+10000) free too, all
-    below Linux's default ephemeral range (32768-60999), so that an outgoing connection cannot
-    take one meanwhile: for `redlock-cli cluster up --topology cluster --base-port B`."""
+# Ports handed out by free_base() and free_cluster_base() stay reserved for the life of this
+# process: an exclusive flock on a file per port in a directory every test process shares. The CLI
+# tests run side by side, and `redlock-cli cluster up --base-port B` binds its ports a while after
+# the test picked B; without the reservation two tests could pick overlapping ranges in that
+# window. The C++ fixtures pick from other ranges (tests/support/support_util.hpp lists them all),
+# so only these two functions need to agree.
+_RESERVATIONS = os.path.join(tempfile.gettempdir(), "redlock-test-ports")
+_reserved = []  # open lock files, closed (and so released) when the process ends
+
+
+def _reserve(ports):
+    """Takes every port of `ports` for this process, or none of them (False)."""
+    os.makedirs(_RESERVATIONS, mode=0o1777, exist_ok=True)
+    taken = []
+    try:
+        for port in ports:
+            fd = os.open(os.path.join(_RESERVATIONS, str(port)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise
+            taken.append(fd)
+    except OSError:
+        for fd in taken:
+            os.close(fd)
+        return False
+    _reserved.extend(taken)
+    return True
+
+
+def _pick(count, low, high, twin_offset=None):
     rng = random.Random()
     for _ in range(500):
-        base = rng.randrange(20000, 22768 - count)
-        if all(_bindable(base + i) and _bindable(base + i + 10000) for i in range(count)):
+        base = rng.randrange(low, high - count + 1)
+        ports = list(range(base, base + count))
+        if twin_offset:
+            ports += [p + twin_offset for p in ports]
+        if any(p in _handed_out for p in ports) or not _reserve(ports):
+            continue
+        if all(_bindable(p) for p in ports):
+            _handed_out.update(ports)
             return base
-    raise RuntimeError("no %d consecutive free ports with free +10000 twins found" % count)
+    return None
+
+
+_handed_out = set()  # never the same port twice in one process, even after its servers stopped
+
+
+def free_cluster_base(count):
+    """A base port B with B..B+count-1 free and their cluster bus twins (+10000) free too, all
+    below Linux's ephemeral range (32768-60999), so that an outgoing connection cannot
+    take one meanwhile: for `redlock-cli cluster up --topology cluster --base-port B`. Reserved
+    for this process (above)."""
+    base = _pick(count, 20000, 22767, twin_offset=10000)
+    if base is None:
+        raise RuntimeError("no %d consecutive free ports with free +10000 twins found" % count)
+    return base
 
 
 def free_base(count):
     """A base port B with B..B+count-1 free, for `redlock-cli cluster up` and `demo`: between
-    free_cluster_base's bases (20000-22767) and their bus twins (30000-32767), so also below the
-    ephemeral range. Picked from 20000-60000 before, a port could be taken by an outgoing
+    free_cluster_base's bases (20000-22767) and the C++ fixtures' bus twins (28000-29999), so also
+    below the ephemeral range. Picked from 20000-60000 before, a port could be taken by an outgoing
     connection between this check and the server's bind (a demo's node failed with "Address
-    already in use" on port 59356 in a run of scripts/stress-runs.sh)."""
-    rng = random.Random()
-    for _ in range(500):
-        base = rng.randrange(22768, 30000 - count)
-        if all(_bindable(base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no %d consecutive free ports found" % count)
+    already in use" on port 59356 in a run of scripts/stress-runs.sh). Reserved for this process
+    (above)."""
+    base = _pick(count, 22768, 27999)
+    if base is None:
+        raise RuntimeError("no %d consecutive free ports found" % count)
+    return base
 
 
 def resp(*args):

@@ -1,6 +1,6 @@
 // node-launcher: the C++ fixture's RedisServer (redis_fixture.hpp) as a program, so that the tests
 // written in Python and C start their servers the same way as the C++ ones: the binary from
-// $REDLOCK_TEST_REDIS_SERVER (else redis-server on PATH), a free port in 10000-19999 (another one
+// $REDLOCK_TEST_REDIS_SERVER (else redis-server on PATH), a free port in 10000-17999 (another one
 // when it was taken meanwhile; free_low_port() says why that range), a temp dir, the fixture's
 // arguments, TLS, and ready only once our own process answers PING. It also checks that the server
 // is the one the run names (REDLOCK_TEST_SERVER_NAME, REDLOCK_TEST_SERVER_VERSION), as

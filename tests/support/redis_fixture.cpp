@@ -144,7 +144,7 @@ std::uint16_t free_low_port() {
   static std::set<std::uint16_t> handed_out;
   static std::minstd_rand rng(std::random_device{}());
   const std::lock_guard<std::mutex> lock(mu);
-  std::uniform_int_distribution<int> pick(10000, 19999);
+  std::uniform_int_distribution<int> pick(10000, 17999);  // (the ranges: redis_fixture.hpp)
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const auto port = static_cast<std::uint16_t>(pick(rng));
     if (handed_out.count(port) != 0) continue;
@@ -162,7 +162,7 @@ std::uint16_t free_low_port() {
       return port;
     }
   }
-  throw std::runtime_error("free_low_port: no free port found in 10000-19999");
+  throw std::runtime_error("free_low_port: no free port found in 10000-17999");
 }
 
 bool redis_server_available() { return !find_redis_server().empty(); }

@@ -38,10 +38,18 @@ namespace redlock::test {
 // the same port twice in one process. Thread-safe.
 [[nodiscard]] std::uint16_t free_port();
 
-// A TCP port on 127.0.0.1 in 10000-19999 that was free a moment ago: below Linux's ephemeral
-// range (32768-60999), where the kernel picks the local ports of outgoing connections, and below
-// the ranges the CLI tests give `redlock-cli cluster up` (tests/cli/redisfix.py: free_base,
-// free_cluster_base). Never returns the same port twice in one process. Thread-safe.
+// A TCP port on 127.0.0.1 in 10000-17999 that was free a moment ago: below Linux's ephemeral
+// range (32768-60999), where the kernel picks the local ports of outgoing connections, and apart
+// from every other range the tests pick ports from, so that tests running side by side cannot
+// choose the same one:
+//   10000-17999   free_low_port(): the C++ fixtures' servers, and node-launcher's
+//   18000-19999   free_port_with_bus_twin()'s ports, their bus twins in 28000-29999
+//   20000-22767   tests/cli/redisfix.py free_cluster_base(), bus twins in 30000-32767
+//   22768-27999   tests/cli/redisfix.py free_base() (`redlock-cli cluster up`, `demo`)
+//   20000-29999   tests/chaos/driver.cpp's nodes (the chaos tests run alone: is_parallel false)
+// The two C++ pickers retry a port taken meanwhile; the Python ones reserve theirs across
+// processes instead (redisfix.py), because `cluster up --base-port` cannot retry another.
+// Never returns the same port twice in one process. Thread-safe.
 [[nodiscard]] std::uint16_t free_low_port();
 
 // True if a redis-server executable is found (env REDLOCK_TEST_REDIS_SERVER, else PATH).

@@ -212,8 +212,8 @@ std::uint16_t free_port_with_bus_twin() {
   static std::mt19937 rng(static_cast<std::mt19937::result_type>(
       ::getpid() ^ steady_clock::now().time_since_epoch().count()));
   const std::lock_guard<std::mutex> lock(mu);
-  constexpr int kLow = 10000;
-  constexpr int kHigh = 22767;  // P + 10000 stays below 32768, the usual ephemeral range start
+  constexpr int kLow = 18000;  // the ranges of every picker: redis_fixture.hpp, free_low_port
+  constexpr int kHigh = 19999;
   std::uniform_int_distribution<int> dist(kLow, kHigh);
   for (int attempt = 0; attempt < 2000; ++attempt) {
     const auto port = static_cast<std::uint16_t>(dist(rng));

@@ -41,8 +41,9 @@ struct ProcessResult {
 [[nodiscard]] std::string make_temp_dir(const std::string& prefix);
 
 // A port P on 127.0.0.1 such that P and P + 10000 (Redis Cluster's bus port) were both free a
-// moment ago. Both lie below the kernel's ephemeral range (P in [10000, 22767]), so an outgoing
-// connection cannot take them meanwhile. Never returns the same P, or a twin of an earlier P, twice
+// moment ago. Both lie below the kernel's ephemeral range (P in [18000, 19999]), so an outgoing
+// connection cannot take them meanwhile, and apart from the other tests' ranges (redis_fixture.hpp:
+// free_low_port). Never returns the same P, or a twin of an earlier P, twice
 // in one process. Thread-safe.
 [[nodiscard]] std::uint16_t free_port_with_bus_twin();
 
