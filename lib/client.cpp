@@ -51,10 +51,12 @@ R run_blocking(Impl& impl, const Start& start) {
     while (!call.delivered && impl.run_borrowed()) {
     }
     impl.end_borrow();
-    return f.get();  // delivered, or on its way from the I/O thread
+  } else if (!impl.post([c = &call, deliver] { c->start(deliver); }, true)) {
+    return shut_down<R>();
   }
-  if (!impl.post([c = &call, deliver] { c->start(deliver); }, true)) return shut_down<R>();
-  return f.get();
+  R r = f.get();  // delivered, or on its way from the I/O thread
+  impl.wait_for_posted_messages();
+  return r;
 }
 
 }  // namespace

@@ -25,8 +25,10 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -47,7 +49,10 @@ class Client::Impl {
  public:
   explicit Impl(Options options) {
     // The user's logger runs on the I/O thread only (redlock.h says so): a message said on a
-    // borrowing thread goes to the I/O thread as a post, which also ends the borrow.
+    // borrowing thread goes to the I/O thread as a post, which also ends the borrow. A blocking
+    // call returns only once the messages posted before its result have been logged
+    // (wait_for_posted_messages): a warning said while a call connected comes before its result,
+    // as when the I/O thread runs the call.
     if (options.logger) {
       options.logger = [this, user = std::move(options.logger)](LogLevel level,
                                                                 std::string_view message) {
@@ -55,7 +60,12 @@ class Client::Impl {
           user(level, message);
           return;
         }
-        (void)post([user, level, text = std::string(message)] { user(level, text); });
+        const bool posted = post([this, user, level, text = std::string(message)] {
+          user(level, text);
+          messages_logged_.fetch_add(1);
+          messages_logged_.notify_all();
+        });
+        if (posted) messages_posted_.fetch_add(1);
       };
     }
     uv_loop_init(&loop_);
@@ -111,6 +121,16 @@ class Client::Impl {
     }
     uv_async_send(&async_);
     return true;
+  }
+
+  // Returns once every message a borrowing thread posted to the logger so far has been logged
+  // (the constructor's logger). A blocking call's result may come from a borrower that posted a
+  // message just before it; its caller waits here, so the message is not logged after the call
+  // returned. Two atomic loads when nothing is pending.
+  void wait_for_posted_messages() const {
+    const auto posted = messages_posted_.load();
+    for (auto logged = messages_logged_.load(); logged < posted; logged = messages_logged_.load())
+      messages_logged_.wait(logged);
   }
 
   // The I/O thread, or a thread borrowing the loop (whose own blocking call is under way).
@@ -249,6 +269,10 @@ class Client::Impl {
   // Until when the I/O thread waits outside the loop (guarded by mu_).
   std::chrono::steady_clock::time_point io_wait_until_ =
       std::chrono::steady_clock::time_point::max();
+  // Messages a borrowing thread handed to the I/O thread's logger, and how many of them it has
+  // logged (wait_for_posted_messages).
+  std::atomic<std::uint64_t> messages_posted_{0};
+  std::atomic<std::uint64_t> messages_logged_{0};
   // The Impl whose loop this thread is borrowing, if any.
   static inline thread_local const Impl* borrowing_here_ = nullptr;
   std::unique_ptr<Engine> engine_;

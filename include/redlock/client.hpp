@@ -8,7 +8,7 @@
 // run on the I/O thread only. (A blocking call made while the client is quiet, with no other call
 // in flight, no watchdog and no observer, runs the client's loop on the calling thread for its
 // own duration: no hand-off to the I/O thread and back. A message logged meanwhile is handed to
-// the I/O thread.)
+// the I/O thread, and logged before the call returns.)
 
 #include <functional>
 #include <memory>

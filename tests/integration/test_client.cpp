@@ -148,6 +148,41 @@ TEST_CASE("blocking calls beside asynchronous ones: callbacks stay on the I/O th
   CHECK(callback_threads.count(io_thread) == 1);
 }
 
+// A blocking call that runs the loop itself also runs the connect handshake; a warning said there
+// is handed to the I/O thread (the logger runs there only), and must still be logged before the
+// call returns, as when the I/O thread runs the call. A slow logger makes a late one certain.
+TEST_CASE("a warning said while a blocking call connects is logged before the call returns") {
+  redlock::test::ServerConfig cfg;
+  cfg.extra_args = {"--maxmemory-policy", "allkeys-lru"};  // warned about at connect
+  RedisServer s(cfg);
+  Options o = options_for(s.address());
+  // The logger runs on the loop's thread: while it sleeps, no reply is read, so the node's
+  // deadline must outlast the sleep.
+  o.node_timeout = 2000ms;
+  struct Seen {
+    std::mutex mu;
+    bool warned = false;
+    std::thread::id thread;
+  };
+  auto seen = std::make_shared<Seen>();
+  o.logger = [seen](LogLevel level, std::string_view m) {
+    if (level != LogLevel::warning || m.find("allkeys-lru") == std::string_view::npos) return;
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard<std::mutex> g(seen->mu);
+    seen->warned = true;
+    seen->thread = std::this_thread::get_id();
+  };
+  Client client(o);
+  auto r = client.try_acquire({"warned-first"}, ttl_opts(5s));
+  REQUIRE(r);
+  {
+    std::lock_guard<std::mutex> g(seen->mu);
+    CHECK(seen->warned);
+    CHECK(seen->thread != std::this_thread::get_id());
+  }
+  CHECK(client.try_release(r.lock));
+}
+
 TEST_CASE("a blocking call from inside a callback fails instead of deadlocking") {
   RedisCluster c(3);
   Client client(options_for(c));
