@@ -28,21 +28,35 @@ R shut_down() {
   return r;
 }
 
-// A blocking call: the operation starts on the I/O thread with the caller's own arguments, by
-// reference. The caller waits for the callback, so they outlive the start; the hand-off then
-// posts one pointer (a std::function within its small buffer: no allocation), with no copy of the
-// Lock, no shared callback. Shutting down: the result is Errc::shutdown, as from the engine.
+// A blocking call: the operation starts with the caller's own arguments, by reference. The
+// caller waits for the callback, so they outlive the start. When the loop is idle and nothing on
+// it runs the user's code, the caller runs the loop itself (client_impl.hpp: no hand-off to the
+// I/O thread and back); else, or when it must hand the loop back, it posts or waits like any
+// caller: one pointer (a std::function within its small buffer: no allocation), with no copy of
+// the Lock, no shared callback. Shutting down: the result is Errc::shutdown, as from the engine.
 template <class R, class Impl, class Start>
 R run_blocking(Impl& impl, const Start& start) {
   struct Call {
     const Start& start;
     std::promise<R> p;
+    bool delivered = false;  // set on the thread running the loop, read by a borrower only
   } call{start, {}};
   auto f = call.p.get_future();
-  if (!impl.post([c = &call] { c->start([c](R r) { c->p.set_value(std::move(r)); }); })) {
+  auto deliver = [c = &call](R r) {
+    c->delivered = true;
+    c->p.set_value(std::move(r));
+  };
+  if (impl.try_borrow()) {
+    call.start(deliver);
+    while (!call.delivered && impl.run_borrowed()) {
+    }
+    impl.end_borrow();
+  } else if (!impl.post([c = &call, deliver] { c->start(deliver); }, true)) {
     return shut_down<R>();
   }
-  return f.get();
+  R r = f.get();  // delivered, or on its way from the I/O thread
+  impl.wait_for_posted_messages();
+  return r;
 }
 
 }  // namespace
@@ -141,9 +155,12 @@ StatusResult Client::status(std::string_view resource) {
   if (impl_->on_io_thread()) return {};
   std::promise<StatusResult> p;
   auto f = p.get_future();
-  if (!impl_->post([impl = impl_.get(), r = std::string(resource), &p]() mutable {
-        impl->engine().status(std::move(r), [&p](StatusResult s) { p.set_value(std::move(s)); });
-      })) {
+  if (!impl_->post(
+          [impl = impl_.get(), r = std::string(resource), &p]() mutable {
+            impl->engine().status(std::move(r),
+                                  [&p](StatusResult s) { p.set_value(std::move(s)); });
+          },
+          true)) {
     return {};
   }
   return f.get();
@@ -235,7 +252,8 @@ Metrics Client::metrics() const {
   if (impl_->on_io_thread()) return impl_->engine().metrics();
   std::promise<Metrics> p;
   auto f = p.get_future();
-  if (!impl_->post([impl = impl_.get(), &p] { p.set_value(impl->engine().metrics()); })) return {};
+  if (!impl_->post([impl = impl_.get(), &p] { p.set_value(impl->engine().metrics()); }, true))
+    return {};
   return f.get();
 }
 

@@ -4,6 +4,11 @@
 // Many threads may call at once; their commands share one connection per node (pipelined).
 // Blocking calls must not be made from inside an async callback (those run on the I/O thread):
 // they fail with Errc::invalid_argument instead of deadlocking.
+// Threads: asynchronous callbacks, a Guard's and an Observation's callbacks and Options::logger
+// run on the I/O thread only. (A blocking call made while the client is quiet, with no other call
+// in flight, no watchdog and no observer, runs the client's loop on the calling thread for its
+// own duration: no hand-off to the I/O thread and back. A message logged meanwhile is handed to
+// the I/O thread, and logged before the call returns.)
 
 #include <functional>
 #include <memory>

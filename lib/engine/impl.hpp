@@ -131,6 +131,12 @@ class Engine::Impl final : public net::NodeHost {
       listeners_;
   Engine::ObserveId next_observe_id_ = 1;
   void stop_observers();
+  // Nothing under way that could run the user's code on the loop: no unfinished operation, no
+  // watchdog (its listener), no election observer, no callback waiting its turn. The Client lets
+  // a blocking caller run the loop itself only then (client_impl.hpp).
+  [[nodiscard]] bool quiet() const {
+    return ops_ == nullptr && holds_.empty() && observers_.empty() && deferred_.empty();
+  }
   bool closing_ = false;
   bool fully_closed_ = false;
   bool owner_gone_ = false;  // ~Engine ran: free this once everything is closed

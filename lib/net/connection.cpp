@@ -55,6 +55,7 @@ Connection::Connection(uv_loop_t* loop, Listener& listener, int node, Endpoint e
       retry_timer_(loop, [this] { on_retry_timer(); }),
       attempt_timer_(loop, [this] { start_attempt(); }),
       flusher_(loop, [this] { flush(); }),
+      flush_due_(loop),
       backoff_(settings.reconnect_min),
       jitter_(std::random_device{}()) {}
 
@@ -220,6 +221,7 @@ void Connection::update_watch() {
 }
 
 void Connection::flush() {
+  flush_due_.stop();
   if ((state_ != State::ready && state_ != State::draining) || !transport_) return;
   while (out_sent_ < out_.size()) {
     const auto io = transport_->write(out_.data() + out_sent_, out_.size() - out_sent_);
@@ -321,7 +323,10 @@ void Connection::queue(const std::shared_ptr<const Request>& req, Sink& sink, st
   f.handshake = handshake;
   if (handshake) ++handshake_left_;
   inflight_.push_back(std::move(f));
-  if (state_ == State::ready || state_ == State::draining) flusher_.schedule();
+  if (state_ == State::ready || state_ == State::draining) {
+    flusher_.schedule();
+    flush_due_.start();
+  }
   // Re-arm when this deadline is earlier than what the timer waits for.
   if (!delivered && (!deadline_timer_.active() || deadline < timer_due_)) arm_deadline_timer();
 }
@@ -611,6 +616,7 @@ void Connection::finish_close() {
   deadline_timer_.close();
   attempt_timer_.close();
   flusher_.close();
+  flush_due_.close();
   // Told from libuv's close phase, on a clean stack: the listener may free everything then.
   retry_timer_.close([this] { listener_.on_closed(*this); });
 }

@@ -265,7 +265,12 @@ class Connection {
   Timer retry_timer_;     // connect deadline, reconnect backoff, drain limit
   Timer attempt_timer_;   // the next address's connect attempt
   Prepare flusher_;       // writes once per loop turn
-  Millis backoff_;        // the next reconnect waits up to this
+  // Active while a flush is scheduled, so the loop does not block before its prepare phase ran:
+  // a loop driven in non-blocking passes (the Client's I/O thread, client_impl.hpp) polls again
+  // instead of waiting with writes still queued. A loop run by uv_run alone never notices (the
+  // prepare phase stops it before the poll).
+  Idle flush_due_;
+  Millis backoff_;  // the next reconnect waits up to this
   std::minstd_rand jitter_;
   std::string last_error_;
   Failure last_failure_ = Failure::down;

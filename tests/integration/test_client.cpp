@@ -67,6 +67,122 @@ TEST_CASE("async API: each callback runs exactly once, on the I/O thread") {
   CHECK(calls == 1);
 }
 
+// A blocking call may run the client's loop on its own thread while the loop is idle
+// (client_impl.hpp); the user's asynchronous callbacks must still run on the I/O thread only,
+// and a borrower waiting long must hand the loop back when an asynchronous call comes.
+TEST_CASE("blocking calls beside asynchronous ones: callbacks stay on the I/O thread") {
+  RedisCluster c(3);
+  Options o = options_for(c);
+  o.node_timeout = 500ms;  // sanitizer builds are slow; this is about threads
+  Client client(o);
+  std::promise<std::thread::id> first;
+  client.acquire_async({"borrow-first"}, ttl_opts(5s), [&](AcquireResult r) {
+    CHECK(r);
+    first.set_value(std::this_thread::get_id());
+  });
+  const auto io_thread = first.get_future().get();
+  REQUIRE(io_thread != std::this_thread::get_id());
+
+  std::mutex mu;
+  std::set<std::thread::id> callback_threads;
+  auto note_thread = [&] {
+    std::lock_guard<std::mutex> g(mu);
+    callback_threads.insert(std::this_thread::get_id());
+  };
+  // One async acquire-then-release chain at a time, so between them nothing of the user's is in
+  // flight and the blocking thread may borrow the loop; each start may meet a borrow under way.
+  auto async_cycle = [&](const std::string& resource) {
+    std::promise<bool> done;
+    client.acquire_async({resource}, ttl_opts(5s), [&](AcquireResult r) {
+      note_thread();
+      if (!r) {
+        done.set_value(false);
+        return;
+      }
+      client.release_async(r.lock, [&](ReleaseResult rel) {
+        note_thread();
+        done.set_value(static_cast<bool>(rel));
+      });
+    });
+    return done.get_future().get();
+  };
+
+  SUBCASE("short blocking calls on another thread") {
+    std::atomic<int> failed{0};
+    std::atomic<bool> stop{false};
+    std::thread blocking([&] {
+      while (!stop) {
+        auto a = client.try_acquire({"borrow-a"}, ttl_opts(5s));
+        if (!a || !client.try_release(a.lock)) ++failed;
+      }
+    });
+    int ok = 0;
+    for (int i = 0; i < 60; ++i) ok += async_cycle("borrow-b");
+    stop = true;
+    blocking.join();
+    CHECK(ok == 60);
+    CHECK(failed == 0);
+    CHECK(c.count_with_key("borrow-a") == 0);
+  }
+  SUBCASE("a blocking call waiting on a held lock hands the loop back") {
+    Client other(o);
+    auto held = other.try_acquire({"borrow-held"}, ttl_opts(10s));
+    REQUIRE(held);
+    std::atomic<bool> waiting_done{false}, contended{false};
+    std::thread blocking([&] {
+      // retries every 200 ms for 3 s, on a loop that is idle between them: a borrower's wait
+      auto r = client.try_acquire({"borrow-held"}, ttl_opts(5s, 3000ms));
+      contended = r.error == Errc::contended;
+      waiting_done = true;
+    });
+    std::this_thread::sleep_for(300ms);  // the blocking call is in its retries
+    CHECK(async_cycle("borrow-c"));
+    // The asynchronous call did not wait for the blocking one's 3 s to end.
+    CHECK_FALSE(waiting_done.load());
+    blocking.join();
+    CHECK(contended.load());
+    CHECK(other.try_release(held.lock));
+  }
+  std::lock_guard<std::mutex> g(mu);
+  CHECK(callback_threads.size() == 1);
+  CHECK(callback_threads.count(io_thread) == 1);
+}
+
+// A blocking call that runs the loop itself also runs the connect handshake; a warning said there
+// is handed to the I/O thread (the logger runs there only), and must still be logged before the
+// call returns, as when the I/O thread runs the call. A slow logger makes a late one certain.
+TEST_CASE("a warning said while a blocking call connects is logged before the call returns") {
+  redlock::test::ServerConfig cfg;
+  cfg.extra_args = {"--maxmemory-policy", "allkeys-lru"};  // warned about at connect
+  RedisServer s(cfg);
+  Options o = options_for(s.address());
+  // The logger runs on the loop's thread: while it sleeps, no reply is read, so the node's
+  // deadline must outlast the sleep.
+  o.node_timeout = 2000ms;
+  struct Seen {
+    std::mutex mu;
+    bool warned = false;
+    std::thread::id thread;
+  };
+  auto seen = std::make_shared<Seen>();
+  o.logger = [seen](LogLevel level, std::string_view m) {
+    if (level != LogLevel::warning || m.find("allkeys-lru") == std::string_view::npos) return;
+    std::this_thread::sleep_for(300ms);
+    std::lock_guard<std::mutex> g(seen->mu);
+    seen->warned = true;
+    seen->thread = std::this_thread::get_id();
+  };
+  Client client(o);
+  auto r = client.try_acquire({"warned-first"}, ttl_opts(5s));
+  REQUIRE(r);
+  {
+    std::lock_guard<std::mutex> g(seen->mu);
+    CHECK(seen->warned);
+    CHECK(seen->thread != std::this_thread::get_id());
+  }
+  CHECK(client.try_release(r.lock));
+}
+
 TEST_CASE("a blocking call from inside a callback fails instead of deadlocking") {
   RedisCluster c(3);
   Client client(options_for(c));
