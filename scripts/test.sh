@@ -126,8 +126,8 @@ fi
 
 # Three tests at a time where a test allows it (the integration runs: plain, Valkey, TLS and
 # Cluster votes; they wait on servers far more than they compute: 235 s two at a time, 167 s
-# three at a time, against 339 s one after another). The CLI, chaos, interop and packaging tests
-# still run alone (is_parallel: false in their meson.build).
+# three at a time, against 339 s one after another), and so do the CLI tests and the model. The
+# chaos, interop and packaging tests still run alone (is_parallel: false in their meson.build).
 # With arguments (e.g. --suite unit): one run with them, once the newer servers are there.
 # Without: every suite in one run when the newer servers are cached; else every suite but the
 # newer servers', then theirs once they are built.

@@ -66,10 +66,11 @@ def _bindable(port):
 # process: an exclusive flock on a file per port in a directory every test process shares. The CLI
 # tests run side by side, and `redlock-cli cluster up --base-port B` binds its ports a while after
 # the test picked B; without the reservation two tests could pick overlapping ranges in that
-# window. The C++ fixtures pick from other ranges (tests/support/support_util.hpp lists them all),
+# window. The C++ fixtures pick from other ranges (tests/support/redis_fixture.hpp lists them all),
 # so only these two functions need to agree.
 _RESERVATIONS = os.path.join(tempfile.gettempdir(), "redlock-test-ports")
 _reserved = []  # open lock files, closed (and so released) when the process ends
+_handed_out = set()  # never the same port twice in one process, even after its servers stopped
 
 
 def _reserve(ports):
@@ -106,9 +107,6 @@ def _pick(count, low, high, twin_offset=None):
             _handed_out.update(ports)
             return base
     return None
-
-
-_handed_out = set()  # never the same port twice in one process, even after its servers stopped
 
 
 def free_cluster_base(count):
