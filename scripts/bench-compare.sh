@@ -8,8 +8,9 @@
 # Starts 5 local nodes (with the last CLI given), then for each round and each concurrency runs
 # `bench --concurrency C --json` with every CLI, in an order that rotates from round to round.
 # Prints, per CLI and concurrency, the median over the rounds of: cycles/s, client CPU per cycle
-# (us), cycle p50 (us), the sequential cycle over its floor (bench's cycle_to_fanout: two fan-outs
-# measured in the same run); and each figure as a ratio to the first CLI.
+# (us), cycle p50 (us), the sequential cycle over its floors (bench's cycle_to_fanout: two fan-outs
+# measured in the same run; cycle_to_raw_cycle: the same cycle over raw connections, no library);
+# and each figure as a ratio to the first CLI.
 # Extra arguments for every bench call (global flags such as --tls ...) go in BENCH_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,8 +59,8 @@ def load(r, c, b):
             return json.load(f)
     except (OSError, ValueError):
         return {}
-print("| build | C | cycles/s | CPU us/cycle | cycle p50 us | cycle / floor | vs first: cycles/s | CPU | p50 |")
-print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+print("| build | C | cycles/s | CPU us/cycle | cycle p50 us | cycle / floor | cycle / raw cycle | vs first: cycles/s | CPU | p50 |")
+print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 for c in conc:
     first = None
     for b, cli in enumerate(clis):
@@ -69,8 +70,9 @@ for c in conc:
             return statistics.median(v) if v else float("nan")
         row = (med("cycles_per_s"), med("cpu_us_per_cycle"), med("cycle_us_p50"))
         floor = med("cycle_to_fanout")  # the sequential cycle / two fan-outs, same run
+        raw = med("cycle_to_raw_cycle")  # ... / the raw cycle (older builds: none, nan)
         if first is None:
             first = row
         ratio = ["%.2f" % (a / f) if f == f and f else "-" for a, f in zip(row, first)]
-        print("| %s | %s | %.0f | %.1f | %.0f | %.2f | %s | %s | %s |" % (cli, c, row[0], row[1], row[2], floor, *ratio))
+        print("| %s | %s | %.0f | %.1f | %.0f | %.2f | %.2f | %s | %s | %s |" % (cli, c, row[0], row[1], row[2], floor, raw, *ratio))
 PY

@@ -47,7 +47,8 @@ class Bench(unittest.TestCase):
         for field in ("rtt_us_p50", "cycle_us_p50", "cycle_us_p99", "cycle_us_p999",
                       "cycles_per_s", "cpu_us_per_cycle", "sequential_cpu_us_per_cycle",
                       "acquire_us_p50", "release_us_p50", "fanout_quorum_us_p50",
-                      "fanout_all_us_p50"):
+                      "fanout_all_us_p50", "raw_cycle_us_p50", "raw_cycle_samples",
+                      "cycle_to_raw_cycle"):
             self.assertIn(field, obj)
             self.assertGreater(obj[field], 0, field)
         self.assertGreaterEqual(obj["cycle_us_p99"], obj["cycle_us_p50"])
@@ -70,7 +71,8 @@ class Bench(unittest.TestCase):
         r = run("bench", "--seconds", "0.3", "--concurrency", "2", nodes=self.c.nodes)
         self.assertEqual(r.returncode, 0, r.stderr)
         out = r.stdout.decode()
-        for needle in ("SET rtt", "SET fan-out", "cycle sequential", "cycle C=2", "keys left: 0"):
+        for needle in ("SET rtt", "SET fan-out", "raw cycle (3)", "x raw cycle", "cycle sequential",
+                       "cycle C=2", "keys left: 0"):
             self.assertIn(needle, out)
         self.assert_no_keys()
 

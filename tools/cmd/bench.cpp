@@ -182,6 +182,16 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
     // one cycle is the sum of the two.
     const double fan_floor = fan_q.cycle.p50 + fan_all.cycle.p50;
     j["cycle_to_fanout"] = rounded(fan_floor > 0 ? seq.cycle.p50 / fan_floor : 0, 2);
+    // The same cycle over raw connections (bench_phases.hpp): what the library itself adds.
+    add_stats(j, "raw_cycle", run.raw_cycle.cycle);
+    j["raw_cycle_samples"] = run.raw_cycle.cycle.count;
+    j["raw_cycle_cpu_us"] = rounded(run.raw_cycle.cpu_us_per_op, 1);  // per raw cycle, -1: none
+    // Not the library's: a node that refused the raw cycle's script (then no raw cycle at all).
+    j["raw_cycle_errors"] = run.raw_cycle.errors;
+    if (!run.raw_cycle.first_error.empty())
+      j["raw_cycle_first_error"] = text(run.raw_cycle.first_error);
+    j["cycle_to_raw_cycle"] =
+        rounded(run.raw_cycle.cycle.p50 > 0 ? seq.cycle.p50 / run.raw_cycle.cycle.p50 : 0, 2);
     // The top-level pair is the highest concurrency run; every level is in "throughput".
     j["concurrency"] = top.concurrency;
     j["cycles_per_s"] = rounded(top.per_s, 1);
@@ -212,13 +222,19 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
     std::cout << "redlock-cli bench: " << nodes.size() << " nodes (quorum " << quorum << "), "
               << fmt(a.seconds) << " s per phase, ttl " << ttl.count() << " ms, rtt to "
               << nodes.front().to_string() << "\n";
-    print_table(std::cout, phases);
+    std::vector<PhaseResult> rows = phases;  // the raw cycle beside the other floors
+    if (run.raw_cycle.cycle.count)
+      rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(first_level - 1), run.raw_cycle);
+    print_table(std::cout, rows);
     if (rtt.cycle.p50 > 0 && seq.cycle.count) {
       std::cout << "sequential cycle p50 = " << fmt(seq.cycle.p50 / rtt.cycle.p50, 2)
                 << " x rtt p50";
       if (fan_q.cycle.count && fan_all.cycle.count) {
         std::cout << " = " << fmt(seq.cycle.p50 / (fan_q.cycle.p50 + fan_all.cycle.p50), 2)
                   << " x fan-out floor (quorum + all)";
+      }
+      if (run.raw_cycle.cycle.count) {
+        std::cout << " = " << fmt(seq.cycle.p50 / run.raw_cycle.cycle.p50, 2) << " x raw cycle";
       }
       std::cout << "\n";
     }
@@ -232,6 +248,10 @@ int run_cycles(const BenchArgs& a, const Globals& g) {
       Stderr() << "redlock-cli: bench: " << p.name << ": " << p.errors
                << " error(s), first: " << p.first_error << "\n";
     }
+  }
+  if (!run.raw_cycle.first_error.empty() && !g.quiet) {
+    Stderr() << "redlock-cli: bench: no raw cycle (the floor without the library): "
+             << run.raw_cycle.first_error << "\n";
   }
   if (seq.cycle.count == 0) {
     if (!g.quiet) Stderr() << "redlock-cli: bench: no cycle succeeded\n";

@@ -24,6 +24,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/server_text.hpp"
 #include "core/slots.hpp"
 #include "nodes/client.hpp"
 #include "output.hpp"
@@ -284,7 +285,7 @@ class RttProbe {
 
  private:
   void note_error(const std::string& e) {
-    if (errors_++ == 0) first_error_ = node_ + ": " + e;
+    if (errors_++ == 0) first_error_ = node_ + ": " + detail::server_text(e);
     if (!conn_.ok()) broken_ = true;
   }
   std::string node_;
@@ -310,7 +311,8 @@ class FanoutProbe {
         timeout_(timeout),
         key_(key),
         value_(40, 'x'),
-        px_(std::to_string(ttl.count())) {
+        px_(std::to_string(ttl.count())),
+        cycle_key_("{" + key + "}:cycle") {
     for (const auto& n : nodes) {
       auto c = std::make_unique<nodes::SyncClient>(connect(n, tls, Millis{1000}, key));
       if (c->ok()) {
@@ -319,9 +321,20 @@ class FanoutProbe {
         first_error_ = n.to_string() + ": " + c->error();
       }
     }
+    // The raw cycle's release; every node must have it (SCRIPT LOAD answers the same SHA-1).
+    for (auto& c : conns_) {
+      auto r = c->command({"SCRIPT", "LOAD", kReleaseScript});
+      if (!r || r->type != Reply::Type::string) {
+        release_sha_.clear();
+        ++cycle_errors_;
+        cycle_first_error_ = "SCRIPT LOAD: " + detail::server_text(r ? r->str : c->error());
+        break;
+      }
+      release_sha_ = r->str;
+    }
   }
   ~FanoutProbe() {
-    for (auto& c : conns_) (void)c->command({"DEL", key_});
+    for (auto& c : conns_) (void)c->command({"DEL", key_, cycle_key_});
   }
   FanoutProbe(const FanoutProbe&) = delete;
   FanoutProbe& operator=(const FanoutProbe&) = delete;
@@ -386,25 +399,148 @@ class FanoutProbe {
     return t_quorum.has_value();
   }
 
+  // One cycle of the algorithm over the same raw connections, as a client with no overhead of
+  // its own would run it: `SET key token NX PX ttl` to every node at once and, the moment a
+  // quorum has answered, the documented compare-and-delete to every node (pipelined behind the
+  // SET on the nodes that have not answered yet), timed until every node has answered both.
+  // Beside the two fan-outs measured apart (quorum + all), it also pays what they leave out:
+  // the release on the slower nodes waits for their SET, and on 2 CPUs shared by five servers
+  // the second fan-out starts while the first is still being served.
+  bool sample_cycle() {
+    if (static_cast<int>(conns_.size()) < quorum_ || release_sha_.empty()) return false;
+    const double cpu0 = thread_cpu_us();
+    const std::string token = next_token();
+    const auto t0 = Clock::now();
+    const std::string_view set[] = {"SET", cycle_key_, token, "NX", "PX", px_};
+    const std::string_view release[] = {"EVALSHA", release_sha_, "1", cycle_key_, token};
+    const std::size_t n = conns_.size();
+    std::vector<bool> dead(n, false);
+    std::vector<int> due(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      dead[i] = !conns_[i]->send(set);
+      due[i] = dead[i] ? 0 : 1;
+    }
+    int set_answers = 0;
+    bool released = false, refused = false;
+    std::optional<Clock::time_point> t_quorum;
+    std::vector<pollfd> fds;
+    std::vector<std::size_t> which;
+    for (;;) {
+      fds.clear();
+      which.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!dead[i] && due[i] > 0) {
+          fds.push_back({conns_[i]->fd(), POLLIN, 0});
+          which.push_back(i);
+        }
+      }
+      if (fds.empty()) break;
+      if (poll(fds.data(), fds.size(), static_cast<int>(timeout_.count())) <= 0) {
+        for (auto i : which) dead[i] = true;
+        break;
+      }
+      for (std::size_t k = 0; k < fds.size(); ++k) {
+        if (fds[k].revents == 0) continue;
+        const std::size_t i = which[k];
+        // Every reply that has arrived: a node may have answered both commands in one read.
+        for (;;) {
+          Reply r;
+          const auto read = conns_[i]->read_reply(&r);
+          if (read == nodes::SyncClient::Read::failed) {
+            dead[i] = true;
+            break;
+          }
+          if (read == nodes::SyncClient::Read::partial) break;
+          // An error (NOSCRIPT after a restart, a node that refuses) is still this command's
+          // answer, but the sample is no floor: raw cycles stop there, the fan-outs go on.
+          if (r.type == Reply::Type::error && !refused) {
+            refused = true;
+            if (cycle_errors_++ == 0) cycle_first_error_ = detail::server_text(r.str);
+          }
+          --due[i];
+          if (!released && ++set_answers == quorum_) {
+            t_quorum = Clock::now();
+            released = true;
+            for (std::size_t j = 0; j < n; ++j) {
+              if (dead[j]) continue;
+              if (conns_[j]->send(release)) {
+                ++due[j];
+              } else {
+                dead[j] = true;
+              }
+            }
+          }
+          if (due[i] == 0) break;
+        }
+      }
+    }
+    const auto t_all = Clock::now();
+    const double cpu = thread_cpu_us() - cpu0;
+    cpu_us_ += cpu;
+    if (refused) release_sha_.clear();
+    bool all = released && !refused && n == nodes_;
+    for (std::size_t i = n; i-- > 0;) {
+      if (!dead[i]) continue;
+      all = false;
+      if (errors_++ == 0)
+        first_error_ = "a node did not answer within " + std::to_string(timeout_.count()) + " ms";
+      conns_.erase(conns_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if (all) {
+      cycle_us_.push_back(us_between(t0, t_all));
+      cycle_cpu_us_ += cpu;
+    }
+    return t_quorum.has_value();
+  }
+
   void clear() {
     quorum_us_.clear();
     all_us_.clear();
+    cycle_us_.clear();
     cpu_us_ = 0;
+    cycle_cpu_us_ = 0;
   }
   [[nodiscard]] const std::vector<double>& quorum_samples() const { return quorum_us_; }
   [[nodiscard]] const std::vector<double>& all_samples() const { return all_us_; }
+  [[nodiscard]] const std::vector<double>& cycle_samples() const { return cycle_us_; }
+  // The CPU time of the raw cycles counted in cycle_samples() (this thread's; all samples are in
+  // cpu_us_spent()).
+  [[nodiscard]] double cycle_cpu_us() const { return cycle_cpu_us_; }
+  // Why raw cycles stopped (a node that refused the script or answered an error, e.g. a cluster
+  // seed's MOVED): the fan-outs go on without them.
+  [[nodiscard]] long cycle_errors() const { return cycle_errors_; }
+  [[nodiscard]] const std::string& cycle_first_error() const { return cycle_first_error_; }
   [[nodiscard]] double cpu_us_spent() const { return cpu_us_; }
   [[nodiscard]] long errors() const { return errors_; }
   [[nodiscard]] const std::string& first_error() const { return first_error_; }
 
  private:
+  // The release of the Redis documentation (algorithm.md), as every Redlock client sends it.
+  static constexpr std::string_view kReleaseScript =
+      R"(if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end)";
+
+  // A fresh 40-character value per raw cycle, as a lock's token is (no randomness needed here).
+  std::string next_token() {
+    char buf[41];
+    std::snprintf(buf, sizeof buf, "%040llx", static_cast<unsigned long long>(++cycles_));
+    return buf;
+  }
+
   std::size_t nodes_;  // configured; "all" samples need every one of them
   int quorum_;
   Millis timeout_;
   std::string key_, value_, px_;
+  // The raw cycle's lock (SET NX): not the fan-out's key, which stays set; in its slot (a cluster
+  // vote's seed answers both).
+  std::string cycle_key_;
   std::vector<std::unique_ptr<nodes::SyncClient>> conns_;
-  std::vector<double> quorum_us_, all_us_;
+  std::vector<double> quorum_us_, all_us_, cycle_us_;
+  std::string release_sha_;
+  unsigned long long cycles_ = 0;
   double cpu_us_ = 0;
+  double cycle_cpu_us_ = 0;
+  long cycle_errors_ = 0;
+  std::string cycle_first_error_;
   long errors_ = 0;
   std::string first_error_;
 };
@@ -432,6 +568,7 @@ PhaseResult measure_sequential(Client& client, RttProbe& probe, FanoutProbe& fan
     const auto p0 = Clock::now();
     probe.sample();
     fanout.sample();
+    fanout.sample_cycle();
     const auto t0 = Clock::now();
     probe_us += us_between(p0, t0);
     auto a = client.try_acquire({resource}, opts);
@@ -604,6 +741,7 @@ CycleRun measure_cycles(Options options, const std::string& prefix, const Acquir
   for (int i = 0; i < 10; ++i) {
     probe.sample();
     fanout.sample();
+    fanout.sample_cycle();
   }
   probe.clear();
   fanout.clear();
@@ -613,6 +751,16 @@ CycleRun measure_cycles(Options options, const std::string& prefix, const Acquir
   run.phases.push_back(fanout_result(fanout, false, nodes.size()));
   run.phases.push_back(fanout_result(fanout, true, nodes.size()));
   run.phases.push_back(std::move(seq));
+  run.raw_cycle.name = "raw cycle (" + std::to_string(nodes.size()) + ")";
+  run.raw_cycle.concurrency = 1;
+  run.raw_cycle.cycle = stats_of(fanout.cycle_samples());
+  run.raw_cycle.per_s = -1;
+  run.raw_cycle.cpu_us_per_op =
+      fanout.cycle_samples().empty()
+          ? -1
+          : fanout.cycle_cpu_us() / static_cast<double>(fanout.cycle_samples().size());
+  run.raw_cycle.errors = fanout.cycle_errors();
+  run.raw_cycle.first_error = fanout.cycle_first_error();
   for (int c : levels) {
     Load load(client, prefix, c, opts);
     run.phases.push_back(load.run(seconds, progress));

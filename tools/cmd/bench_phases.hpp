@@ -69,6 +69,10 @@ struct PhaseResult {
 struct CycleRun {
   // rtt, fan-out quorum, fan-out all, sequential, then one per concurrency level.
   std::vector<PhaseResult> phases;
+  // One acquire + release over raw connections, paired with the sequential cycles like the
+  // fan-outs: a SET NX to every node, at the quorum the documented release to every node, until
+  // all have answered both. The floor of a cycle, not only of its two fan-outs apart.
+  PhaseResult raw_cycle;
   int quorum = 0;
   static constexpr std::size_t first_level = 4;
 };
