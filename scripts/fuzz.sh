@@ -51,10 +51,11 @@ fi
 dir=build-fuzz
 if [[ ! -f $dir/build.ninja ]]; then
   # Coverage (fuzzer-no-link) and the sanitizers on everything, so the library's own code guides
-  # the fuzzer; a static library keeps the sanitizer runtimes simple.
+  # the fuzzer; a static library keeps the sanitizer runtimes simple. -g1: line tables, enough
+  # for a crash's stack (scripts/test.sh says what it saves).
   CXX=clang++ meson setup "$dir" -Dfuzz=true -Dbuildtype=debugoptimized -Ddefault_library=static \
     -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dcpp_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer" >/dev/null
+    -Dcpp_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer -g1" >/dev/null
 fi
 
 targets=(address duration classify cluster_slots info sentinel wake reply)

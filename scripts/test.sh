@@ -29,7 +29,9 @@ sanitizer_targets=(tests/unit-tests tests/integration/integration-tests tests/ca
 asan_tests=(integration-cluster)
 asan_targets=(tests/integration/cluster-vote-tests)
 
-# Configures and builds what the sanitizer and fuzz phases run.
+# Configures and builds what the sanitizer and fuzz phases run. -g1: line tables and function
+# names, all a sanitizer's report needs; without types and variables the build takes a fifth less
+# CPU (the AddressSanitizer targets: 643 s of CPU at -g, 516 at -g1, 2026-12-02).
 build_sanitizer_tree() {
   local san=$1 dir=build-$1 flags
   case $san in
@@ -37,7 +39,7 @@ build_sanitizer_tree() {
     tsan) flags=(-Db_sanitize=thread) ;;
   esac
   if [[ ! -f $dir/build.ninja ]]; then
-    meson setup "$dir" -Dbuildtype=debug -Dwerror=true "${flags[@]}" >/dev/null
+    meson setup "$dir" -Dbuildtype=debug -Dwerror=true "${flags[@]}" -Dc_args=-g1 -Dcpp_args=-g1 >/dev/null
   fi
   local targets=("${sanitizer_targets[@]}")
   [[ $san == asan ]] && targets+=("${asan_targets[@]}")
