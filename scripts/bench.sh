@@ -345,12 +345,19 @@ steady_growth = hold["rss_mb_end"] - base["rss_mb"]
 def floor(j):  # the raw fan-out floor of one cycle: an acquire decides at the quorum, a release waits for all
     return j["fanout_quorum_us_p50"] + j["fanout_all_us_p50"]
 
+def raw_cycle_text(j):  # the cycle over the raw cycle (bench's probe: the same commands, no library)
+    if not j.get("raw_cycle_us_p50"):
+        return "no raw cycle (%s)" % j.get("raw_cycle_first_error", "not measured")
+    return "%.2f x the raw cycle (%.1f µs: SET NX to all, the release to all at the quorum, no library)" % (
+        ratio(j["cycle_us_p50"], j["raw_cycle_us_p50"]), j["raw_cycle_us_p50"])
+
 # (name, value, unit, pass?, what the same comparison gives for the raw floor measured alongside)
 targets = [
     ("sequential cycle p50 <= 2.5 x SET rtt p50",
      ratio(healthy["cycle_us_p50"], healthy["rtt_us_p50"]), "x rtt", lambda r: r <= 2.5,
-     "raw fan-out floor (quorum + all) = %.2f x rtt; cycle = %.2f x that floor" % (
-         ratio(floor(healthy), healthy["rtt_us_p50"]), ratio(healthy["cycle_us_p50"], floor(healthy)))),
+     "raw fan-out floor (quorum + all) = %.2f x rtt; cycle = %.2f x that floor and %s" % (
+         ratio(floor(healthy), healthy["rtt_us_p50"]), ratio(healthy["cycle_us_p50"], floor(healthy)),
+         raw_cycle_text(healthy))),
     ("throughput at C=256 >= 50% of the ceiling",
      ratio(top["cycles_per_s"], ceiling_cycles) * 100, "% of ceiling", lambda r: r >= 50,
      "ceiling %.0f cycles/s" % ceiling_cycles),
@@ -443,8 +450,8 @@ L.append("|---|---|---|---|")
 for name, value, unit, ok, context in targets:
     L.append("| %s | %.2f %s | %s | %s |" % (name, value, unit, "PASS" if ok(value) else "MISS", context))
 L.append("")
-# Why a target is missed: the comparison with the limits measured in this run, and what the
-# profile shows (perf record / strace -c of `redlock-cli bench`, taken while tuning: issue 7).
+# Why a target is missed: the comparison with the limits measured in this run (profiles taken
+# while tuning are in docs/perf/history.md, with their runs).
 why = []
 if not targets[0][3](targets[0][1]):
     why.append(
@@ -453,16 +460,17 @@ if not targets[0][3](targets[0][1]):
         "fan-out alone (a plain SET written to all 5 nodes at once, no library) takes %.2f x rtt to the "
         "quorum-th answer and %.2f x to the last. The acquire returns at the quorum, but its stragglers "
         "still hold the CPUs while the release is written, so the practical floor is nearer two full "
-        "fan-outs (%.1f µs); the cycle is %.2f x that and %.2f x quorum + all. What the library adds is "
-        "two hand-offs to its I/O thread per cycle (eventfd + futex, a few µs each), one write and one "
-        "read per node per operation, and the engine's bookkeeping: in the profile, about 85 %% of the "
-        "client's CPU samples are in the kernel (loopback TCP, waking the servers), under 10 %% in "
-        "libredlock." % (
+        "fan-outs (%.1f µs); the cycle is %.2f x that and %.2f x quorum + all. The same cycle without the "
+        "library, over raw connections (bench's raw cycle: the release written to every node the moment "
+        "a quorum answered the SET), is %.2f x rtt; the library's cycle is %s. Client CPU per sequential "
+        "cycle: %.1f µs, the raw cycle's %.1f µs." % (
             targets[0][1] / 2.5, os.environ["BENCH_NPROC"],
             ratio(healthy["fanout_quorum_us_p50"], healthy["rtt_us_p50"]),
             ratio(healthy["fanout_all_us_p50"], healthy["rtt_us_p50"]), 2 * healthy["fanout_all_us_p50"],
             ratio(healthy["cycle_us_p50"], 2 * healthy["fanout_all_us_p50"]),
-            ratio(healthy["cycle_us_p50"], floor(healthy))))
+            ratio(healthy["cycle_us_p50"], floor(healthy)),
+            ratio(healthy.get("raw_cycle_us_p50", 0), healthy["rtt_us_p50"]), raw_cycle_text(healthy),
+            healthy["sequential_cpu_us_per_cycle"], healthy.get("raw_cycle_cpu_us", -1)))
 if not targets[1][3](targets[1][1]):
     why.append(
         "- **Throughput at C=256** (%.1f %% of the ceiling, target 50 %%): the client competes with the 5 "
@@ -512,16 +520,18 @@ if why:
     L.append("")
 L.append("## Latency (one acquire + release at a time, 5 nodes)")
 L.append("")
-L.append("Each cycle is paired with one raw SET to node 1 (rtt) and one raw SET written to all 5 nodes at "
-         "once (fan-out: time to the quorum-th and to the last answer), so floors and cycles share the "
-         "machine's load.")
+L.append("Each cycle is paired with one raw SET to node 1 (rtt), one raw SET written to all 5 nodes at "
+         "once (fan-out: time to the quorum-th and to the last answer) and one raw cycle (SET NX to all 5, "
+         "the documented release to all 5 the moment a quorum answered, until all answered both: the "
+         "cycle without the library), so floors and cycles share the machine's load.")
 L.append("")
-L.append("| scenario | SET rtt p50 (µs) | fan-out quorum p50 | fan-out all p50 | cycle p50 | p99 | p99.9 | mean | acquire p50 | release p50 | cycles/s | CPU µs/cycle | errors |")
-L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+L.append("| scenario | SET rtt p50 (µs) | fan-out quorum p50 | fan-out all p50 | raw cycle p50 | cycle p50 | p99 | p99.9 | mean | acquire p50 | release p50 | cycles/s | CPU µs/cycle | errors |")
+L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 def lat_row(name, j):
-    return "| %s | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.1f | %d |" % (
+    return "| %s | %.1f | %.1f | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.1f | %d |" % (
         name, j["rtt_us_p50"], j["fanout_quorum_us_p50"],
         "%.1f" % j["fanout_all_us_p50"] if j["fanout_all_us_p50"] > 0 else "- (a node is silent)",
+        "%.1f" % j["raw_cycle_us_p50"] if j.get("raw_cycle_us_p50") else "- (a node is silent)",
         j["cycle_us_p50"], j["cycle_us_p99"], j["cycle_us_p999"], j["cycle_us_mean"],
         j["acquire_us_p50"], j["release_us_p50"], j["sequential_cycles_per_s"], j["sequential_cpu_us_per_cycle"],
         j["sequential_errors"])
