@@ -83,10 +83,7 @@ class Client::Impl {
     // I/O thread too.
     outer_ = epoll_create1(EPOLL_CLOEXEC);
     backend_fd_ = uv_backend_fd(&loop_);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = backend_fd_;
-    epoll_ctl(outer_, EPOLL_CTL_ADD, backend_fd_, &ev);
+    watch_loop_from_outside(true);
     thread_ = std::thread([this] { run_io_thread(); });
     io_thread_ = thread_.get_id();
   }
@@ -154,7 +151,7 @@ class Client::Impl {
     borrowed_ = true;
     hand_back_ = false;
     borrowing_here_ = this;
-    epoll_ctl(outer_, EPOLL_CTL_DEL, backend_fd_, nullptr);
+    watch_loop_from_outside(false);
     // The loop's clock is the time of its last pass, which may be long ago: the operation's
     // timers (a node's deadline) count from it.
     uv_update_time(&loop_);
@@ -172,10 +169,7 @@ class Client::Impl {
                                  : Steady::now() + std::chrono::milliseconds(timeout);
     borrowing_here_ = nullptr;
     // Back in the I/O thread's wait: what arrived meanwhile (a straggler's reply) wakes it now.
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = backend_fd_;
-    epoll_ctl(outer_, EPOLL_CTL_ADD, backend_fd_, &ev);
+    watch_loop_from_outside(true);
     bool parked = false, wake = false;
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -198,6 +192,15 @@ class Client::Impl {
   Engine& engine() { return *engine_; }
 
  private:
+  // Whether the loop's descriptor is in the I/O thread's outer wait (`outer_`): it is, except
+  // while a borrower runs the loop.
+  void watch_loop_from_outside(bool on) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = backend_fd_;
+    epoll_ctl(outer_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, backend_fd_, &ev);
+  }
+
   struct Entry {
     std::function<void()> fn;
     bool borrowable;
