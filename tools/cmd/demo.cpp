@@ -203,7 +203,7 @@ StatusResult Demo::show_state(const std::string& resource) {
 // overtaken by this look through a new connection on a busy machine; a key really left behind
 // (or really missing) stays that way for its whole ttl, far longer than this.
 StatusResult Demo::settle(const std::string& resource,
-                          const std::function<bool(const StatusResult&)>& done) {
+                          const std::function<bool(const StatusResult&)>& done, bool shown) {
   checkpoint();
   Client observer(options());
   const auto deadline = SteadyClock::now() + 1s;
@@ -212,7 +212,7 @@ StatusResult Demo::settle(const std::string& resource,
     nap(20ms);
     st = observer.status(resource);
   }
-  print_state(resource, st);
+  if (shown) print_state(resource, st);
   return st;
 }
 

@@ -270,7 +270,7 @@ class Demo {
   StatusResult show_state(const std::string& resource);
   void print_state(const std::string& resource, const StatusResult& st);
   StatusResult settle(const std::string& resource,
-                      const std::function<bool(const StatusResult&)>& done);
+                      const std::function<bool(const StatusResult&)>& done, bool shown = true);
   void release(Client& c, const Lock& lock);
   void kill_node(int i);
   void start_node(int i);
