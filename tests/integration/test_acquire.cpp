@@ -288,7 +288,10 @@ TEST_CASE("retries: a fresh token per attempt, and a wait deadline that bounds t
   took = ms_since(start);
   CHECK(r.error == Errc::contended);
   CHECK(r.attempts >= 3);
-  CHECK(took >= 300);
+  // It waited to the end of the wait, within libuv's clock: its timers count whole ms and may
+  // fire a fraction early, and ms_since truncates (seen: 299 in a fresh clone). 5 ms of slack, as
+  // test_faults.cpp allows for a node deadline.
+  CHECK(took >= 295);
   CHECK(took < 1500);
 }
 
