@@ -433,8 +433,11 @@ void AcquireOp::cancel() {
              (last_message_.empty() ? std::string() : "; last attempt: " + last_message_));
 }
 
+AcquireOp::~AcquireOp() { e_.owing_.erase(this); }
+
 void AcquireOp::shutdown() {
   if (phase_ == Phase::done) return;
+  say_owed_words();  // a ticket the nodes that have not answered may still need to be told
   attempt_.close();
   // The nodes drain what is queued before they close: the keys of an attempt in flight go too,
   // and (direct handoff) a key a release may have handed us: leaving the queue takes it back.
@@ -503,6 +506,7 @@ void AcquireOp::complete(AcquireResult res) {
         fair_.owe_leave(std::move(out));
       }
       broadcast(e_, std::move(*c), skip);
+      if (fair_.owes_words()) e_.owing_.insert(this);
     }
     // A named waiter that is done leaves the mark, so no release names it any more.
     if (kind_.named_wake() && waiting_since_ != 0) {

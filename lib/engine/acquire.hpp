@@ -53,8 +53,12 @@ class AcquireOp final : public Operation {
   [[nodiscard]] std::string new_waiter_id() const;
   void shutdown() override;
   void deliver() override;
+  // The engine is closing: what nodes that have not answered a decided round are owed (late_reply)
+  // is sent now, behind the command they are to answer, whatever that answer will be.
+  void say_owed_words();
 
  private:
+  ~AcquireOp() override;
   void start_round(Phase phase, detail::Round& round, detail::Command cmd);
   void start_ticket();
   void rejoin_queue();

@@ -284,6 +284,10 @@ void Engine::Impl::close(std::function<void()> on_closed) {
   std::vector<Operation*> live;
   for (Operation* op = ops_; op != nullptr; op = op->next_) live.push_back(op);
   for (auto* op : live) op->shutdown();
+  // A process that exits right after a fair lock was won must not leave its place in the queue
+  // of a node that has not answered yet: a release there would hand that waiter the key.
+  std::vector<AcquireOp*> owing(owing_.begin(), owing_.end());
+  for (auto* op : owing) op->say_owed_words();
   for (auto& node : nodes_) node->close();
   check_.close([this] { handle_closed(); });
   idle_.close([this] { handle_closed(); });

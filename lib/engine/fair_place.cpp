@@ -84,6 +84,26 @@ void FairPlace::owe_leave(std::vector<bool> out) {
   for (std::size_t i = 0; i < out.size(); ++i) owe_leave_[i] = out[i] ? 1 : 0;
 }
 
+FairPlace::OwedNow FairPlace::take_owed(std::size_t node) {
+  OwedNow w;
+  if (node < owe_settle_.size()) {
+    w.settle = owe_settle_[node] != 0;
+    owe_settle_[node] = 0;
+  }
+  if (node < owe_leave_.size()) {
+    w.leave = owe_leave_[node] != 0;
+    owe_leave_[node] = 0;
+  }
+  return w;
+}
+
+bool FairPlace::owes_words() const {
+  auto any = [](const std::vector<char>& v) {
+    return std::find(v.begin(), v.end(), char{1}) != v.end();
+  };
+  return any(owe_settle_) || any(owe_leave_);
+}
+
 Millis FairPlace::next_poll(Millis heartbeat_ttl) {
   const Millis sleep = poll_;
   poll_ = std::min(poll_ * 2, std::min(Millis{100}, heartbeat_ttl / 4));

@@ -59,6 +59,14 @@ class FairPlace {
   // The acquisition won: `out[i]`, node i had not answered the winning attempt and is told that
   // we left the queue once it answers without a grant.
   void owe_leave(std::vector<bool> out);
+  // The engine is closing, so no answer will be waited for: every word still owed to `node`,
+  // whatever its answer will be (at most once, like owed()).
+  struct OwedNow {
+    bool settle = false;
+    bool leave = false;
+  };
+  [[nodiscard]] OwedNow take_owed(std::size_t node);
+  [[nodiscard]] bool owes_words() const;
 
   // Heartbeat: a round that a quorum ran (so refreshed our heartbeat there) was sent at `t`.
   void refreshed(BootClock::time_point t) { refreshed_ = t; }

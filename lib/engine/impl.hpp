@@ -111,6 +111,9 @@ class Engine::Impl final : public net::NodeHost {
   Metrics metrics_;
   Operation* ops_ = nullptr;  // unfinished operations (an intrusive list: no allocation each)
   std::unordered_map<std::uint64_t, AcquireOp*> acquires_;  // unfinished, by id (cancellation)
+  // Finished fair acquisitions that still owe a node a word once it answers (FairPlace::owed): at
+  // close they say it at once, before the connections stop taking commands.
+  std::unordered_set<AcquireOp*> owing_;
   std::unordered_map<std::string, std::vector<AcquireOp*>> watchers_;  // lock key -> waiters
   std::vector<AcquireOp*> waiting_;                                    // every watching acquisition
   // Not a key: its wake channel is this client's own (new_waiter_id()), listened to like a lock's

@@ -704,3 +704,45 @@ TEST_CASE("fair lock: a node that answers after the decision is told only what i
     (void)client.try_release(r.lock);
   }
 }
+
+TEST_CASE("fair lock: a client closed right after winning still tells a late node its words") {
+  // As above, node 4 stopped while the waiter takes its ticket and the lock, and counting another
+  // ticket; but the client closes as soon as it has the lock (the CLI's `acquire --fair` exits),
+  // before node 4 can answer. Its words cannot wait for the answers: without them node 4 keeps
+  // the waiter queued (and registered: a release there would hand it the key, left until its
+  // ttl; a flake of tests/cli/test_acl.py's fair test found it).
+  RedisCluster c(5);
+  c[3].kill();
+  Options o = options_for(c);
+  o.node_timeout = 10s;  // node 4's answers come late, not never
+  const std::string ticket = derived_key("late-close", KeyRole::ticket);
+  const std::string queue = derived_key("late-close", KeyRole::queue);
+  for (std::size_t i = 0; i < 3; ++i) {
+    c[i].set(ticket, "10");
+    // Held when the ticket is taken, so the lock is won by an attempt after it expires.
+    (void)c[i].command({"SET", "late-close", "held a while", "PX", "400"});
+  }
+  c[4].set(ticket, "3");
+  c[4].set("late-close", "held elsewhere");
+  o.retry_delay = 100ms;  // the waiter's polls
+  o.retry_jitter = 0ms;
+  auto client = std::make_unique<Client>(o);
+  auto warm = client->try_acquire({"late-close-warm"}, ttl_opts(5s));  // connected, scripts loaded
+  REQUIRE_MESSAGE(warm, warm.message);
+  REQUIRE(client->try_release(warm.lock));
+  c[4].stop();
+  auto r = client->try_acquire({"late-close"}, fair_opts(5s, 2s));
+  REQUIRE_MESSAGE(r, r.message);
+  CHECK(*r.lock.ticket() == 11);
+  CHECK(r.attempts >= 2);  // not granted by the ticket round: by an attempt
+  // The close waits for node 4's answers (its connections drain): node 4 runs again meanwhile.
+  auto closed = std::async(std::launch::async, [&] { client.reset(); });
+  std::this_thread::sleep_for(300ms);
+  c[4].cont();
+  closed.get();
+  CHECK(c[4].command({"ZCARD", queue}).integer == 0);
+  CHECK(c[4].get(ticket) == "11");
+  CHECK(c[4].get("late-close") == "held elsewhere");
+  Client other(options_for(c));
+  (void)other.try_release(r.lock);
+}

@@ -126,6 +126,33 @@ TEST_CASE("fair place: a winning attempt's late nodes are told we left, once, af
   CHECK(p.owed(4, 10, true) == Owed::nothing);  // another round's answer
 }
 
+TEST_CASE("fair place: at close every word still owed is taken at once, and only once") {
+  FairPlace p;
+  p.ticket_round_begins(nodes);
+  p.ticket_round_sent(3);
+  for (std::size_t i = 0; i < 3; ++i) p.ticket_reply(i, counted(9));
+  REQUIRE(p.ticket_decided({true, true, true, false, false}).on_quorum);
+  CHECK(p.owes_words());
+  p.late_ticket_reply(3, 9);
+  CHECK(p.owed(3, 3, false) == Owed::nothing);  // node 3 answered: nothing left for it
+  p.attempt_sent(4);
+  p.owe_leave({false, false, false, false, true});
+  const auto w3 = p.take_owed(3);
+  CHECK_FALSE(w3.settle);
+  CHECK_FALSE(w3.leave);
+  // Node 4 answered neither round: told the ticket (its count is unknown) and that we left.
+  const auto w4 = p.take_owed(4);
+  CHECK(w4.settle);
+  CHECK(w4.leave);
+  CHECK_FALSE(p.owes_words());
+  CHECK(p.owed(4, 3, true) == Owed::nothing);  // its late answers owe nothing more
+  CHECK(p.owed(4, 4, true) == Owed::nothing);
+  const auto again = p.take_owed(4);
+  CHECK_FALSE(again.settle);
+  CHECK_FALSE(again.leave);
+  CHECK_FALSE(p.take_owed(99).leave);  // a node out of range is owed nothing
+}
+
 TEST_CASE("fair place: the heartbeat lapses after its ttl without a quorum's refresh") {
   FairPlace p;
   const auto t = BootClock::now();
