@@ -442,9 +442,7 @@ void AcquireOp::shutdown() {
   // The nodes drain what is queued before they close: the keys of an attempt in flight go too,
   // and (direct handoff) a key a release may have handed us: leaving the queue takes it back.
   if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
-  if (registers()) {
-    if (auto leave = kind_.finish_waiting(keys_, waiter_, false)) broadcast(e_, std::move(*leave));
-  }
+  // complete() says we are done waiting, as for any failure (the connections still take it).
   finish(Errc::shutdown, "engine closed before the lock was acquired");
 }
 
@@ -486,32 +484,32 @@ void AcquireOp::complete(AcquireResult res) {
     e_.unwatch(this, watched_keys());
   }
   stop_callback_.reset();  // waits if another thread is inside request_cancel() right now
-  if (!e_.closing_) {
-    if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error, token_)) {
-      // A node that granted the lock took the waiter out of its queue in the same script; one
-      // that has not answered yet is told once it answers without granting (late_reply).
-      std::vector<bool> skip(static_cast<std::size_t>(e_.n()), false);
-      // Won by the ticket round's grants, no attempt of ours is out: every node that did not
-      // grant is told now (behind the ticket round, on its connection), before our release can
-      // reach it. Were it not, a release still on its way there could hand it to us after our
-      // own release had come and gone, and the key would stay until its ttl. One that granted
-      // already keeps the key (our lock's token).
-      if (!res.error) {
-        std::vector<bool> out(skip.size(), false);
-        for (int i = 0; i < e_.n(); ++i) {
-          const auto u = static_cast<std::size_t>(i);
-          out[u] = !fair_.won_with_ticket() && !attempt_.answered(i);
-          skip[u] = out[u] || attempt_.outcomes()[u].state == NodeState::ok;
-        }
-        fair_.owe_leave(std::move(out));
+  // (At close this runs from shutdown(), before the connections stop taking commands: a waiter
+  // whose client closes leaves its queue, mark and registration as one that gives up does.)
+  if (auto c = kind_.finish_waiting(keys_, waiter_, !res.error, token_)) {
+    // A node that granted the lock took the waiter out of its queue in the same script; one
+    // that has not answered yet is told once it answers without granting (late_reply).
+    std::vector<bool> skip(static_cast<std::size_t>(e_.n()), false);
+    // Won by the ticket round's grants, no attempt of ours is out: every node that did not
+    // grant is told now (behind the ticket round, on its connection), before our release can
+    // reach it. Were it not, a release still on its way there could hand it to us after our
+    // own release had come and gone, and the key would stay until its ttl. One that granted
+    // already keeps the key (our lock's token).
+    if (!res.error) {
+      std::vector<bool> out(skip.size(), false);
+      for (int i = 0; i < e_.n(); ++i) {
+        const auto u = static_cast<std::size_t>(i);
+        out[u] = !fair_.won_with_ticket() && !attempt_.answered(i);
+        skip[u] = out[u] || attempt_.outcomes()[u].state == NodeState::ok;
       }
-      broadcast(e_, std::move(*c), skip);
-      if (fair_.owes_words()) e_.owing_.insert(this);
+      fair_.owe_leave(std::move(out));
     }
-    // A named waiter that is done leaves the mark, so no release names it any more.
-    if (kind_.named_wake() && waiting_since_ != 0) {
-      for (const auto& k : keys_) broadcast(e_, detail::unmark_waiting(k, waiter_));
-    }
+    broadcast(e_, std::move(*c), skip);
+    if (fair_.owes_words()) e_.owing_.insert(this);
+  }
+  // A named waiter that is done leaves the mark, so no release names it any more.
+  if (kind_.named_wake() && waiting_since_ != 0) {
+    for (const auto& k : keys_) broadcast(e_, detail::unmark_waiting(k, waiter_));
   }
   e_.count_acquire(res, BootClock::now() - started_);
   result_ = std::move(res);

@@ -746,3 +746,44 @@ TEST_CASE("fair lock: a client closed right after winning still tells a late nod
   Client other(options_for(c));
   (void)other.try_release(r.lock);
 }
+
+TEST_CASE("waiters whose client closes while they wait take back what marks them as waiting") {
+  // As a waiter that gives up does: a writer its mark that keeps new readers out (until the
+  // mark's ttl, 10 s and more, had it stayed), a fair waiter its place in the queue (until its
+  // heartbeat lapsed).
+  RedisCluster c(3);
+  Client holder(options_for(c));
+  auto read = holder.try_acquire({"close-wait"}, mode_opts(LockMode::read, 10s));
+  REQUIRE_MESSAGE(read, read.message);
+  auto held = holder.try_acquire({"close-fair"}, ttl_opts(10s));
+  REQUIRE_MESSAGE(held, held.message);
+  const std::string mark = derived_key("close-wait", KeyRole::writer_waiting);
+  const std::string queue = derived_key("close-fair", KeyRole::queue);
+  auto on_all = [&](auto pred) {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (!pred(c[i])) return false;
+    }
+    return true;
+  };
+  auto waiter = std::make_unique<Client>(options_for(c));
+  std::promise<AcquireResult> wrote, queued;
+  waiter->acquire_async({"close-wait"}, mode_opts(LockMode::write, 5s, 20s),
+                        [&](AcquireResult r) { wrote.set_value(std::move(r)); });
+  waiter->acquire_async({"close-fair"}, fair_opts(5s, 20s),
+                        [&](AcquireResult r) { queued.set_value(std::move(r)); });
+  REQUIRE(eventually([&] { return on_all([&](auto& n) { return n.exists(mark); }); }, 5000ms));
+  REQUIRE(eventually(
+      [&] { return on_all([&](auto& n) { return n.command({"ZCARD", queue}).integer == 1; }); },
+      5000ms));
+  waiter.reset();
+  CHECK(wrote.get_future().get().error == Errc::shutdown);
+  CHECK(queued.get_future().get().error == Errc::shutdown);
+  CHECK(on_all([&](auto& n) { return !n.exists(mark); }));
+  CHECK(on_all([&](auto& n) { return n.command({"ZCARD", queue}).integer == 0; }));
+  // The writer's mark gone, a new reader is let in at once.
+  auto second = holder.try_acquire({"close-wait"}, mode_opts(LockMode::read, 10s));
+  CHECK_MESSAGE(second, second.message);
+  (void)holder.try_release(read.lock);
+  if (second) (void)holder.try_release(second.lock);
+  (void)holder.try_release(held.lock);
+}
