@@ -336,23 +336,34 @@ class ClusterVotes(TopologyCase):
     def test_a_port_taken_after_the_check_is_picked_again(self):
         # The race of the trial: free when `up` checked, taken by the time the server binds. A
         # wrapper holds node 2's bus port and node 3's own port while their first start binds;
-        # the bus port is replaced, the own port (the node's address) tried again.
+        # the bus port is replaced, the own port (the node's address) tried again. Each is held
+        # until that node's log says the bind failed (at most 20 s), not for a fixed time: a
+        # server that starts slowly (Valkey 9 loads its Lua module first, over a second under
+        # load) would otherwise bind after the holder let go (seen in a run under stress). The
+        # bus port stays taken 5 s longer, while its replacement is chosen.
         base = free_cluster_base(3)
         real = os.environ.get("REDLOCK_REDIS_SERVER") or shutil.which("redis-server")
-        holder = ('import socket, sys, time\n'
+        holder = ('import os, socket, sys, time\n'
                   's = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)\n'
-                  'open(sys.argv[2], "w").close(); time.sleep(float(sys.argv[3]))\n')
+                  'open(sys.argv[2], "w").close()\n'
+                  'end = time.monotonic() + 20\n'
+                  'def failed():\n'
+                  '    try:\n'
+                  '        with open(sys.argv[3]) as f: return "Address already in use" in f.read()\n'
+                  '    except OSError: return False\n'
+                  'while not failed() and time.monotonic() < end: time.sleep(0.01)\n'
+                  'time.sleep(float(sys.argv[4]))\n')
         wrapper = os.path.join(self.dir, "racing-server")
         with open(wrapper, "w") as f:
             f.write('#!/bin/bash\n'
                     'port=$(sed -n "s/^port //p" "$1"); bus=$(sed -n "s/^cluster-port //p" "$1")\n'
-                    'hold() {  # port seconds: taken until then, once per node\n'
+                    'hold() {  # port log linger: until the log says the bind failed, + linger s\n'
                     '  [ -e "%(dir)s/held-$port" ] && return\n'
-                    '  python3 -c \'%(holder)s\' "$1" "%(dir)s/held-$port" "$2" &\n'
+                    '  python3 -c \'%(holder)s\' "$1" "%(dir)s/held-$port" "$2" "$3" &\n'
                     '  while [ ! -e "%(dir)s/held-$port" ]; do sleep 0.01; done\n'
                     '}\n'
-                    '[ "$port" = %(node2)d ] && hold "$bus" 5\n'
-                    '[ "$port" = %(node3)d ] && hold "$port" 0.3\n'
+                    '[ "$port" = %(node2)d ] && hold "$bus" "%(dir)s/node-2.log" 5\n'
+                    '[ "$port" = %(node3)d ] && hold "$port" "%(dir)s/node-3.log" 0\n'
                     'exec -a redis-server %(real)s "$@"\n'
                     % {"dir": self.dir, "holder": holder, "node2": base + 1, "node3": base + 2,
                        "real": real})
