@@ -771,15 +771,15 @@ TEST_CASE("waiters whose client closes while they wait take back what marks them
                         [&](AcquireResult r) { wrote.set_value(std::move(r)); });
   waiter->acquire_async({"close-fair"}, fair_opts(5s, 20s),
                         [&](AcquireResult r) { queued.set_value(std::move(r)); });
-  REQUIRE(eventually([&] { return on_all([&](auto& n) { return n.exists(mark); }); }, 5000ms));
-  REQUIRE(eventually(
-      [&] { return on_all([&](auto& n) { return n.command({"ZCARD", queue}).integer == 1; }); },
-      5000ms));
+  auto marked = [&](auto& n) { return n.exists(mark); };
+  auto in_queue = [&](auto& n) { return n.command({"ZCARD", queue}).integer; };
+  REQUIRE(eventually([&] { return on_all(marked); }, 5000ms));
+  REQUIRE(eventually([&] { return on_all([&](auto& n) { return in_queue(n) == 1; }); }, 5000ms));
   waiter.reset();
   CHECK(wrote.get_future().get().error == Errc::shutdown);
   CHECK(queued.get_future().get().error == Errc::shutdown);
-  CHECK(on_all([&](auto& n) { return !n.exists(mark); }));
-  CHECK(on_all([&](auto& n) { return n.command({"ZCARD", queue}).integer == 0; }));
+  CHECK(on_all([&](auto& n) { return !marked(n); }));
+  CHECK(on_all([&](auto& n) { return in_queue(n) == 0; }));
   // The writer's mark gone, a new reader is let in at once.
   auto second = holder.try_acquire({"close-wait"}, mode_opts(LockMode::read, 10s));
   CHECK_MESSAGE(second, second.message);
