@@ -30,6 +30,17 @@ Verdict counted(std::uint64_t n, bool behind = false, bool granted = false) {
 
 const std::vector<bool> all_answered(nodes, true);
 
+// A ticket round (tag `tag`) decided on nodes 0-2, all counting `ticket`; nodes 3 and 4 have not
+// answered.
+FairPlace decided_on_three(std::uint32_t tag, std::uint64_t ticket) {
+  FairPlace p;
+  p.ticket_round_begins(nodes);
+  p.ticket_round_sent(tag);
+  for (std::size_t i = 0; i < 3; ++i) p.ticket_reply(i, counted(ticket));
+  REQUIRE(p.ticket_decided({true, true, true, false, false}).on_quorum);
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("fair place: the ticket is the round's maximum; a quorum at it needs no write-back") {
@@ -57,11 +68,7 @@ TEST_CASE("fair place: the ticket is the round's maximum; a quorum at it needs n
 }
 
 TEST_CASE("fair place: a late node that counted the agreed ticket is owed nothing") {
-  FairPlace p;
-  p.ticket_round_begins(nodes);
-  p.ticket_round_sent(3);
-  for (std::size_t i = 0; i < 3; ++i) p.ticket_reply(i, counted(9));
-  REQUIRE(p.ticket_decided({true, true, true, false, false}).on_quorum);
+  FairPlace p = decided_on_three(3, 9);
   p.late_ticket_reply(3, 9);
   CHECK(p.owed(3, 3, false) == Owed::nothing);
   // An answer of another round never settles.
@@ -127,11 +134,7 @@ TEST_CASE("fair place: a winning attempt's late nodes are told we left, once, af
 }
 
 TEST_CASE("fair place: at close every word still owed is taken at once, and only once") {
-  FairPlace p;
-  p.ticket_round_begins(nodes);
-  p.ticket_round_sent(3);
-  for (std::size_t i = 0; i < 3; ++i) p.ticket_reply(i, counted(9));
-  REQUIRE(p.ticket_decided({true, true, true, false, false}).on_quorum);
+  FairPlace p = decided_on_three(3, 9);
   CHECK(p.owes_words());
   p.late_ticket_reply(3, 9);
   CHECK(p.owed(3, 3, false) == Owed::nothing);  // node 3 answered: nothing left for it
