@@ -30,6 +30,12 @@ enum class Decision { undecided, quorum, impossible };
 // quorum out by themselves, it waits for them).
 [[nodiscard]] Decision decide(const Tally& t) noexcept;
 
+// The grants plus the answers still pending fall short of a quorum: the round has failed,
+// whether or not decide() can tell why yet.
+[[nodiscard]] inline bool out_of_reach(const Tally& t) noexcept {
+  return t.ok + t.pending() < quorum_of(t.nodes);
+}
+
 // Why an impossible attempt failed: `refusal` (contended / not_held) when refusals alone rule
 // out a quorum, otherwise no_quorum.
 [[nodiscard]] Errc failure_reason(const Tally& t, Errc refusal) noexcept;

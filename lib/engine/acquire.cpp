@@ -199,7 +199,11 @@ void AcquireOp::on_result(int node, std::uint32_t tag, const net::Result& r) {
 void AcquireOp::evaluate() {
   switch (phase_) {
     case Phase::attempt:
-      if (auto d = attempt_.decision(); d != Decision::undecided) attempt_decided(d);
+      if (auto d = attempt_.decision(); d != Decision::undecided) {
+        attempt_decided(d);
+      } else {
+        await_reason();
+      }
       return;
     case Phase::fence_writeback:
       if (auto d = counter_.decision(); d != Decision::undecided) fence_writeback_decided(d);
@@ -216,9 +220,24 @@ void AcquireOp::evaluate() {
   }
 }
 
+// An attempt whose grants and pending answers fall short of a quorum has failed; decide() waits
+// for the answers still out only to tell why (held elsewhere, or nodes failing), which sets
+// what the caller is told and how long the sleep before the next attempt is. When another
+// attempt follows anyway, that is not worth a stalled node's whole deadline, which could outlast
+// the caller's wait (a 10 s node_timeout held a 2 s wait for 10 s, and the grant it had with
+// it): the answers get at most the retry delay, after which it fails as no quorum (the nodes
+// still pending say so). The last attempt waits for them, so the caller is told which failure
+// it was.
+void AcquireOp::await_reason() {
+  if (!detail::out_of_reach(attempt_.tally()) || (timer_ && timer_->active())) return;
+  if (e_.closing_ || !budget_.more_tries(BootClock::now())) return;
+  timer().start(static_cast<std::uint64_t>(e_.options_.retry_delay.count()));
+}
+
 void AcquireOp::attempt_decided(Decision d) {
   const auto t2 = BootClock::now();
   attempt_.close();
+  if (timer_) timer_->stop();  // the answers it awaited came (await_reason)
   const int n = e_.n();
   if (d == Decision::quorum) {
     if (kind_.fenced()) {
@@ -386,18 +405,33 @@ void AcquireOp::sleep_then_retry(Millis sleep) {
   }
   // Every way back to an attempt after a failure goes through this timer: at the end of the
   // sleep, or earlier when a wake-up may end it (wake()).
-  if (!retry_timer_) {
-    retry_timer_ = std::make_unique<net::Timer>(e_.loop_, [this] {
-      if (phase_ != Phase::sleeping) return;
+  timer().start(static_cast<std::uint64_t>(sleep.count()));
+}
+
+net::Timer& AcquireOp::timer() {
+  if (!timer_) timer_ = std::make_unique<net::Timer>(e_.loop_, [this] { on_timer(); });
+  return *timer_;
+}
+
+void AcquireOp::on_timer() {
+  switch (phase_) {
+    case Phase::attempt:  // the answers that would tell why it failed are not worth more time
+      if (attempt_.open()) attempt_decided(Decision::impossible);
+      return;
+    case Phase::sleeping:
       fair_.set_first_in_line(watch_.retry_is_named());
       if (fair_.needs_ticket()) {
         start_ticket();
       } else {
         start_attempt();
       }
-    });
+      return;
+    case Phase::ticket:
+    case Phase::ticket_writeback:
+    case Phase::fence_writeback:
+    case Phase::done:
+      return;
   }
-  retry_timer_->start(static_cast<std::uint64_t>(sleep.count()));
 }
 
 void AcquireOp::wake(int node, const net::Wake& w) {
@@ -406,11 +440,11 @@ void AcquireOp::wake(int node, const net::Wake& w) {
       return;
     case WakeWatch::Go::now:
       budget_.woken_early();
-      retry_timer_->start(0);  // named: it goes at once (wake_spread)
+      timer_->start(0);  // named: it goes at once (wake_spread)
       return;
     case WakeWatch::Go::after_spread:
       budget_.woken_early();
-      retry_timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
+      timer_->start(static_cast<std::uint64_t>(wake_spread(w).count()));
       return;
   }
 }
@@ -477,7 +511,7 @@ void AcquireOp::deliver() {
 void AcquireOp::complete(AcquireResult res) {
   if (phase_ == Phase::done) return;
   phase_ = Phase::done;
-  if (retry_timer_) retry_timer_->stop();
+  if (timer_) timer_->stop();
   if (id_ != 0) e_.acquires_.erase(id_);
   if (watching_ || kind_.queued()) {
     watching_ = false;

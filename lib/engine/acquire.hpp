@@ -65,6 +65,9 @@ class AcquireOp final : public Operation {
   void start_attempt();
   void start_fence_writeback();
   void evaluate();
+  void await_reason();
+  void on_timer();
+  net::Timer& timer();
   void late_reply(int node, std::uint32_t tag, const net::Result& r);
   void tell(int node, detail::Command cmd);
   void attempt_decided(detail::Decision d);
@@ -115,7 +118,9 @@ class AcquireOp final : public Operation {
   int attempts_made_ = 0;
   AttemptBudget budget_;  // how many more attempts: retries, or a wait's end
   BootClock::time_point started_{};
-  std::unique_ptr<net::Timer> retry_timer_;
+  // The one timer of the acquisition: the sleep before the next attempt; during an attempt that
+  // can no longer win, how long the answers that would tell why are awaited (await_reason).
+  std::unique_ptr<net::Timer> timer_;
   // Wake-ups: what the nodes told us while we waited, and whether it may end a sleep now.
   WakeWatch watch_{kind_.queued(), kind_.named_wake()};
   bool watching_ = false;        // registered with the engine (from the first sleep on)

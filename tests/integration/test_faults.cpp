@@ -91,6 +91,36 @@ TEST_CASE("one node SIGSTOPped: acquired without waiting for it") {
   CHECK(eventually([&] { return c.count_with_key("paused3") == 0; }));
 }
 
+TEST_CASE("a failed attempt gives a paused node's answer the retry delay, not its deadline") {
+  // Node 0 grants, nodes 1 and 2 hold the key for someone else, node 3 is down, node 4 paused:
+  // no quorum, whatever node 4 says; only why (a third refusal would be contention) waits on
+  // its answer. Waiting its whole deadline for that, the first attempt took the whole wait, with
+  // the grant on node 0 held meanwhile (a fair waiter lost its acquisition so in CI). While
+  // another attempt follows, the answers get the retry delay; the last one waits for them.
+  RedisCluster c(5);
+  Options o = options_for(c);
+  o.node_timeout = 2000ms;
+  o.retry_delay = 50ms;
+  o.retry_jitter = 0ms;
+  Client client(o);
+  REQUIRE(client.try_acquire({"warm"}, ttl_opts(30s)));
+  REQUIRE(eventually([&] { return c.count_with_key("warm") == static_cast<int>(c.size()); }));
+  c[3].kill();
+  c[1].set("why", "someone else");
+  c[2].set("why", "someone else");
+  c[4].stop();
+  auto f = client.try_acquire({"why"}, ttl_opts(10s, 1000ms));
+  c[4].cont();
+  CHECK(f.error == Errc::no_quorum);
+  // Before: 1 (the first attempt waited 2 s for node 4, past the 1 s wait).
+  CHECK_MESSAGE(f.attempts >= 3, f.attempts << " attempts: " << f.message);
+  // The last attempt waited for node 4 (its first command's deadline, and then at once).
+  CHECK(f.nodes[4].state == NodeState::timeout);
+  // Node 0's grants were rolled back; nodes 1 and 2 still hold the other's key.
+  CHECK(eventually([&] { return !c[0].exists("why") && !c[4].exists("why"); }));
+  CHECK(c[1].get("why") == "someone else");
+}
+
 TEST_CASE("a node made a replica answers READONLY: no vote, reason recorded") {
   RedisCluster c(5);
   c[0].replica_of(c[1]);

@@ -39,6 +39,10 @@ TEST_CASE("decide: every reachable tally for N = 1..9") {
           } else {
             CHECK(d == Decision::undecided);
           }
+          // A failure whose reason is still open is out of reach all the same (an attempt that
+          // another follows stops waiting for its reason: AcquireOp::await_reason).
+          CHECK(out_of_reach(t) == (ok + pending < q));
+          if (d == Decision::impossible) CHECK(out_of_reach(t));
           // Never undecided once every node answered.
           if (pending == 0) CHECK(d != Decision::undecided);
           // Without failed nodes, a failure is decided as early as a quorum's absence is known.
