@@ -230,8 +230,12 @@ void AcquireOp::evaluate() {
 // it was.
 void AcquireOp::await_reason() {
   if (!detail::out_of_reach(attempt_.tally()) || (timer_ && timer_->active())) return;
-  if (e_.closing_ || !budget_.more_tries(BootClock::now())) return;
+  if (!retry_follows()) return;
   timer().start(static_cast<std::uint64_t>(e_.options_.retry_delay.count()));
+}
+
+bool AcquireOp::retry_follows() const {
+  return !e_.closing_ && budget_.more_tries(BootClock::now());
 }
 
 void AcquireOp::attempt_decided(Decision d) {
@@ -416,7 +420,8 @@ net::Timer& AcquireOp::timer() {
 void AcquireOp::on_timer() {
   switch (phase_) {
     case Phase::attempt:  // the answers that would tell why it failed are not worth more time
-      if (attempt_.open()) attempt_decided(Decision::impossible);
+      // (unless the wait ended meanwhile: this is the last attempt then, which waits for them)
+      if (attempt_.open() && retry_follows()) attempt_decided(Decision::impossible);
       return;
     case Phase::sleeping:
       fair_.set_first_in_line(watch_.retry_is_named());

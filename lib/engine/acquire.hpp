@@ -66,6 +66,7 @@ class AcquireOp final : public Operation {
   void start_fence_writeback();
   void evaluate();
   void await_reason();
+  [[nodiscard]] bool retry_follows() const;
   void on_timer();
   net::Timer& timer();
   void late_reply(int node, std::uint32_t tag, const net::Result& r);

@@ -2,6 +2,7 @@
 #include <uv.h>
 
 #include <algorithm>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -119,6 +120,32 @@ TEST_CASE("a failed attempt gives a paused node's answer the retry delay, not it
   // Node 0's grants were rolled back; nodes 1 and 2 still hold the other's key.
   CHECK(eventually([&] { return !c[0].exists("why") && !c[4].exists("why"); }));
   CHECK(c[1].get("why") == "someone else");
+}
+
+TEST_CASE("the last attempt waits for the paused node's answer that tells why it failed") {
+  // As above, but node 4 holds the key too, and the wait ends while the first attempt gives
+  // node 4 the retry delay: that attempt is the last, so it waits for node 4, whose refusal
+  // (the third) makes it contention, not no quorum (CLI exit 1, not 3).
+  RedisCluster c(5);
+  Options o = options_for(c);
+  o.node_timeout = 5000ms;
+  o.retry_delay = 100ms;
+  o.retry_jitter = 0ms;
+  Client client(o);
+  REQUIRE(client.try_acquire({"warm"}, ttl_opts(30s)));
+  REQUIRE(eventually([&] { return c.count_with_key("warm") == static_cast<int>(c.size()); }));
+  c[3].kill();
+  for (std::size_t i : {1U, 2U, 4U}) c[i].set("why-last", "someone else");
+  c[4].stop();
+  auto f = std::async(std::launch::async,
+                      [&] { return client.try_acquire({"why-last"}, ttl_opts(10s, 30ms)); });
+  std::this_thread::sleep_for(500ms);  // well past the wait and the retry delay
+  c[4].cont();
+  auto r = f.get();
+  CHECK_MESSAGE(r.error == Errc::contended, r.message);
+  CHECK(r.attempts == 1);
+  CHECK(r.nodes[4].state == NodeState::held_by_other);
+  CHECK(eventually([&] { return !c[0].exists("why-last"); }));
 }
 
 TEST_CASE("a node made a replica answers READONLY: no vote, reason recorded") {
