@@ -230,16 +230,15 @@ void AcquireOp::evaluate() {
 // it was.
 void AcquireOp::await_reason() {
   if (!detail::out_of_reach(attempt_.tally()) || (timer_ && timer_->active())) return;
-  if (!retry_follows()) return;
+  if (!retry_follows(BootClock::now())) return;
   timer().start(static_cast<std::uint64_t>(e_.options_.retry_delay.count()));
 }
 
-bool AcquireOp::retry_follows() const {
-  return !e_.closing_ && budget_.more_tries(BootClock::now());
+bool AcquireOp::retry_follows(BootClock::time_point now) const {
+  return !e_.closing_ && budget_.more_tries(now);
 }
 
-void AcquireOp::attempt_decided(Decision d) {
-  const auto t2 = BootClock::now();
+void AcquireOp::attempt_decided(Decision d, BootClock::time_point t2) {
   attempt_.close();
   if (timer_) timer_->stop();  // the answers it awaited came (await_reason)
   const int n = e_.n();
@@ -272,13 +271,15 @@ void AcquireOp::attempt_decided(Decision d) {
   // A queued attempt that a quorum ran refreshed our heartbeat there.
   if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(n)) fair_.refreshed(t1_);
   const Errc why = attempt_.failure_reason(Errc::contended);
-  fail_attempt(why, why == Errc::contended
-                        ? "held by someone else on " + detail::at_least(t) +
-                              std::to_string(t.refused) + " of " + std::to_string(n) + " nodes"
-                        : std::string(why == Errc::refused ? "refused" : "no quorum") + ": " +
-                              std::to_string(t.ok) + " of " + std::to_string(n) +
-                              " nodes granted, " + std::to_string(detail::quorum_of(n)) +
-                              " needed (" + attempt_.breakdown() + ")");
+  fail_attempt(why,
+               why == Errc::contended
+                   ? "held by someone else on " + detail::at_least(t) + std::to_string(t.refused) +
+                         " of " + std::to_string(n) + " nodes"
+                   : std::string(why == Errc::refused ? "refused" : "no quorum") + ": " +
+                         std::to_string(t.ok) + " of " + std::to_string(n) + " nodes granted, " +
+                         std::to_string(detail::quorum_of(n)) + " needed (" + attempt_.breakdown() +
+                         ")",
+               t2);
 }
 
 void AcquireOp::fence_writeback_decided(Decision d) {
@@ -323,7 +324,7 @@ void AcquireOp::warn_fence_durability() {
   }
 }
 
-void AcquireOp::fail_attempt(Errc why, std::string message) {
+void AcquireOp::fail_attempt(Errc why, std::string message, BootClock::time_point now) {
   if (may_hold_keys()) broadcast(e_, kind_.rollback(attempt_args()));
   // A ticket or write-back round that the nodes' configuration failed (auth, ACL, TLS).
   if (why == Errc::no_quorum && phase_ != Phase::attempt &&
@@ -339,7 +340,6 @@ void AcquireOp::fail_attempt(Errc why, std::string message) {
   }
   last_error_ = why;
   last_message_ = std::move(message);
-  const auto now = BootClock::now();
   Millis sleep = e_.retry_sleep();
   // Only a lock held elsewhere is worth trying again before the retry delay, and only on word
   // that it was released. A failure of no quorum (nodes down, votes excluded by the restart
@@ -421,7 +421,8 @@ void AcquireOp::on_timer() {
   switch (phase_) {
     case Phase::attempt:  // the answers that would tell why it failed are not worth more time
       // (unless the wait ended meanwhile: this is the last attempt then, which waits for them)
-      if (attempt_.open() && retry_follows()) attempt_decided(Decision::impossible);
+      if (const auto now = BootClock::now(); attempt_.open() && retry_follows(now))
+        attempt_decided(Decision::impossible, now);  // judged at this time, so the retry follows
       return;
     case Phase::sleeping:
       fair_.set_first_in_line(watch_.retry_is_named());

@@ -66,12 +66,12 @@ class AcquireOp final : public Operation {
   void start_fence_writeback();
   void evaluate();
   void await_reason();
-  [[nodiscard]] bool retry_follows() const;
+  [[nodiscard]] bool retry_follows(BootClock::time_point now) const;
   void on_timer();
   net::Timer& timer();
   void late_reply(int node, std::uint32_t tag, const net::Result& r);
   void tell(int node, detail::Command cmd);
-  void attempt_decided(detail::Decision d);
+  void attempt_decided(detail::Decision d, BootClock::time_point t2 = BootClock::now());
   void fence_writeback_decided(detail::Decision d);
   void hand_out_fenced();  // the fence stands on a quorum: validity, then the lock
   void ticket_decided(detail::Decision d);
@@ -81,7 +81,8 @@ class AcquireOp final : public Operation {
   [[nodiscard]] bool waits_in_line() const;              // after the ticket: sleep until named
   [[nodiscard]] detail::Command settle_command() const;  // our agreed ticket, for one node
   void fail_ticket(std::string message);
-  void fail_attempt(Errc why, std::string message);
+  // `now`: when the failure was decided; whether another attempt follows is judged at that time.
+  void fail_attempt(Errc why, std::string message, BootClock::time_point now = BootClock::now());
   void sleep_then_retry(Millis sleep);
   // Fair, with wake-ups: direct handoff (a release sets the key to the token the first waiter
   // registered and names it; the waiter's attempt takes such a key as granted).
