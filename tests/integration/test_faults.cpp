@@ -92,6 +92,24 @@ TEST_CASE("one node SIGSTOPped: acquired without waiting for it") {
   CHECK(eventually([&] { return c.count_with_key("paused3") == 0; }));
 }
 
+namespace {
+
+// A client with this node deadline and a retry delay without jitter, connected to each of the
+// cluster's nodes (its warm-up key is on all of them): a node paused next is a stalled one.
+Options paused_vote_options(const RedisCluster& c, Millis node_timeout, Millis retry_delay) {
+  Options o = options_for(c);
+  o.node_timeout = node_timeout;
+  o.retry_delay = retry_delay;
+  o.retry_jitter = 0ms;
+  return o;
+}
+void connect_to_all(Client& client, const RedisCluster& c) {
+  REQUIRE(client.try_acquire({"warm"}, ttl_opts(30s)));
+  REQUIRE(eventually([&] { return c.count_with_key("warm") == static_cast<int>(c.size()); }));
+}
+
+}  // namespace
+
 TEST_CASE("a failed attempt gives a paused node's answer the retry delay, not its deadline") {
   // Node 0 grants, nodes 1 and 2 hold the key for someone else, node 3 is down, node 4 paused:
   // no quorum, whatever node 4 says; only why (a third refusal would be contention) waits on
@@ -99,13 +117,8 @@ TEST_CASE("a failed attempt gives a paused node's answer the retry delay, not it
   // the grant on node 0 held meanwhile (a fair waiter lost its acquisition so in CI). While
   // another attempt follows, the answers get the retry delay; the last one waits for them.
   RedisCluster c(5);
-  Options o = options_for(c);
-  o.node_timeout = 2000ms;
-  o.retry_delay = 50ms;
-  o.retry_jitter = 0ms;
-  Client client(o);
-  REQUIRE(client.try_acquire({"warm"}, ttl_opts(30s)));
-  REQUIRE(eventually([&] { return c.count_with_key("warm") == static_cast<int>(c.size()); }));
+  Client client(paused_vote_options(c, 2000ms, 50ms));
+  connect_to_all(client, c);
   c[3].kill();
   c[1].set("why", "someone else");
   c[2].set("why", "someone else");
@@ -127,13 +140,8 @@ TEST_CASE("the last attempt waits for the paused node's answer that tells why it
   // node 4 the retry delay: that attempt is the last, so it waits for node 4, whose refusal
   // (the third) makes it contention, not no quorum (CLI exit 1, not 3).
   RedisCluster c(5);
-  Options o = options_for(c);
-  o.node_timeout = 5000ms;
-  o.retry_delay = 100ms;
-  o.retry_jitter = 0ms;
-  Client client(o);
-  REQUIRE(client.try_acquire({"warm"}, ttl_opts(30s)));
-  REQUIRE(eventually([&] { return c.count_with_key("warm") == static_cast<int>(c.size()); }));
+  Client client(paused_vote_options(c, 5000ms, 100ms));
+  connect_to_all(client, c);
   c[3].kill();
   for (std::size_t i : {1U, 2U, 4U}) c[i].set("why-last", "someone else");
   c[4].stop();
