@@ -49,6 +49,13 @@ Validity compute_validity(Millis ttl, double drift_factor, Millis min_validity,
   return {validity, deadline, validity > std::chrono::duration_cast<microseconds>(min_validity)};
 }
 
+BootClock::time_point validity_used_up_at(Millis ttl, double drift_factor, Millis min_validity,
+                                          BootClock::time_point t1) noexcept {
+  return t1 + std::chrono::duration_cast<BootClock::duration>(ttl) -
+         std::chrono::duration_cast<BootClock::duration>(drift(ttl, drift_factor)) -
+         std::chrono::duration_cast<BootClock::duration>(min_validity);
+}
+
 bool refused_by_configuration(const NodeOutcome& o) {
   if (o.state == NodeState::auth_failed) return true;
   if (o.state != NodeState::down && o.state != NodeState::error && o.state != NodeState::excluded)

@@ -58,6 +58,12 @@ struct Validity {
                                         BootClock::time_point t1,
                                         BootClock::time_point t2) noexcept;
 
+// From when on an attempt sent at `t1` can no longer give a lock: compute_validity(..., t1, t2)
+// is not ok for any t2 at or after it (t1 + ttl - drift - min_validity), whatever a quorum says.
+[[nodiscard]] BootClock::time_point validity_used_up_at(Millis ttl, double drift_factor,
+                                                        Millis min_validity,
+                                                        BootClock::time_point t1) noexcept;
+
 // The largest of the counter values that nodes returned from their INCR (a fence, a queue
 // ticket), and how many returned exactly that value: those nodes' counters already stand at it.
 // Where they are a quorum, the write-back round that would raise a quorum to the maximum has

@@ -97,6 +97,12 @@ void AcquireOp::start_round(Phase phase, Round& round, detail::Command cmd) {
   // An attempt's validity counts from here (read before its first command goes out), and so
   // does that of a lock a ticket round grants (take_ticket_grant).
   if (phase == Phase::attempt || phase == Phase::ticket) t1_ = sent_;
+  if (phase == Phase::attempt) {
+    const auto& o = e_.options_;
+    // The latest an answer can come: a node's deadline, moved on by a connect still under way.
+    deadlines_.begin(detail::validity_used_up_at(opts_.ttl, o.drift_factor, o.min_validity, t1_),
+                     t1_ + o.node_timeout + o.connect_timeout);
+  }
   if (phase == Phase::attempt) fair_.attempt_sent(round_id_);
   if (phase == Phase::ticket) fair_.ticket_round_sent(round_id_);
   for (int i = 0; i < e_.n(); ++i) {
@@ -202,7 +208,7 @@ void AcquireOp::evaluate() {
       if (auto d = attempt_.decision(); d != Decision::undecided) {
         attempt_decided(d);
       } else {
-        await_reason();
+        watch_attempt();
       }
       return;
     case Phase::fence_writeback:
@@ -220,18 +226,28 @@ void AcquireOp::evaluate() {
   }
 }
 
-// An attempt whose grants and pending answers fall short of a quorum has failed; decide() waits
-// for the answers still out only to tell why (held elsewhere, or nodes failing), which sets
-// what the caller is told and how long the sleep before the next attempt is. When another
-// attempt follows anyway, that is not worth a stalled node's whole deadline, which could outlast
-// the caller's wait (a 10 s node_timeout held a 2 s wait for 10 s, and the grant it had with
-// it): the answers get at most the retry delay, after which it fails as no quorum (the nodes
-// still pending say so). The last attempt waits for them, so the caller is told which failure
-// it was.
-void AcquireOp::await_reason() {
-  if (!detail::out_of_reach(attempt_.tally()) || (timer_ && timer_->active())) return;
-  if (!retry_follows(BootClock::now())) return;
-  timer().start(static_cast<std::uint64_t>(e_.options_.retry_delay.count()));
+// An undecided attempt: whether it stops waiting for its answers now, and if not, when to ask
+// again (engine/attempt_deadlines.hpp says when and why).
+void AcquireOp::watch_attempt() {
+  const bool in_reach = !detail::out_of_reach(attempt_.tally());
+  if (deadlines_.idle(in_reach)) return;  // the usual case: the answers come first
+  const auto now = BootClock::now();
+  const auto next = deadlines_.at(now, in_reach, retry_follows(now), e_.options_.retry_delay);
+  switch (next.step) {
+    case AttemptDeadlines::Step::expired:
+      validity_used_up(now);
+      return;
+    case AttemptDeadlines::Step::failed:
+      attempt_decided(Decision::impossible, now);  // judged at this time: the retry follows
+      return;
+    case AttemptDeadlines::Step::wait:
+      break;
+  }
+  if (!next.ask_again) return;
+  // Rounded up: a timer that fires early (libuv counts in whole ms of a cached clock) asks again.
+  const auto wait =
+      std::chrono::ceil<Millis>(std::max(*next.ask_again - now, BootClock::duration::zero()));
+  timer().start(static_cast<std::uint64_t>(wait.count()));
 }
 
 bool AcquireOp::retry_follows(BootClock::time_point now) const {
@@ -240,7 +256,7 @@ bool AcquireOp::retry_follows(BootClock::time_point now) const {
 
 void AcquireOp::attempt_decided(Decision d, BootClock::time_point t2) {
   attempt_.close();
-  if (timer_) timer_->stop();  // the answers it awaited came (await_reason)
+  if (timer_) timer_->stop();  // the answers it awaited came (watch_attempt)
   const int n = e_.n();
   if (d == Decision::quorum) {
     if (kind_.fenced()) {
@@ -267,9 +283,7 @@ void AcquireOp::attempt_decided(Decision d, BootClock::time_point t2) {
     return;
   }
   const auto& t = attempt_.tally();
-  if (t.refused > 0) saw_contention_ = true;
-  // A queued attempt that a quorum ran refreshed our heartbeat there.
-  if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(n)) fair_.refreshed(t1_);
+  note_failed_attempt();
   const Errc why = attempt_.failure_reason(Errc::contended);
   fail_attempt(why,
                why == Errc::contended
@@ -280,6 +294,26 @@ void AcquireOp::attempt_decided(Decision d, BootClock::time_point t2) {
                          std::to_string(detail::quorum_of(n)) + " needed (" + attempt_.breakdown() +
                          ")",
                t2);
+}
+
+void AcquireOp::note_failed_attempt() {
+  const auto& t = attempt_.tally();
+  if (t.refused > 0) saw_contention_ = true;
+  // A queued attempt that a quorum ran refreshed our heartbeat there.
+  if (kind_.queued() && t.ok + t.refused >= detail::quorum_of(e_.n())) fair_.refreshed(t1_);
+}
+
+void AcquireOp::validity_used_up(BootClock::time_point now) {
+  attempt_.close();  // nodes that have not answered show as pending
+  note_failed_attempt();
+  const auto& t = attempt_.tally();
+  const int n = e_.n();
+  fail_attempt(Errc::expired,
+               "the validity was used up before a quorum answered (ttl " +
+                   std::to_string(opts_.ttl.count()) + " ms, " + std::to_string(t.ok) + " of " +
+                   std::to_string(n) + " nodes granted, " + std::to_string(detail::quorum_of(n)) +
+                   " needed: " + attempt_.breakdown() + ")",
+               now);
 }
 
 void AcquireOp::fence_writeback_decided(Decision d) {
@@ -419,10 +453,8 @@ net::Timer& AcquireOp::timer() {
 
 void AcquireOp::on_timer() {
   switch (phase_) {
-    case Phase::attempt:  // the answers that would tell why it failed are not worth more time
-      // (unless the wait ended meanwhile: this is the last attempt then, which waits for them)
-      if (const auto now = BootClock::now(); attempt_.open() && retry_follows(now))
-        attempt_decided(Decision::impossible, now);  // judged at this time, so the retry follows
+    case Phase::attempt:
+      if (attempt_.open()) watch_attempt();  // it stops waiting now, or asks again later
       return;
     case Phase::sleeping:
       fair_.set_first_in_line(watch_.retry_is_named());

@@ -11,6 +11,7 @@
 #include "core/name_tally.hpp"
 #include "core/round.hpp"
 #include "engine/attempt_budget.hpp"
+#include "engine/attempt_deadlines.hpp"
 #include "engine/fair_place.hpp"
 #include "engine/operation.hpp"
 #include "engine/wake_watch.hpp"
@@ -65,13 +66,15 @@ class AcquireOp final : public Operation {
   void start_attempt();
   void start_fence_writeback();
   void evaluate();
-  void await_reason();
+  void watch_attempt();  // an undecided attempt: what the timer waits for
   [[nodiscard]] bool retry_follows(BootClock::time_point now) const;
   void on_timer();
   net::Timer& timer();
   void late_reply(int node, std::uint32_t tag, const net::Result& r);
   void tell(int node, detail::Command cmd);
   void attempt_decided(detail::Decision d, BootClock::time_point t2 = BootClock::now());
+  void validity_used_up(BootClock::time_point now);  // no grant can be a lock any more
+  void note_failed_attempt();  // what a failed attempt's answers say beyond its failure
   void fence_writeback_decided(detail::Decision d);
   void hand_out_fenced();  // the fence stands on a quorum: validity, then the lock
   void ticket_decided(detail::Decision d);
@@ -120,8 +123,8 @@ class AcquireOp final : public Operation {
   int attempts_made_ = 0;
   AttemptBudget budget_;  // how many more attempts: retries, or a wait's end
   BootClock::time_point started_{};
-  // The one timer of the acquisition: the sleep before the next attempt; during an attempt that
-  // can no longer win, how long the answers that would tell why are awaited (await_reason).
+  // The one timer of the acquisition: the sleep before the next attempt; during an attempt, when
+  // it stops waiting for its answers (deadlines_).
   std::unique_ptr<net::Timer> timer_;
   // Wake-ups: what the nodes told us while we waited, and whether it may end a sleep now.
   WakeWatch watch_{kind_.queued(), kind_.named_wake()};
@@ -136,8 +139,9 @@ class AcquireOp final : public Operation {
   std::string token_;      // the current attempt's, fresh for every attempt
   // When the current attempt (or a ticket round, which can grant the lock too) was sent.
   BootClock::time_point t1_{};
-  detail::CounterMax fence_;  // over the granting nodes
-  std::string waiter_;        // write, fair and named waiters: kept across attempts
+  AttemptDeadlines deadlines_;  // when the current attempt stops waiting for its answers
+  detail::CounterMax fence_;    // over the granting nodes
+  std::string waiter_;          // write, fair and named waiters: kept across attempts
   // Fair: our place in the queue (the ticket, what each node counted, the grants of the ticket
   // round, what late nodes are owed, the heartbeat, polling, the registered token).
   FairPlace fair_;

@@ -156,6 +156,33 @@ TEST_CASE("the last attempt waits for the paused node's answer that tells why it
   CHECK(eventually([&] { return !c[0].exists("why-last"); }));
 }
 
+TEST_CASE("an attempt whose validity is used up before a quorum answered fails then, as expired") {
+  // Nodes 1 and 2 paused, node 0 grants: a quorum is still possible until their deadlines
+  // (20 s), but a grant after 500 ms - drift could not be a lock. Before: the attempt waited
+  // the 20 s, and only then failed (as no quorum), with node 0's grant held meanwhile.
+  RedisCluster c(3);
+  Client client(paused_vote_options(c, 20'000ms, 50ms));
+  connect_to_all(client, c);
+  c[1].stop();
+  c[2].stop();
+  const auto start = Clock::now();
+  auto f = std::async(std::launch::async,
+                      [&] { return client.try_acquire({"spent"}, ttl_opts(500ms, {}, 0)); });
+  const auto status = f.wait_for(10s);  // half the deadline: any later and it waited for it
+  c[1].cont();
+  c[2].cont();
+  REQUIRE(status == std::future_status::ready);
+  const auto elapsed = ms_since(start);
+  auto r = f.get();
+  CHECK_MESSAGE(r.error == Errc::expired, r.message);
+  CHECK(r.message.find("validity was used up before a quorum answered") != std::string::npos);
+  CHECK(elapsed >= 450);  // not before it was used up (500 ms - 7 ms drift): it could still win
+  CHECK(r.attempts == 1);
+  CHECK(r.nodes[0].state == NodeState::ok);
+  CHECK(r.nodes[1].state == NodeState::pending);
+  CHECK(r.nodes[2].state == NodeState::pending);
+}
+
 TEST_CASE("a node made a replica answers READONLY: no vote, reason recorded") {
   RedisCluster c(5);
   c[0].replica_of(c[1]);

@@ -1,6 +1,8 @@
 // Quorum decisions and the validity formula, without servers.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include "core/quorum.hpp"
 
 using namespace redlock;
@@ -40,7 +42,7 @@ TEST_CASE("decide: every reachable tally for N = 1..9") {
             CHECK(d == Decision::undecided);
           }
           // A failure whose reason is still open is out of reach all the same (an attempt that
-          // another follows stops waiting for its reason: AcquireOp::await_reason).
+          // another follows stops waiting for its reason: AcquireOp::watch_attempt).
           CHECK(out_of_reach(t) == (ok + pending < q));
           if (d == Decision::impossible) CHECK(out_of_reach(t));
           // Never undecided once every node answered.
@@ -154,6 +156,25 @@ TEST_CASE("validity = ttl - elapsed - drift, deadline = t1 + ttl - drift") {
     auto v = compute_validity(Millis{1000}, 0.0, Millis{0}, t1, t1 - milliseconds{50});
     CHECK(v.validity == microseconds{1000000 - 2000});
   }
+}
+
+TEST_CASE("validity_used_up_at: the first instant at which a grant is no longer a lock") {
+  const auto t1 = BootClock::time_point(seconds{1000});
+  for (const auto& [ttl, factor, min] :
+       {std::tuple{Millis{100}, 0.01, Millis{0}}, std::tuple{Millis{10000}, 0.01, Millis{0}},
+        std::tuple{Millis{1000}, 0.0, Millis{500}}, std::tuple{Millis{300}, 0.05, Millis{20}}}) {
+    CAPTURE(ttl.count());
+    const auto at = validity_used_up_at(ttl, factor, min, t1);
+    CHECK_FALSE(compute_validity(ttl, factor, min, t1, at).ok);
+    CHECK_FALSE(compute_validity(ttl, factor, min, t1, at + microseconds{1}).ok);
+    CHECK(compute_validity(ttl, factor, min, t1, at - microseconds{1}).ok);
+  }
+  // ttl 100 ms, drift 3 ms: at 97 ms (the "validity exactly 0" case above).
+  CHECK(validity_used_up_at(Millis{100}, 0.01, Millis{0}, t1) == t1 + milliseconds{97});
+  // A ttl below the drift is used up before it starts.
+  CHECK(validity_used_up_at(Millis{1}, 0.01, Millis{0}, t1) < t1);
+  // The largest ttl does not overflow.
+  CHECK(validity_used_up_at(max_ttl, 0.01, Millis{0}, t1) > t1);
 }
 
 TEST_CASE("counter max: a write-back is needed unless a quorum returned the maximum") {
