@@ -238,7 +238,9 @@ TEST_CASE(
       sentinel_address(f, "m1") + "," + sentinel_address(f, "m2") + "," + sentinel_address(f, "m3");
   auto opts = sentinel_options(csv);
   opts.min_replicas = 1;
-  opts.replica_timeout = 100ms;
+  // Which votes count, not how fast a replica answers (as "per-vote" below).
+  opts.node_timeout = 1s;
+  opts.replica_timeout = 800ms;
   Client client(opts);
   auto r = client.try_acquire({"replicated"}, ttl_opts(30s));
   REQUIRE_MESSAGE(r, r.message);
@@ -341,7 +343,9 @@ TEST_CASE("replicated votes per vote: ?min_replicas= on one master, the others w
 TEST_CASE("replicated votes on standalone masters without replicas: no vote, with the reason") {
   RedisCluster c(3);
   auto opts = options_for(c);
-  opts.node_timeout = 200ms;  // a loaded machine; the WAITs below time out after 20 ms
+  // The WAITs below time out after 20 ms, answered at the server's next cron tick (up to 100 ms
+  // later): the node deadline leaves a loaded machine room, or the answer would be a timeout.
+  opts.node_timeout = 1s;
   opts.min_replicas = 1;
   opts.replica_timeout = 20ms;
   Client client(opts);
