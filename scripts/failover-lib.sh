@@ -15,6 +15,8 @@
 #                          Unset: `redlock-cli cluster kill|start|stop|cont {index}` on the local
 #                          cluster, whose node I must then be item I of the list.
 #   FAILOVER_TTL           ttl of the locks taken (default 30s)
+#   FAILOVER_NODE_TIMEOUT  --node-timeout of every redlock-cli call on the node list (default
+#                          unset: redlock-cli's own, 50ms); e.g. 250ms on a loaded test machine
 
 fo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [[ -n ${REDLOCK_CLI:-} ]]; then
@@ -25,6 +27,7 @@ else
   cli=redlock-cli
 fi
 ttl=${FAILOVER_TTL:-30s}
+node_timeout=${FAILOVER_NODE_TIMEOUT:-}
 cluster_dir=${REDLOCK_CLUSTER_DIR:-}
 nodes=${REDLOCK_NODES:-127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005}
 fo_actions=()  # the actions a script uses, "kill start" or "stop cont": set before fo_parse_args
@@ -224,10 +227,11 @@ fail() {
 
 # rl ARGS...: runs redlock-cli on the node list; sets out (stdout), err (stderr), rc, ms.
 rl() {
-  local t0 t1
+  local t0 t1 opts=()
+  if [[ -n $node_timeout ]]; then opts=(--node-timeout "$node_timeout"); fi
   t0=$(date +%s%N)
   set +e
-  out=$("$cli" -n "$nodes" "$@" 2>"$fo_tmp/err")
+  out=$("$cli" -n "$nodes" "${opts[@]}" "$@" 2>"$fo_tmp/err")
   rc=$?
   set -e
   t1=$(date +%s%N)

@@ -22,6 +22,8 @@
 #   FAILOVER_START='ssh {host} sudo systemctl start redis@{port}' \
 #   scripts/failover-minority.sh -n 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379
 # ({host}, {port}, {index}: the node's host, port and 1-based position in the list).
+# FAILOVER_NODE_TIMEOUT: --node-timeout of the redlock-cli calls (default redlock-cli's own, 50ms),
+# e.g. 250ms on a loaded test machine, where a live master can answer later than 50 ms.
 # Resources used: redlock-failover:minority:<pid>:*, released or expired (ttl $FAILOVER_TTL, 30s).
 
 # shellcheck source-path=SCRIPTDIR

@@ -23,6 +23,8 @@
 #   FAILOVER_STOP='ssh {host} sudo systemctl kill -s STOP redis@{port}' \
 #   FAILOVER_CONT='ssh {host} sudo systemctl kill -s CONT redis@{port}' \
 #   scripts/failover-pause.sh -n 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379
+# FAILOVER_NODE_TIMEOUT: --node-timeout of the redlock-cli calls (default redlock-cli's own, 50ms),
+# e.g. 250ms on a loaded test machine, where a live master can answer later than 50 ms.
 # Resources used: redlock-failover:pause:<pid>:*, released (or expiring after $FAILOVER_TTL, 30s).
 
 # shellcheck source-path=SCRIPTDIR

@@ -26,6 +26,8 @@
 #   FAILOVER_KILL='ssh {host} sudo systemctl kill -s KILL redis@{port}' \
 #   FAILOVER_START='ssh {host} sudo systemctl start redis@{port}' \
 #   scripts/failover-restart.sh -n 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379
+# FAILOVER_NODE_TIMEOUT: --node-timeout of the redlock-cli calls (default redlock-cli's own, 50ms),
+# e.g. 250ms on a loaded test machine, where a live master can answer later than 50 ms.
 # Resource used: redlock-failover:restart:<pid>, released at the end.
 
 # shellcheck source-path=SCRIPTDIR

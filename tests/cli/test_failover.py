@@ -14,11 +14,16 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redisfix import check_server  # noqa: E402
+from redisfix import TEST_NODE_TIMEOUT, check_server  # noqa: E402
 from test_demo import CLI, clean_env, free_base  # noqa: E402
 
 SCRIPTS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 COUNT = 5
+# The scripts' redlock-cli calls otherwise keep the CLI's 50 ms node deadline: under load (scripts/
+# test.sh --stress) a live master can answer later, and an acquire with --retry-count 0 that needs
+# every live master would fail by chance. Likewise failover-pause.sh's bound on each call's
+# end-to-end time (default 2000 ms) is about not waiting for the paused masters, not speed.
+SCRIPT_ENV = {"FAILOVER_NODE_TIMEOUT": TEST_NODE_TIMEOUT, "FAILOVER_MAX_MS": "5000"}
 
 
 class Failover(unittest.TestCase):
@@ -45,7 +50,8 @@ class Failover(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def script(self, name, *args, **env):
-        e = clean_env(REDLOCK_CLI=CLI, REDLOCK_NODES=self.nodes, REDLOCK_CLUSTER_DIR=self.dir, **env)
+        e = clean_env(REDLOCK_CLI=CLI, REDLOCK_NODES=self.nodes, REDLOCK_CLUSTER_DIR=self.dir,
+                      **dict(SCRIPT_ENV, **env))  # a test's own FAILOVER_* win
         return subprocess.run([os.path.join(SCRIPTS, name)] + list(args), capture_output=True,
                               timeout=120, env=e)
 
@@ -86,7 +92,7 @@ class Failover(unittest.TestCase):
         # As an operator points them at real hosts: -n LIST and commands with {host} {port} {index}.
         kill = "%s cluster kill $(( {port} - %d )) --dir %s" % (CLI, self.base - 1, self.dir)
         start = "test {host} = 127.0.0.1 && %s cluster start {index} --dir %s" % (CLI, self.dir)
-        e = clean_env(REDLOCK_CLI=CLI, FAILOVER_KILL=kill, FAILOVER_START=start)
+        e = clean_env(REDLOCK_CLI=CLI, FAILOVER_KILL=kill, FAILOVER_START=start, **SCRIPT_ENV)
         r = subprocess.run([os.path.join(SCRIPTS, "failover-restart.sh"), "-n", self.nodes], capture_output=True,
                            timeout=120, env=e)
         self.assert_passed(r, "failover-restart.sh")
@@ -154,7 +160,7 @@ class FailoverOverTls(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr.decode())
             nodes = ",".join("127.0.0.1:%d" % (base + i) for i in range(3))
             # No REDLOCK_CACERT: -t finds the local cluster's CA itself.
-            e = clean_env(REDLOCK_CLI=CLI, REDLOCK_CLUSTER_DIR=d)
+            e = clean_env(REDLOCK_CLI=CLI, REDLOCK_CLUSTER_DIR=d, **SCRIPT_ENV)
             r = subprocess.run([os.path.join(SCRIPTS, "failover-pause.sh"), "-t", "-n", nodes],
                                capture_output=True, timeout=120, env=e)
             out = r.stdout.decode()
