@@ -133,7 +133,9 @@ class AclLines(unittest.TestCase):
         who = self.user("lock-plain")
         token = self.ok(who, "acquire", "plain")
         self.assertRegex(self.ok(who, "extend", "plain", token), r"^\d+$")
-        self.assertTrue(self.ok(who, "status", "plain").startswith("held on 3 of 3"))
+        # (Waited for: the CLI exits at the quorum decision, the third SET can land after.)
+        self.assertTrue(wait_until(
+            lambda: self.ok(who, "status", "plain").startswith("held on 3 of 3"), 10))
         self.ok(who, "release", "plain", token)
         self.assert_gone("plain", roles=("waiting",))
 
@@ -317,7 +319,9 @@ class AclLines(unittest.TestCase):
         who = self.user("lock-status")
         locker = self.user("lock-rw")
         token = self.ok(locker, "acquire", "watched")
-        self.assertTrue(self.ok(who, "status", "watched").startswith("held on 3 of 3"))
+        # (Waited for: the CLI exits at the quorum decision, the third SET can land after.)
+        self.assertTrue(wait_until(
+            lambda: self.ok(who, "status", "watched").startswith("held on 3 of 3"), 10))
         # A monitoring user takes no lock.
         self.refused(who, "acquire", "watched2")
         for perm in ["+type", "+get", "+pttl", "+time", "+pubsub|numsub", "+evalsha"]:

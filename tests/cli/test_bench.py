@@ -15,8 +15,10 @@ def run(*args, nodes, timeout=120):
     e = dict(os.environ)
     e.pop("REDLOCK_NODES", None)
     e.pop("REDLOCK_MIN_UPTIME", None)
-    return subprocess.run(with_test_deadline([CLI, "-n", nodes] + list(args)), capture_output=True, env=e,
-                          timeout=timeout)
+    # A generous node deadline of its own (with_test_deadline keeps an explicit one): the tests
+    # assert no errors over a second of locks in flight, which a loaded machine can stretch.
+    return subprocess.run(with_test_deadline([CLI, "--node-timeout", "2s", "-n", nodes] + list(args)),
+                          capture_output=True, env=e, timeout=timeout)
 
 
 def dbsize(port):

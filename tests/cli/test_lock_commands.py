@@ -141,10 +141,12 @@ class LockCommands(unittest.TestCase):
         # A read lock keeps no lock key: without these lines every node would show "-".
         r1 = self.cli("acquire", "t-rw", "--read", "--ttl", "30s").stdout.decode().strip()
         r2 = self.cli("acquire", "t-rw", "--read", "--ttl", "30s").stdout.decode().strip()
-        writer = subprocess.Popen(with_test_deadline([CLI, "-n", self.c.nodes, "acquire", "t-rw", "--write", "--wait", "3s"]),
+        # The writer and the fair waiter wait far longer than the test runs (killed in finally): a
+        # short --wait could run out under load and take their marks back before the checks.
+        writer = subprocess.Popen(with_test_deadline([CLI, "-n", self.c.nodes, "acquire", "t-rw", "--write", "--wait", "60s"]),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         holder = self.cli("acquire", "t-fq", "--fair", "--ttl", "30s").stdout.decode().strip()
-        waiter = subprocess.Popen(with_test_deadline([CLI, "-n", self.c.nodes, "acquire", "t-fq", "--fair", "--wait", "3s"]),
+        waiter = subprocess.Popen(with_test_deadline([CLI, "-n", self.c.nodes, "acquire", "t-fq", "--fair", "--wait", "60s"]),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             def waiting():
@@ -152,9 +154,7 @@ class LockCommands(unittest.TestCase):
                 q = json.loads(self.cli("status", "t-fq", "--json").stdout)
                 return (all(n["writer_waiting"] for n in obj["per_node"]) and
                         all(n["queue_length"] == 1 for n in q["per_node"]))
-            deadline = time.time() + 2.5
-            while not waiting() and time.time() < deadline:
-                time.sleep(0.05)
+            self.assertTrue(wait_until(waiting, 10))
             rw = json.loads(self.cli("status", "t-rw", "--json").stdout)
             for n in rw["per_node"]:
                 self.assertEqual(n["reader_count"], 2)

@@ -464,7 +464,9 @@ class Run(unittest.TestCase):
         self.assertEqual(self.c.settled_count(0, "run-tty"), 0)
 
     def test_extends_while_the_command_runs(self):
-        r = self.run_cli("run", "run-long", "--ttl", "300ms", "--", "sh", "-c", "sleep 1.2")
+        # 3.5 times the ttl, about 10 extensions (every ttl/3); a ttl of 1 s, not less, so that one
+        # late extension on a loaded machine does not lose the lock.
+        r = self.run_cli("run", "run-long", "--ttl", "1s", "--", "sh", "-c", "sleep 3.5")
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def hold(self, resource):
