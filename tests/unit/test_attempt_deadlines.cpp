@@ -63,24 +63,21 @@ TEST_CASE(
 }
 
 TEST_CASE("attempt deadlines: the last attempt waits for the answers that tell why it failed") {
+  // Waiting for them with no time of its own to ask again: until they come (their deadlines).
+  const auto until_they_come = [](const AttemptDeadlines::Next& n) {
+    return n.step == Step::wait && !n.ask_again;
+  };
+  AttemptDeadlines d;
+  d.begin(t1 + 9898ms, t1 + 5s);
   SUBCASE("no retry follows when it falls out of reach") {
-    AttemptDeadlines d;
-    d.begin(t1 + 9898ms, t1 + 5s);
-    auto next = d.at(t1 + 5ms, false, false, 100ms);
-    CHECK(next.step == Step::wait);
-    CHECK_FALSE(next.ask_again);
-    // Not even if a retry would follow later (it does not: a budget only shrinks).
-    CHECK(d.at(t1 + 1s, false, true, 100ms).step == Step::wait);
+    CHECK(until_they_come(d.at(t1 + 5ms, false, false, 100ms)));
   }
   SUBCASE("the wait ends while the reason has the retry delay") {
-    AttemptDeadlines d;
-    d.begin(t1 + 9898ms, t1 + 5s);
     CHECK(d.at(t1 + 5ms, false, true, 100ms).ask_again == t1 + 105ms);
-    auto next = d.at(t1 + 105ms, false, false, 100ms);  // due, but no retry follows now
-    CHECK(next.step == Step::wait);
-    CHECK_FALSE(next.ask_again);
-    CHECK(d.at(t1 + 2s, false, true, 100ms).step == Step::wait);
+    CHECK(until_they_come(d.at(t1 + 105ms, false, false, 100ms)));  // due: no retry follows now
   }
+  // Not even if a retry would follow later (it does not: a budget only shrinks).
+  CHECK(until_they_come(d.at(t1 + 2s, false, true, 100ms)));
 }
 
 TEST_CASE("attempt deadlines: a zero retry delay fails the attempt at its next look") {
