@@ -14,7 +14,7 @@ namespace redlock {
 enum class Errc {
   contended = 1,  // enough nodes hold the key for someone else that a quorum was impossible
   no_quorum,      // not enough nodes answered OK because of failures (down, timeout, errors)
-  expired,   // a quorum answered OK but the validity was used up (or the lock's deadline passed)
+  expired,   // the validity was used up before a quorum answered OK (or the lock's deadline passed)
   not_held,  // release/extend: the token is held on too few nodes
   invalid_argument,  // bad resource, ttl or options; nothing was sent
   cancelled,         // the caller cancelled the operation
