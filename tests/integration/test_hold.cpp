@@ -195,7 +195,7 @@ TEST_CASE("a Guard moved around keeps one ownership") {
 TEST_CASE("a held lock keeps no per-node record: the result has it, the guard's snapshot not") {
   RedisCluster c(3);
   Client client(options_for(c));
-  auto o = held(300ms);
+  auto o = held(900ms);  // extended every 300 ms
   o.hold.reentrant = true;
   auto [g, r] = client.try_lock({"rec"}, o);
   REQUIRE(r);
@@ -363,22 +363,22 @@ TEST_CASE(
   RedisCluster c(3);
   Client client(options_for(c));
   std::atomic<int> lost{0};
-  auto o = held(300ms);
+  auto o = held(900ms);  // extended every 300 ms
   o.hold.max_extensions = 2;
   o.hold.on_lost = [&](const LossInfo& l) {
     CHECK(l.reason == Errc::expired);
     ++lost;
   };
   Guard g = client.lock({"limited"}, o);
-  REQUIRE(eventually([&] { return lost.load() == 1; }, 3000ms));
+  REQUIRE(eventually([&] { return lost.load() == 1; }));
   CHECK(g.extensions() == 2);
   CHECK_FALSE(g.owns());
   std::this_thread::sleep_for(300ms);
   CHECK(lost == 1);
   CHECK(c.count_with_key("limited") == 0);  // it expired on the nodes too
 
-  auto o2 = held(300ms);
-  o2.hold.max_hold = 500ms;
+  auto o2 = held(600ms);  // extended every 200 ms, five times at most in a second
+  o2.hold.max_hold = 1000ms;
   Guard g2 = client.lock({"limited2"}, o2);
   REQUIRE(eventually([&] { return g2.lost().has_value(); }));
   CHECK_FALSE(g2.owns());
