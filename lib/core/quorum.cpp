@@ -35,6 +35,17 @@ std::chrono::microseconds drift(Millis ttl, double drift_factor) noexcept {
   return std::chrono::microseconds{static_cast<std::int64_t>(us)} + std::chrono::milliseconds{2};
 }
 
+namespace {
+
+// t1 + ttl - drift: the end of a lease taken at t1, never later than the nodes' expiry.
+BootClock::time_point lease_end(Millis ttl, std::chrono::microseconds d,
+                                BootClock::time_point t1) noexcept {
+  return t1 + std::chrono::duration_cast<BootClock::duration>(ttl) -
+         std::chrono::duration_cast<BootClock::duration>(d);
+}
+
+}  // namespace
+
 Validity compute_validity(Millis ttl, double drift_factor, Millis min_validity,
                           BootClock::time_point t1, BootClock::time_point t2) noexcept {
   using std::chrono::microseconds;
@@ -44,15 +55,13 @@ Validity compute_validity(Millis ttl, double drift_factor, Millis min_validity,
   auto elapsed = std::chrono::ceil<microseconds>(elapsed_ns);
   if (elapsed < microseconds{0}) elapsed = microseconds{0};
   const microseconds validity = std::chrono::duration_cast<microseconds>(ttl) - elapsed - d;
-  const auto deadline = t1 + std::chrono::duration_cast<BootClock::duration>(ttl) -
-                        std::chrono::duration_cast<BootClock::duration>(d);
-  return {validity, deadline, validity > std::chrono::duration_cast<microseconds>(min_validity)};
+  return {validity, lease_end(ttl, d, t1),
+          validity > std::chrono::duration_cast<microseconds>(min_validity)};
 }
 
 BootClock::time_point validity_used_up_at(Millis ttl, double drift_factor, Millis min_validity,
                                           BootClock::time_point t1) noexcept {
-  return t1 + std::chrono::duration_cast<BootClock::duration>(ttl) -
-         std::chrono::duration_cast<BootClock::duration>(drift(ttl, drift_factor)) -
+  return lease_end(ttl, drift(ttl, drift_factor), t1) -
          std::chrono::duration_cast<BootClock::duration>(min_validity);
 }
 
