@@ -280,7 +280,13 @@ TEST_CASE("election: observe reports every change in order, terms increasing") {
 
 TEST_CASE("election: a candidate stopped while campaigning leaves nothing queued on the nodes") {
   RedisCluster c(5);
-  Client a(options_for(c)), b(fast_retry(c));
+  // b sleeps about 2 s between attempts, so the waiting mark it sets before the first sleep lives
+  // about 5 s (twice the sleep and a second): a mark its leaving failed to remove would still be
+  // there when the check below gives up.
+  auto slow = options_for(c);
+  slow.retry_delay = Millis{2000};
+  slow.retry_jitter = Millis{100};
+  Client a(options_for(c)), b(slow);
   Election ea(a, "svc"), eb(b, "svc");
   connect_everywhere(a, c.size());  // the key is checked on every node below
   auto leadership = ea.campaign("a", campaign_opts(30s));
@@ -299,9 +305,9 @@ TEST_CASE("election: a candidate stopped while campaigning leaves nothing queued
   auto [none, r] = campaigning.get();
   CHECK(r.error == Errc::cancelled);
   CHECK_FALSE(none.is_leader());
-  // Its leaving is sent, not waited for. (Not the default 10 s: left behind, a mark would lapse
-  // by itself within about a second of its last renewal.)
-  CHECK(eventually([&] { return marked() == 0; }, 800ms));
+  // Its leaving is sent, not waited for. (Not the default 10 s: left behind, the mark would lapse
+  // by itself about 5 s after it was set.)
+  CHECK(eventually([&] { return marked() == 0; }, 2500ms));
   for (std::size_t i = 0; i < c.size(); ++i) CHECK(c[i].get("svc") == leadership.lock().token());
 }
 
