@@ -3,6 +3,7 @@
 // a fence or ticket write-back, an extend) is a Round. It keeps the per-node record, the tally,
 // and decides as soon as the outcome is known. Pure: the engine feeds it what the nodes said.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,15 @@ class Round {
   void close();
   [[nodiscard]] bool open() const noexcept { return open_; }
 
-  [[nodiscard]] bool answered(int i) const { return answered_[static_cast<std::size_t>(i)]; }
+  [[nodiscard]] bool answered(int i) const { return (answered_ >> i) & 1U; }
   [[nodiscard]] const Tally& tally() const noexcept { return tally_; }
   [[nodiscard]] const std::vector<NodeOutcome>& outcomes() const noexcept { return outcomes_; }
+  // The record, moved out for a result (a copy per operation was one allocation of a lock
+  // cycle's few dozen): only for a round that is over. It is closed, and its record is empty.
+  [[nodiscard]] std::vector<NodeOutcome> take_outcomes() noexcept {
+    open_ = false;
+    return std::move(outcomes_);
+  }
   [[nodiscard]] int nodes() const noexcept { return tally_.nodes; }
   // "3 ok, 2 timeout", "3 down: Connection refused": the record in a few words, for messages
   // (redlock::summarize()).
@@ -53,7 +60,9 @@ class Round {
   const std::vector<std::string>* names_ = nullptr;
   Tally tally_;
   std::vector<NodeOutcome> outcomes_;
-  std::vector<bool> answered_;
+  // Bit i: node i answered. A bit set, not a vector: at most 64 nodes (check_options), and a
+  // round is reset for every attempt and release.
+  std::uint64_t answered_ = 0;
   bool dispatching_ = false;
   bool open_ = false;
 };

@@ -50,7 +50,8 @@ class ReleaseOp final : public Operation {
       if (!round_.answered(i))
         round_.record(i, NodeOutcome{{}, NodeState::down, "engine closed", {}});
     }
-    ReleaseResult res = summary();
+    ReleaseResult res = counts();
+    res.nodes = round_.take_outcomes();
     res.error = make_error_code(Errc::shutdown);
     res.message = "engine closed before the release finished";
     complete(std::move(res));
@@ -62,7 +63,8 @@ class ReleaseOp final : public Operation {
     round_.record(node, std::move(o));
   }
 
-  ReleaseResult summary() const {
+  // The result's counts (its record is added last: the round's, moved).
+  ReleaseResult counts() const {
     ReleaseResult res;
     for (const auto& o : round_.outcomes()) {
       if (o.state == NodeState::ok)
@@ -72,13 +74,12 @@ class ReleaseOp final : public Operation {
       else
         ++res.unreachable;
     }
-    res.nodes = round_.outcomes();
     return res;
   }
 
   void maybe_finish() {
     if (done_ || round_.tally().pending() > 0) return;
-    ReleaseResult res = summary();
+    ReleaseResult res = counts();
     if (res.deleted == 0) {
       if (res.not_held > 0) {
         res.error = make_error_code(Errc::not_held);
@@ -91,15 +92,16 @@ class ReleaseOp final : public Operation {
         res.error = make_error_code(round_.failure_reason(Errc::not_held) == Errc::refused
                                         ? Errc::refused
                                         : Errc::no_quorum);
-        const bool reached =
-            std::any_of(res.nodes.begin(), res.nodes.end(), [](const NodeOutcome& o) {
-              return o.state == NodeState::timeout || o.state == NodeState::error;
-            });
+        const auto& nodes = round_.outcomes();
+        const bool reached = std::any_of(nodes.begin(), nodes.end(), [](const NodeOutcome& o) {
+          return o.state == NodeState::timeout || o.state == NodeState::error;
+        });
         res.message = reached ? "no node confirmed the delete (" + round_.breakdown() +
                                     "); where a node timed out, the delete may still have run"
                               : "no node could be reached (" + round_.breakdown() + ")";
       }
     }
+    res.nodes = round_.take_outcomes();
     complete(std::move(res));
   }
 

@@ -49,6 +49,38 @@ TEST_CASE("Round: refusals and failures; nothing is decided while dispatching") 
   CHECK(failure_reason(h.tally(), Errc::contended) == Errc::contended);
 }
 
+TEST_CASE("Round over 64 nodes, the most a client takes: each node's answer counts once") {
+  std::vector<std::string> names;
+  for (int i = 0; i < 64; ++i) names.push_back("n" + std::to_string(i) + ":1");
+  Round r(&names);
+  for (int i : {0, 31, 32, 63}) {
+    CHECK_FALSE(r.answered(i));
+    r.record(i, as(NodeState::ok));
+    CHECK(r.answered(i));
+    r.record(i, as(NodeState::ok));  // counted once
+  }
+  CHECK(r.tally().ok == 4);
+  CHECK_FALSE(r.answered(1));
+  CHECK_FALSE(r.answered(62));
+  r.reset(&names);  // a fresh round forgets who answered
+  CHECK_FALSE(r.answered(63));
+  CHECK(r.tally().ok == 0);
+}
+
+TEST_CASE("Round: take_outcomes hands the record over and ends the round") {
+  Round r(&five);
+  r.record(0, as(NodeState::ok));
+  r.record(3, as(NodeState::not_held));
+  auto record = r.take_outcomes();
+  REQUIRE(record.size() == 5);
+  CHECK(record[0].node == "a:1");
+  CHECK(record[0].state == NodeState::ok);
+  CHECK(record[3].state == NodeState::not_held);
+  CHECK_FALSE(r.open());
+  r.record(1, as(NodeState::ok));  // after the end: ignored
+  CHECK(r.tally().ok == 1);
+}
+
 TEST_CASE("INFO fields match whole names at the start of a line") {
   const std::string info =
       "# Server\r\nmaster_run_id:nope\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n";
