@@ -43,12 +43,17 @@ void start_acquire(Engine::Impl& e, std::vector<std::string> resources, AcquireO
 AcquireOp::AcquireOp(Engine::Impl& e, std::vector<std::string> resources, AcquireOptions opts,
                      Engine::AcquireCallback cb)
     : Operation(e),
-      resources_(std::move(resources)),
       opts_(std::move(opts)),
-      kind_(detail::kind_for_acquire(opts_, resources_.size())),
+      kind_(detail::kind_for_acquire(opts_, resources.size())),
       cb_(std::move(cb)) {
-  keys_.reserve(resources_.size());
-  for (const auto& r : resources_) keys_.push_back(e_.options_.key_prefix + r);
+  const auto& prefix = e_.options_.key_prefix;
+  if (prefix.empty()) {
+    keys_ = std::move(resources);
+  } else {
+    resources_ = std::move(resources);
+    keys_.reserve(resources_.size());
+    for (const auto& r : resources_) keys_.push_back(prefix + r);
+  }
   const int retries = opts_.retry_count.value_or(e_.options_.retry_count);
   started_ = BootClock::now();
   std::optional<BootClock::time_point> wait_until;
@@ -273,7 +278,7 @@ void AcquireOp::attempt_decided(Decision d, BootClock::time_point t2) {
     const auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor,
                                             e_.options_.min_validity, t1_, t2);
     if (v.ok) {
-      finish_ok(LockBuilder::make(resources_, token_, opts_.ttl,
+      finish_ok(LockBuilder::make(resources(), token_, opts_.ttl,
                                   std::chrono::duration_cast<Millis>(v.validity), v.deadline,
                                   attempt_.tally().ok, n, attempt_.outcomes()));
       return;
@@ -335,7 +340,7 @@ void AcquireOp::hand_out_fenced() {
     fail_attempt(Errc::expired, "the lock and its fence were granted but the validity was used up");
     return;
   }
-  Lock lock = LockBuilder::make(resources_, token_, opts_.ttl,
+  Lock lock = LockBuilder::make(resources(), token_, opts_.ttl,
                                 std::chrono::duration_cast<Millis>(v.validity), v.deadline,
                                 attempt_.tally().ok, e_.n(), attempt_.outcomes());
   LockBuilder::set_fence(lock, fence_.value());

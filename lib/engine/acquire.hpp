@@ -110,8 +110,14 @@ class AcquireOp final : public Operation {
     void operator()() const noexcept { engine->request_cancel(id); }
   };
 
+  // The resources as the caller named them, and as keys (with the key prefix). Without a prefix
+  // the names are the keys, kept once, in keys_ (resources_ stays empty: two allocations fewer
+  // per acquisition); resources() is the names either way.
+  [[nodiscard]] const std::vector<std::string>& resources() const {
+    return resources_.empty() ? keys_ : resources_;
+  }
   std::vector<std::string> resources_;
-  std::vector<std::string> keys_;  // resources with the key prefix
+  std::vector<std::string> keys_;
   AcquireOptions opts_;
   const detail::LockKind& kind_;
   Engine::AcquireCallback cb_;

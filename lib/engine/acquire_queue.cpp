@@ -156,7 +156,7 @@ bool AcquireOp::take_ticket_grant() {
   }
   attempt_.close();
   fair_.set_won_with_ticket();
-  Lock lock = LockBuilder::make(resources_, token_, opts_.ttl,
+  Lock lock = LockBuilder::make(resources(), token_, opts_.ttl,
                                 std::chrono::duration_cast<Millis>(v.validity), v.deadline,
                                 attempt_.tally().ok, n, attempt_.outcomes());
   // The grant left our heartbeat and registration there: the release clears them.

@@ -17,8 +17,13 @@ class ReleaseOp final : public Operation {
   ReleaseOp(Engine::Impl& e, Engine::ReleaseCallback cb) : Operation(e), cb_(std::move(cb)) {}
 
   void start(const Lock& lock) {
-    std::vector<std::string> keys;
-    for (const auto& r : lock.resources()) keys.push_back(e_.options_.key_prefix + r);
+    // Without a key prefix the lock's resources are its keys (no copy).
+    const auto& prefix = e_.options_.key_prefix;
+    std::vector<std::string> prefixed;
+    if (!prefix.empty()) {
+      for (const auto& r : lock.resources()) prefixed.push_back(prefix + r);
+    }
+    const auto& keys = prefix.empty() ? lock.resources() : prefixed;
     const auto& kind = detail::kind_for_lock(lock.mode(), keys.size());
     const bool wake =
         detail::release_wakes(lock.wakes_waiters(), BootClock::now() - LockBuilder::taken_at(lock));

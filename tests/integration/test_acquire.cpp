@@ -47,6 +47,36 @@ TEST_CASE("5 of 5 up: acquire, status, extend, release") {
   CHECK(rel.deleted == 5);
 }
 
+TEST_CASE("a key prefix: the nodes hold prefixed keys, the lock names its resources") {
+  RedisCluster c(5);
+  Options o = options_for(c);
+  o.key_prefix = "app1:";
+  Client client(o);
+  for (const std::vector<std::string>& names :
+       {std::vector<std::string>{"job"}, std::vector<std::string>{"a", "b"}}) {
+    CAPTURE(names.size());
+    auto r = client.try_acquire(names, ttl_opts(10s));
+    REQUIRE_MESSAGE(r, r.message);
+    CHECK(r.lock.resources() == names);
+    for (const auto& n : names) {
+      CHECK(eventually([&] { return c.count_with_key("app1:" + n) == 5; }));
+      CHECK(c.count_with_key(n) == 0);
+    }
+    auto e = client.try_extend(r.lock, 20s);
+    REQUIRE_MESSAGE(e, e.message);
+    CHECK(eventually([&] { return c[0].pttl("app1:" + names[0]) > 10000; }));
+    auto rel = client.try_release(e.lock);
+    REQUIRE_MESSAGE(rel, rel.message);
+    CHECK(rel.deleted == 5);
+    for (const auto& n : names) CHECK(c.count_with_key("app1:" + n) == 0);
+  }
+  // Without the prefix the same names are other keys: free.
+  Client plain(options_for(c));
+  auto p = plain.try_acquire({"job"}, ttl_opts(10s));
+  CHECK_MESSAGE(p, p.message);
+  CHECK(plain.try_release(p.lock));
+}
+
 TEST_CASE("two clients contending: exactly one wins, the loser gets contended") {
   RedisCluster c(5);
   Client a(options_for(c));
