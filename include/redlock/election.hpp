@@ -146,6 +146,8 @@ class REDLOCK_API Election {
   // nobody, or no quorum to tell), in order, on the client's I/O thread (it must not block nor
   // make blocking calls of the client). Until the Observation is stopped or destroyed, or the
   // client is. An empty Observation when the options are unusable (poll not positive).
+  // Each change is read from the nodes (a message only hints that one came): a leadership that
+  // begins and ends within one read can pass unseen; reported terms grow strictly.
   [[nodiscard]] Observation observe(std::function<void(const LeaderResult&)> on_change,
                                     const ObserveOptions& options = {});
 

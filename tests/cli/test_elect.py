@@ -1,11 +1,13 @@
 """redlock-cli elect, leader and observe: leader election (docs/cli.md, issue 44)."""
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -190,16 +192,34 @@ class Election(unittest.TestCase):
 
     def test_observe_prints_each_change_in_order_until_sigterm(self):
         obs = self.start("--json", "observe", "svc", "--poll", "5s")
-        first = json.loads(obs.stdout.readline())
+        lines = queue.Queue()  # observe's lines, read beside the test: a missing one fails, not hangs
+
+        def pump():
+            for line in obs.stdout:
+                lines.put(line)
+            lines.put("")
+
+        threading.Thread(target=pump, daemon=True).start()
+
+        def next_change():
+            try:
+                return json.loads(lines.get(timeout=10))
+            except queue.Empty:
+                self.fail("observe printed no line within 10 s")
+
+        first = next_change()
         self.assertIsNone(first["id"])
         terms = []
         for ident in ("a", "b", "a"):
-            r = self.cli("elect", "svc", "--id", ident, "--", "true")
+            # Each leadership lasts 300 ms: a leadership shorter than observe's read after the
+            # message (2 ms and a round trip) can pass unseen on a loaded machine (the man page
+            # says so), and this test is about the order and the terms, not about that race.
+            r = self.cli("elect", "svc", "--id", ident, "--", "sleep", "0.3")
             self.assertEqual(r.returncode, 0, r.stderr)
-            up = json.loads(obs.stdout.readline())
+            up = next_change()
             self.assertEqual(up["id"], ident)
             terms.append(up["term"])
-            down = json.loads(obs.stdout.readline())
+            down = next_change()
             self.assertIsNone(down["id"])
         self.assertEqual(terms, sorted(set(terms)))
         obs.send_signal(signal.SIGTERM)
