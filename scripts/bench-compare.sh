@@ -32,11 +32,22 @@ clis=("$@")
 for c in "${clis[@]}"; do [[ -x $c ]] || { echo "bench-compare.sh: $c is not executable" >&2; exit 2; }; done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-bench-compare.XXXXXX")
-base=$((20000 + RANDOM % 20000))
 manager=${clis[-1]}
-cleanup() { "$manager" cluster down --count 5 --base-port "$base" --dir "$work/nodes" >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() { "$manager" cluster down --dir "$work/nodes" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
-"$manager" cluster up --count 5 --base-port "$base" --dir "$work/nodes" >/dev/null
+# Ports below the kernel's ephemeral range (32768 and up here), where a machine that has just run
+# the test suite holds thousands of sockets in TIME_WAIT; `up` refuses a taken port, and a few
+# tries find a free range.
+base=""
+for _ in 1 2 3 4 5 6 7 8; do
+  b=$((22768 + RANDOM % (32000 - 22768)))
+  if "$manager" cluster up --count 5 --base-port "$b" --dir "$work/nodes" >"$work/up.log" 2>&1; then
+    base=$b
+    break
+  fi
+  "$manager" cluster down --dir "$work/nodes" >/dev/null 2>&1 || true
+done
+[[ -n $base ]] || { echo "bench-compare.sh: could not start 5 nodes:" >&2; cat "$work/up.log" >&2; exit 1; }
 nodes=$(seq -s, -f "127.0.0.1:%g" "$base" $((base + 4)))
 read -r -a extra <<<"${BENCH_ARGS:-}"
 
