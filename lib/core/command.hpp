@@ -34,14 +34,19 @@ struct Command {
     c.args.reserve(c.args.size() + 5);
     return c;
   }
-  Command& arg(std::string_view a) {
+  // On a temporary (`return Command::plain({...}).arg(ttl);`) these return it as an rvalue, so
+  // the command is moved into the caller's, not copied: a copy was three allocations of every
+  // acquire and every release.
+  Command& arg(std::string_view a) & {
     args.emplace_back(a);
     return *this;
   }
-  Command& arg(long long v) {
+  Command& arg(long long v) & {
     args.push_back(std::to_string(v));
     return *this;
   }
+  Command&& arg(std::string_view a) && { return std::move(arg(a)); }
+  Command&& arg(long long v) && { return std::move(arg(v)); }
 };
 
 }  // namespace redlock::detail

@@ -3,6 +3,9 @@
 
 #include <functional>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "core/reply.hpp"
 #include "net/reader.hpp"
@@ -60,6 +63,22 @@ TEST_CASE("RESP: a plain command and a script call, binary-safe") {
   net::resp::append_command(out, c, net::resp::ScriptForm::eval);
   CHECK(out.starts_with("*5\r\n$4\r\nEVAL\r\n$" +
                         std::to_string(script_body(ScriptId::release).size()) + "\r\n"));
+}
+
+// A command built on a temporary (`return Command::plain({...}).arg(ttl);`, as every lock kind
+// does) is moved into its result: arg() on an rvalue gives an rvalue. Were it an lvalue, each
+// acquire and release would copy its arguments (three allocations each).
+static_assert(std::is_same_v<decltype(Command{}.arg(1LL)), Command&&>);
+static_assert(std::is_same_v<decltype(Command{}.arg("x")), Command&&>);
+static_assert(std::is_same_v<decltype(std::declval<Command&>().arg("x")), Command&>);
+
+TEST_CASE("a command's args survive arg() chains on a temporary and on a named command") {
+  const Command moved = Command::plain({"SET", "a-key-longer-than-sso", "NX"}).arg(7).arg("PX");
+  CHECK(moved.args == std::vector<std::string>{"SET", "a-key-longer-than-sso", "NX", "7", "PX"});
+  Command named = Command::call(ScriptId::release, {"k"});
+  named.arg("tok").arg(5);
+  CHECK(named.args == std::vector<std::string>{"k", "tok", "5"});
+  CHECK(named.numkeys == 1);
 }
 
 TEST_CASE("RESP round trip: what the encoder writes, the reader reads back as the same argv") {
