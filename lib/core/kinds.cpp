@@ -233,8 +233,13 @@ Command LockKind::extend(const std::vector<std::string>& keys, std::string_view 
 Command LockKind::release(const std::vector<std::string>& lock_keys, std::string_view token,
                           bool wake, std::string_view handed_waiter) const {
   if (!wake) {
+    // The keys go into a vector with room for the rest (Command::call reserves 5 more): a plain
+    // copy of lock_keys would be grown again at once, one allocation more per release.
+    std::vector<std::string> k;
+    k.reserve(lock_keys.size() + 5);
+    k.insert(k.end(), lock_keys.begin(), lock_keys.end());
     return Command::call(lock_keys.size() > 1 ? ScriptId::release_multi : ScriptId::release,
-                         lock_keys)
+                         std::move(k))
         .arg(token);
   }
   if (lock_keys.size() > 1) {

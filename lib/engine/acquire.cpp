@@ -278,7 +278,7 @@ void AcquireOp::attempt_decided(Decision d, BootClock::time_point t2) {
     const auto v = detail::compute_validity(opts_.ttl, e_.options_.drift_factor,
                                             e_.options_.min_validity, t1_, t2);
     if (v.ok) {
-      finish_ok(LockBuilder::make(resources(), token_, opts_.ttl,
+      finish_ok(LockBuilder::make(resources(), token_for_lock(), opts_.ttl,
                                   std::chrono::duration_cast<Millis>(v.validity), v.deadline,
                                   attempt_.tally().ok, n, attempt_.outcomes()));
       return;
@@ -340,7 +340,7 @@ void AcquireOp::hand_out_fenced() {
     fail_attempt(Errc::expired, "the lock and its fence were granted but the validity was used up");
     return;
   }
-  Lock lock = LockBuilder::make(resources(), token_, opts_.ttl,
+  Lock lock = LockBuilder::make(resources(), token_for_lock(), opts_.ttl,
                                 std::chrono::duration_cast<Millis>(v.validity), v.deadline,
                                 attempt_.tally().ok, e_.n(), attempt_.outcomes());
   LockBuilder::set_fence(lock, fence_.value());
@@ -522,6 +522,11 @@ void AcquireOp::shutdown() {
   // complete() says we are done waiting, as for any failure (the connections still take it).
   finish(Errc::shutdown, "engine closed before the lock was acquired");
 }
+
+// The winning attempt's token, for its Lock: moved, unless the kind still names it once the lock
+// is won (a fair waiter's leave carries the token of the lock it took: finish_waiting), so that
+// the usual acquisition does not copy it.
+std::string AcquireOp::token_for_lock() { return kind_.queued() ? token_ : std::move(token_); }
 
 Millis AcquireOp::writer_mark_ttl() const { return detail::writer_mark_ttl(e_.options_); }
 

@@ -102,6 +102,7 @@ class AcquireOp final : public Operation {
   [[nodiscard]] detail::AttemptArgs attempt_args() const;  // the current attempt's
   void finish_ok(Lock lock);
   void finish(Errc why, std::string message);
+  [[nodiscard]] std::string token_for_lock();
   void complete(AcquireResult res);
 
   struct CancelRequest {
